@@ -1,0 +1,46 @@
+# Two commands on a fresh machine: `make run` and `make test`. Every target
+# bootstraps what it needs: a pinned uv in .tools/, then the locked environment
+# in .venv/ (uv.lock is the single source of versions).
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV := .tools/bin/uv
+VENV := .venv
+export UV_PYTHON := $(PYTHON)
+export UV_PYTHON_DOWNLOADS := never
+
+.PHONY: install run test lint typecheck unit integration bench clean
+
+$(UV):
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
+
+$(VENV)/.installed: $(UV) uv.lock pyproject.toml
+	$(UV) sync --frozen
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/jobqueue serve
+
+lint: install
+	$(VENV)/bin/ruff check src tests bench migrations
+	$(VENV)/bin/ruff format --check src tests bench migrations
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+unit: install
+	$(VENV)/bin/pytest tests/unit -q
+
+integration: install
+	$(VENV)/bin/pytest tests/integration -q -n auto
+
+test: lint typecheck
+	$(VENV)/bin/pytest -n auto
+
+bench: install
+	$(VENV)/bin/python -m bench
+
+clean:
+	rm -rf .tools $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,71 @@
+"""Alembic environment: async engine on asyncpg, serialised by an advisory lock.
+
+The URL comes from the caller (`jobqueue migrate`, the tests) through
+`config.attributes["url"]`, else from `DATABASE_URL`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from alembic import context
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from jobqueue.adapters.postgres.database import normalize_url
+from jobqueue.adapters.postgres.schema import metadata
+
+# Any constant works; it only has to be the same in every process that migrates.
+MIGRATION_LOCK_KEY = 0x6A6F6271  # "jobq"
+
+config = context.config
+
+
+def _url() -> str:
+    url = config.attributes.get("url") or os.environ.get("DATABASE_URL")
+    if not url:
+        raise SystemExit(
+            "DATABASE_URL is not set: point it at the database to migrate, "
+            "e.g. DATABASE_URL=postgresql://user:password@localhost:5432/jobqueue"
+        )
+    return str(url)
+
+
+def _run(connection: Connection) -> None:
+    # Several processes may start together (`jobqueue serve` migrates on start). The
+    # session lock makes them take turns, and each reads the version table only once it
+    # holds the lock, so the later ones find nothing left to do.
+    connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+    try:
+        context.configure(
+            connection=connection,
+            target_metadata=metadata,
+            compare_type=True,
+            transaction_per_migration=False,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+        connection.commit()
+    finally:
+        connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        connection.commit()
+
+
+async def _run_online() -> None:
+    engine = create_async_engine(normalize_url(_url()), poolclass=NullPool)
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(_run)
+    finally:
+        await engine.dispose()
+
+
+if context.is_offline_mode():
+    context.configure(url=_url(), target_metadata=metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    asyncio.run(_run_online())

@@ -1,0 +1,44 @@
+"""Connection URLs and engines: the one place driver details are decided."""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+_ACCEPTED_SCHEMES = {"postgres", "postgresql", "postgresql+asyncpg"}
+
+
+def normalize_url(url: str) -> str:
+    """Accept `postgres://`, `postgresql://` and `postgresql+asyncpg://`; return the asyncpg form.
+
+    Raises `ValueError` with a message fit for a person reading a startup error.
+    """
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme not in _ACCEPTED_SCHEMES:
+        raise ValueError(
+            "must be a PostgreSQL URL such as postgresql://user:password@host:5432/dbname "
+            f"(got scheme {scheme!r})"
+        )
+    try:
+        parsed = make_url("postgresql+asyncpg://" + url.split("://", 1)[1])
+    except ArgumentError as exc:
+        raise ValueError(f"is not a valid URL: {exc}") from None
+    return parsed.render_as_string(hide_password=False)
+
+
+def redact(url: str) -> str:
+    """The URL with its password hidden, for logs."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def create_engine(
+    url: str, *, pool_size: int = 10, application_name: str = "jobqueue"
+) -> AsyncEngine:
+    return create_async_engine(
+        normalize_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args={"server_settings": {"application_name": application_name}},
+    )

@@ -1,0 +1,69 @@
+"""The tables as SQLAlchemy Core metadata: what the store queries and Alembic compares.
+
+Alembic's hand-written revisions create these; a test proves they agree.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS, Status
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+_STATUSES = ", ".join(f"'{status.value}'" for status in Status)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("type", Text, nullable=False),
+    Column("payload", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("status", Text, nullable=False, server_default=text("'pending'")),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("max_attempts", Integer, nullable=False),
+    Column("run_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("locked_until", DateTime(timezone=True), nullable=True),
+    Column("lease_token", BigInteger, nullable=False, server_default=text("0")),
+    Column("last_error", Text, nullable=True),
+    Column("idempotency_key", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("traceparent", Text, nullable=True),
+    CheckConstraint(f"status IN ({_STATUSES})", name="status"),
+    CheckConstraint(f"max_attempts BETWEEN {MIN_ATTEMPTS} AND {MAX_ATTEMPTS}", name="max_attempts"),
+    CheckConstraint("attempts >= 0", name="attempts"),
+    # A lease exists exactly while a worker holds the job; recovery relies on it.
+    CheckConstraint(
+        "(status = 'processing') = (locked_until IS NOT NULL)", name="lease_while_processing"
+    ),
+    # The claim's scan: due pending jobs in due order. Finished rows never enter it.
+    Index("ix_jobs_due", "run_at", postgresql_where=text("status = 'pending'")),
+    # The recovery scan: leases that may have run out.
+    Index("ix_jobs_lease_expiry", "locked_until", postgresql_where=text("status = 'processing'")),
+    Index(
+        "uq_jobs_idempotency_key",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
+)

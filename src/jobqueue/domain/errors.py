@@ -1,0 +1,102 @@
+"""The project's exceptions and the rule that splits failures into retryable and not.
+
+Every error the library raises on purpose derives from `JobQueueError`, so callers can
+catch one type. `Permanent` is different: handlers raise it (or a subclass, or wrap it)
+to say "retrying cannot help".
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+
+class JobQueueError(Exception):
+    """Base class of the errors jobqueue raises on purpose."""
+
+
+class InvalidJob(JobQueueError):
+    """A job submission that can never be accepted as sent; the message says why."""
+
+
+class UnknownJobType(InvalidJob):
+    def __init__(self, job_type: str, known: list[str]) -> None:
+        listing = ", ".join(repr(name) for name in sorted(known)) or "none registered"
+        super().__init__(f"unknown job type {job_type!r} (known types: {listing})")
+        self.job_type = job_type
+
+
+class InvalidPayload(InvalidJob):
+    def __init__(self, job_type: str, reason: str) -> None:
+        super().__init__(f"invalid payload for job type {job_type!r}: {reason}")
+        self.job_type = job_type
+        self.reason = reason
+
+
+class JobNotFound(JobQueueError):
+    def __init__(self, job_id: UUID) -> None:
+        super().__init__(f"job {job_id} not found")
+        self.job_id = job_id
+
+
+class IdempotencyConflict(JobQueueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"Idempotency-Key {key!r} was already used for a different request "
+            "(another type, payload or max_attempts)"
+        )
+        self.key = key
+
+
+class InvalidTransition(JobQueueError):
+    def __init__(self, job_id: UUID, operation: str, status: str) -> None:
+        super().__init__(f"cannot {operation.replace('_', ' ')} job {job_id}: it is {status}")
+        self.job_id = job_id
+        self.operation = operation
+        self.status = status
+
+
+class LeaseLost(JobQueueError):
+    """An outcome write found the job no longer held by the caller's claim.
+
+    The lease expired and the job was recovered, or another claim superseded it; the
+    newer owner's outcome wins and the stale one is dropped.
+    """
+
+    def __init__(self, job_id: UUID, lease_token: int) -> None:
+        super().__init__(f"lease {lease_token} on job {job_id} was lost")
+        self.job_id = job_id
+        self.lease_token = lease_token
+
+
+class StoreUnavailable(JobQueueError):
+    """The job store could not be reached or failed for a reason that is not the caller's."""
+
+
+class Permanent(Exception):
+    """Raise (or subclass, or chain with `raise X from Permanent(...)`) to stop retries.
+
+    Any other exception escaping a handler is retried while attempts remain.
+    """
+
+
+def is_permanent(error: BaseException) -> bool:
+    """Whether `error` says retrying is pointless.
+
+    Wrapping must not hide the verdict: the explicit `__cause__` chain is followed, and an
+    exception group is permanent when any exception inside it is, because retrying the
+    group would run into that same failure again.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, Permanent | InvalidJob):
+            return True
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        if current.__cause__ is not None:
+            pending.append(current.__cause__)
+    return False

@@ -1,0 +1,214 @@
+"""Jobs, their statuses, and the transitions between statuses, written once as data."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import TypeAlias
+from uuid import UUID
+
+from jobqueue.domain.errors import InvalidJob, InvalidTransition, UnknownJobType
+
+JsonValue: TypeAlias = dict[str, "JsonValue"] | list["JsonValue"] | str | int | float | bool | None
+
+MIN_ATTEMPTS = 1
+MAX_ATTEMPTS = 100
+MAX_TYPE_LENGTH = 200
+MAX_IDEMPOTENCY_KEY_LENGTH = 255
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DEAD_LETTER = "dead_letter"
+
+
+TERMINAL = frozenset({Status.COMPLETED, Status.FAILED})
+
+
+class Operation(StrEnum):
+    """What causes a transition; each one is a single store method."""
+
+    CLAIM = "claim"
+    COMPLETE = "complete"
+    RETRY = "retry"
+    FAIL = "fail"
+    DEAD_LETTER = "dead_letter"
+    RELEASE = "release"
+    RECOVER = "recover"
+    MANUAL_RETRY = "manual_retry"
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    operation: Operation
+    source: Status
+    target: Status
+
+
+TRANSITIONS: frozenset[Transition] = frozenset(
+    {
+        Transition(Operation.CLAIM, Status.PENDING, Status.PROCESSING),
+        Transition(Operation.COMPLETE, Status.PROCESSING, Status.COMPLETED),
+        Transition(Operation.RETRY, Status.PROCESSING, Status.PENDING),
+        Transition(Operation.FAIL, Status.PROCESSING, Status.FAILED),
+        Transition(Operation.DEAD_LETTER, Status.PROCESSING, Status.DEAD_LETTER),
+        # Shutdown gives the attempt back; the job simply waits for the next claim.
+        Transition(Operation.RELEASE, Status.PROCESSING, Status.PENDING),
+        # A lease that ran out means the attempt was lost with its process: it counts.
+        Transition(Operation.RECOVER, Status.PROCESSING, Status.PENDING),
+        Transition(Operation.RECOVER, Status.PROCESSING, Status.DEAD_LETTER),
+        Transition(Operation.MANUAL_RETRY, Status.DEAD_LETTER, Status.PENDING),
+    }
+)
+
+
+def sources(operation: Operation) -> frozenset[Status]:
+    """The statuses from which `operation` may start."""
+    return frozenset(t.source for t in TRANSITIONS if t.operation is operation)
+
+
+def targets(operation: Operation, source: Status) -> frozenset[Status]:
+    """The statuses `operation` may lead to from `source` (empty when refused)."""
+    return frozenset(
+        t.target for t in TRANSITIONS if t.operation is operation and t.source is source
+    )
+
+
+def check_transition(job_id: UUID, operation: Operation, source: Status, target: Status) -> None:
+    """Raise `InvalidTransition` unless the table allows `source -> target` by `operation`."""
+    if target not in targets(operation, source):
+        raise InvalidTransition(job_id, operation, source)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Proof of one claim. Outcome writes are fenced by the token, which grows at every
+    claim; attempt numbers cannot fence because a manual retry or a release repeats them."""
+
+    job_id: UUID
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: UUID
+    type: str
+    payload: JsonValue
+    status: Status
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    locked_until: datetime | None
+    lease_token: int
+    last_error: str | None
+    idempotency_key: str | None
+    created_at: datetime
+    updated_at: datetime
+    traceparent: str | None = None
+
+    @property
+    def lease(self) -> Lease:
+        return Lease(self.id, self.lease_token)
+
+    @property
+    def is_last_attempt(self) -> bool:
+        return self.attempts >= self.max_attempts
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A submission that passed validation; construct it with `NewJob.build`."""
+
+    type: str
+    max_attempts: int
+    payload: JsonValue = field(default_factory=dict)
+    idempotency_key: str | None = None
+    traceparent: str | None = None
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        type: str,
+        payload: JsonValue | None = None,
+        max_attempts: int | None = None,
+        default_max_attempts: int,
+        registered: Collection[str] | None = None,
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
+    ) -> NewJob:
+        """Validate a submission; raise `InvalidJob` with a message a client can act on.
+
+        `registered` is the set of known job types; `None` skips that check (enqueueing
+        for a worker fleet whose handlers this process does not load).
+        """
+        _check_type(type, registered)
+        attempts = default_max_attempts if max_attempts is None else max_attempts
+        _check_max_attempts(attempts)
+        _check_idempotency_key(idempotency_key)
+        body: JsonValue = {} if payload is None else payload
+        _check_json("payload", body)
+        return cls(
+            type=type,
+            max_attempts=attempts,
+            payload=body,
+            idempotency_key=idempotency_key,
+            traceparent=traceparent,
+        )
+
+
+def _check_type(job_type: object, registered: Collection[str] | None) -> None:
+    if not isinstance(job_type, str) or not job_type.strip():
+        raise InvalidJob("type must be a non-empty string")
+    if len(job_type) > MAX_TYPE_LENGTH:
+        raise InvalidJob(f"type must be at most {MAX_TYPE_LENGTH} characters")
+    if registered is not None and job_type not in registered:
+        raise UnknownJobType(job_type, list(registered))
+
+
+def _check_max_attempts(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJob("max_attempts must be an integer")
+    if not MIN_ATTEMPTS <= value <= MAX_ATTEMPTS:
+        raise InvalidJob(
+            f"max_attempts must be between {MIN_ATTEMPTS} and {MAX_ATTEMPTS}, got {value}"
+        )
+
+
+def _check_idempotency_key(key: str | None) -> None:
+    if key is None:
+        return
+    if not key.strip() or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise InvalidJob(
+            f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LENGTH} non-blank characters"
+        )
+
+
+def _check_json(path: str, value: object) -> None:
+    if value is None or isinstance(value, str | bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidJob(f"{path} holds {value}, which JSON cannot represent")
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(f"{path}[{index}]", item)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidJob(f"{path} has a non-string key {key!r}")
+            _check_json(f"{path}.{key}", item)
+        return
+    raise InvalidJob(f"{path} holds a {type(value).__name__}, which is not a JSON value")

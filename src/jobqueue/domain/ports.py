@@ -1,0 +1,75 @@
+"""The outside things the core needs, named by what they do.
+
+Declared here, by the code that consumes them; adapters implement them, and the unit
+tests' fakes implement them too (a contract suite keeps both honest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+from uuid import UUID
+
+from jobqueue.domain.job import Job, JsonValue, Lease, NewJob
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    job: Job
+    # True when an Idempotency-Key matched an earlier identical submission: no new job.
+    replayed: bool
+
+
+class JobStore(Protocol):
+    """The state machine's operations, each one atomic compare-and-swap in the store.
+
+    Outcome writes (`complete` .. `release`) are fenced by the claim's lease and raise
+    `LeaseLost` when the job is no longer held by it. Operations on a job id raise
+    `JobNotFound` or `InvalidTransition`; `submit` raises `IdempotencyConflict`.
+    """
+
+    async def submit(self, new: NewJob) -> Submitted: ...
+
+    async def get(self, job_id: UUID) -> Job: ...
+
+    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+        """Up to `limit` due pending jobs, now processing under a fresh lease each."""
+        ...
+
+    async def complete(self, lease: Lease) -> Job: ...
+
+    async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
+        """Back to pending, due `delay` from now by the store's clock."""
+        ...
+
+    async def fail(self, lease: Lease, error: str) -> Job: ...
+
+    async def dead_letter(self, lease: Lease, error: str) -> Job: ...
+
+    async def release(self, lease: Lease) -> Job:
+        """Back to pending at once, giving the attempt back (shutdown)."""
+        ...
+
+    async def manual_retry(self, job_id: UUID) -> Job:
+        """A dead-lettered job back to pending with a fresh attempt budget."""
+        ...
+
+    async def recover_expired(self, limit: int) -> Sequence[Job]:
+        """Jobs whose lease ran out: to pending, or to dead_letter after the last attempt."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise `StoreUnavailable` unless the store answers."""
+        ...
+
+
+class PayloadDecoder(Protocol):
+    """Turns a JSON payload into a handler's declared payload type.
+
+    Raises `InvalidPayload` with a precise reason; the domain cannot use a
+    serialisation library, so the conversion is an adapter's.
+    """
+
+    def decode(self, job_type: str, payload: JsonValue, into: type[Any]) -> Any: ...
