@@ -41,9 +41,15 @@ class Backoff:
 
     def delay(self, attempt: int, rand: Callable[[], float] = random.random) -> timedelta:
         """The delay before the attempt after `attempt`; `rand` returns a float in [0, 1)."""
+        draw = rand()
+        if not 0.0 <= draw <= 1.0:
+            raise ValueError(f"rand must return a number in [0, 1], got {draw!r}")
         ceiling_us = _microseconds(self.ceiling(attempt))
-        half = ceiling_us / 2
-        return timedelta(microseconds=round(half + rand() * half))
+        # Whole microseconds throughout: float halves round below c/2 for odd c, and past
+        # 2**53 microseconds a float sum can land beyond c (and beyond timedelta.max).
+        floor_us = (ceiling_us + 1) // 2
+        spread = ceiling_us - floor_us
+        return timedelta(microseconds=floor_us + min(spread, int(draw * (spread + 1))))
 
 
 def _microseconds(value: timedelta) -> int:

@@ -185,30 +185,62 @@ def _check_max_attempts(value: object) -> None:
         )
 
 
-def _check_idempotency_key(key: str | None) -> None:
+def _check_idempotency_key(key: object) -> None:
     if key is None:
         return
-    if not key.strip() or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+    if not isinstance(key, str) or not key.strip() or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
         raise InvalidJob(
             f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LENGTH} non-blank characters"
         )
 
 
+# A location inside a payload as (label, parent): rendered only when reporting an error,
+# so walking a deeply nested payload does not build a path string per level.
+_Where: TypeAlias = tuple[str, "_Where | None"]
+
+
+def _render(where: _Where) -> str:
+    labels: list[str] = []
+    node: _Where | None = where
+    while node is not None:
+        labels.append(node[0])
+        node = node[1]
+    return "".join(reversed(labels))
+
+
 def _check_json(path: str, value: object) -> None:
-    if value is None or isinstance(value, str | bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidJob(f"{path} holds {value}, which JSON cannot represent")
-        return
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_json(f"{path}[{index}]", item)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidJob(f"{path} has a non-string key {key!r}")
-            _check_json(f"{path}.{key}", item)
-        return
-    raise InvalidJob(f"{path} holds a {type(value).__name__}, which is not a JSON value")
+    # An explicit stack, not recursion: a deeply nested payload must be accepted or
+    # refused, never end in RecursionError. `on_path` holds the containers being walked,
+    # so a cycle (which JSON cannot represent) is refused while a list shared by two
+    # branches (which serialises fine) is not.
+    stack: list[tuple[_Where, object, bool]] = [((path, None), value, False)]
+    on_path: set[int] = set()
+    while stack:
+        where, item, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(item))
+            continue
+        if item is None or isinstance(item, str | bool | int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise InvalidJob(f"{_render(where)} holds {item}, which JSON cannot represent")
+            continue
+        if not isinstance(item, list | dict):
+            raise InvalidJob(
+                f"{_render(where)} holds a {type(item).__name__}, which is not a JSON value"
+            )
+        if id(item) in on_path:
+            raise InvalidJob(f"{_render(where)} contains itself, which JSON cannot represent")
+        on_path.add(id(item))
+        stack.append((where, item, True))
+        children: list[tuple[_Where, object, bool]] = []
+        if isinstance(item, list):
+            children = [((f"[{i}]", where), child, False) for i, child in enumerate(item)]
+        else:
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise InvalidJob(f"{_render(where)} has a non-string key {key!r}")
+                children.append(((f".{key}", where), child, False))
+        # Reversed so that siblings are checked, and reported, in document order.
+        stack.extend(reversed(children))

@@ -60,7 +60,7 @@ class Registry:
                 name=name,
                 func=func,
                 payload_type=payload,
-                is_async=inspect.iscoroutinefunction(func),
+                is_async=_is_async(func),
             )
             return func
 
@@ -90,3 +90,9 @@ class Registry:
 
     def specs(self) -> list[HandlerSpec]:
         return [self._specs[name] for name in sorted(self._specs)]
+
+
+def _is_async(func: Handler) -> bool:
+    # A callable object with `async def __call__` is a coroutine function to the worker
+    # too; run in a thread it would only create a coroutine that is never awaited.
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)

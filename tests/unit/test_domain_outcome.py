@@ -1,0 +1,202 @@
+"""decide(): how an attempt ended -> what the store must do next."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobqueue.domain.backoff import Backoff
+from jobqueue.domain.job import MAX_ATTEMPTS, Job, Operation, Status, targets
+from jobqueue.domain.outcome import (
+    MAX_ERROR_LENGTH,
+    Complete,
+    DeadLetter,
+    Decision,
+    Ending,
+    Errored,
+    Fail,
+    Interrupted,
+    Release,
+    Retry,
+    Succeeded,
+    TimedOut,
+    decide,
+)
+
+BACKOFF = Backoff(base=timedelta(seconds=1), cap=timedelta(minutes=10))
+US = timedelta(microseconds=1)
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def claimed(attempts: int, max_attempts: int) -> Job:
+    """A job as the claim returned it: `attempts` already counts the running attempt."""
+    return Job(
+        id=uuid4(),
+        type="email",
+        payload={},
+        status=Status.PROCESSING,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        run_at=NOW,
+        locked_until=NOW + timedelta(minutes=5),
+        lease_token=attempts,
+        last_error=None,
+        idempotency_key=None,
+        created_at=NOW,
+        updated_at=NOW,
+    )
+
+
+def never_called() -> float:
+    raise AssertionError("this decision must not draw a backoff delay")
+
+
+# (attempts, max_attempts) with attempts left, and on or past the last attempt.
+WITH_ATTEMPTS_LEFT = [(1, 2), (1, 3), (2, 3), (1, MAX_ATTEMPTS), (MAX_ATTEMPTS - 1, MAX_ATTEMPTS)]
+ON_LAST_ATTEMPT = [(1, 1), (3, 3), (MAX_ATTEMPTS, MAX_ATTEMPTS), (4, 3), (250, 100)]
+
+
+@pytest.mark.parametrize(("attempts", "max_attempts"), WITH_ATTEMPTS_LEFT + ON_LAST_ATTEMPT)
+def test_success_completes(attempts: int, max_attempts: int) -> None:
+    decision = decide(claimed(attempts, max_attempts), Succeeded(), BACKOFF, never_called)
+    assert decision == Complete()
+
+
+@pytest.mark.parametrize(("attempts", "max_attempts"), WITH_ATTEMPTS_LEFT + ON_LAST_ATTEMPT)
+def test_interrupted_attempt_is_released_even_on_the_last_attempt(
+    attempts: int, max_attempts: int
+) -> None:
+    # Shutdown is not the job's fault: the attempt is given back, never dead-lettered.
+    decision = decide(claimed(attempts, max_attempts), Interrupted(), BACKOFF, never_called)
+    assert decision == Release()
+
+
+@pytest.mark.parametrize(("attempts", "max_attempts"), WITH_ATTEMPTS_LEFT + ON_LAST_ATTEMPT)
+def test_permanent_error_fails_even_with_attempts_left(attempts: int, max_attempts: int) -> None:
+    ending = Errored(error="card declined", permanent=True)
+    decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, never_called)
+    assert decision == Fail("card declined")
+
+
+def test_permanent_error_on_the_first_of_many_attempts_fails() -> None:
+    ending = Errored(error="bad address", permanent=True)
+    assert decide(claimed(1, MAX_ATTEMPTS), ending, BACKOFF, never_called) == Fail("bad address")
+
+
+@pytest.mark.parametrize(("attempts", "max_attempts"), WITH_ATTEMPTS_LEFT)
+def test_retryable_error_with_attempts_left_retries_after_backoff(
+    attempts: int, max_attempts: int
+) -> None:
+    ending = Errored(error="connection reset", permanent=False)
+    decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, lambda: 0.5)
+    assert decision == Retry(BACKOFF.delay(attempts, lambda: 0.5), "connection reset")
+
+
+@pytest.mark.parametrize(("attempts", "max_attempts"), WITH_ATTEMPTS_LEFT)
+def test_timeout_with_attempts_left_retries_after_backoff(attempts: int, max_attempts: int) -> None:
+    ending = TimedOut(timeout=timedelta(seconds=30))
+    decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, lambda: 0.5)
+    assert decision == Retry(BACKOFF.delay(attempts, lambda: 0.5), "attempt timed out after 30s")
+
+
+@pytest.mark.parametrize(("attempts", "max_attempts"), ON_LAST_ATTEMPT)
+def test_retryable_error_on_or_after_the_last_attempt_dead_letters(
+    attempts: int, max_attempts: int
+) -> None:
+    ending = Errored(error="connection reset", permanent=False)
+    decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, never_called)
+    assert decision == DeadLetter("connection reset")
+
+
+@pytest.mark.parametrize(("attempts", "max_attempts"), ON_LAST_ATTEMPT)
+def test_timeout_on_or_after_the_last_attempt_dead_letters(
+    attempts: int, max_attempts: int
+) -> None:
+    ending = TimedOut(timeout=timedelta(milliseconds=1500))
+    decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, never_called)
+    assert decision == DeadLetter("attempt timed out after 1.5s")
+
+
+@st.composite
+def attempts_left(draw: st.DrawFn) -> tuple[int, int]:
+    """(attempts, max_attempts) with at least one attempt still to come."""
+    max_attempts = draw(st.integers(min_value=2, max_value=MAX_ATTEMPTS))
+    return draw(st.integers(min_value=1, max_value=max_attempts - 1)), max_attempts
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    counts=attempts_left(),
+    rand=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
+    timed_out=st.booleans(),
+)
+def test_retry_delay_lies_within_the_backoff_bounds_for_the_attempt(
+    counts: tuple[int, int], rand: float, timed_out: bool
+) -> None:
+    attempts, max_attempts = counts
+    ending: Ending = (
+        TimedOut(timeout=timedelta(seconds=5))
+        if timed_out
+        else Errored(error="flaky", permanent=False)
+    )
+    decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, lambda: rand)
+    assert isinstance(decision, Retry)
+    ceiling_us = BACKOFF.ceiling(attempts) // US
+    delay_us = decision.delay // US
+    assert ceiling_us <= 2 * delay_us <= 2 * ceiling_us
+
+
+def test_retry_delays_grow_with_the_attempt_number() -> None:
+    ending = Errored(error="flaky", permanent=False)
+    delays = []
+    for attempts in range(1, 6):
+        decision = decide(claimed(attempts, 10), ending, BACKOFF, lambda: 0.0)
+        assert isinstance(decision, Retry)
+        delays.append(decision.delay)
+    assert delays == [timedelta(seconds=s) for s in (0.5, 1, 2, 4, 8)]
+
+
+def test_default_random_source_is_used_when_none_is_given() -> None:
+    decision = decide(claimed(1, 3), Errored(error="flaky", permanent=False), BACKOFF)
+    assert isinstance(decision, Retry)
+    assert timedelta(seconds=0.5) <= decision.delay <= timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("permanent", [True, False])
+@pytest.mark.parametrize("attempts", [1, 3])
+def test_long_error_messages_are_clipped(permanent: bool, attempts: int) -> None:
+    message = "x" * (MAX_ERROR_LENGTH * 3)
+    ending = Errored(error=message, permanent=permanent)
+    decision = decide(claimed(attempts, 3), ending, BACKOFF, lambda: 0.5)
+    assert isinstance(decision, Fail | Retry | DeadLetter)
+    assert len(decision.error) == MAX_ERROR_LENGTH
+    assert decision.error == "x" * (MAX_ERROR_LENGTH - 1) + "…"
+
+
+def test_error_message_at_the_limit_is_kept_whole() -> None:
+    message = "y" * MAX_ERROR_LENGTH
+    decision = decide(claimed(1, 1), Errored(error=message, permanent=False), BACKOFF)
+    assert decision == DeadLetter(message)
+
+
+@pytest.mark.parametrize(
+    ("decision", "operation"),
+    [
+        (Complete(), Operation.COMPLETE),
+        (Retry(timedelta(seconds=1), "e"), Operation.RETRY),
+        (Fail("e"), Operation.FAIL),
+        (DeadLetter("e"), Operation.DEAD_LETTER),
+        (Release(), Operation.RELEASE),
+    ],
+    ids=lambda value: type(value).__name__,
+)
+def test_every_decision_names_an_operation_allowed_from_processing(
+    decision: Decision, operation: Operation
+) -> None:
+    # The worker executes a decision as one store transition on the job it claimed.
+    assert decision.operation is operation
+    assert targets(decision.operation, Status.PROCESSING)

@@ -1,0 +1,175 @@
+"""The lifecycle table: every (operation, status) pair is either allowed with the right
+targets or refused with InvalidTransition."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from datetime import UTC, datetime
+from uuid import uuid4
+
+import pytest
+
+from jobqueue.domain.errors import InvalidTransition, JobQueueError
+from jobqueue.domain.job import (
+    TERMINAL,
+    TRANSITIONS,
+    Job,
+    Lease,
+    Operation,
+    Status,
+    check_transition,
+    sources,
+    targets,
+)
+
+# The design's lifecycle diagram, written out independently of the table under test.
+EXPECTED: dict[tuple[Operation, Status], frozenset[Status]] = {
+    (Operation.CLAIM, Status.PENDING): frozenset({Status.PROCESSING}),
+    (Operation.COMPLETE, Status.PROCESSING): frozenset({Status.COMPLETED}),
+    (Operation.RETRY, Status.PROCESSING): frozenset({Status.PENDING}),
+    (Operation.FAIL, Status.PROCESSING): frozenset({Status.FAILED}),
+    (Operation.DEAD_LETTER, Status.PROCESSING): frozenset({Status.DEAD_LETTER}),
+    (Operation.RELEASE, Status.PROCESSING): frozenset({Status.PENDING}),
+    (Operation.RECOVER, Status.PROCESSING): frozenset({Status.PENDING, Status.DEAD_LETTER}),
+    (Operation.MANUAL_RETRY, Status.DEAD_LETTER): frozenset({Status.PENDING}),
+}
+
+ALL_PAIRS = list(itertools.product(Operation, Status))
+ALLOWED_PAIRS = [pair for pair in ALL_PAIRS if pair in EXPECTED]
+REFUSED_PAIRS = [pair for pair in ALL_PAIRS if pair not in EXPECTED]
+
+
+def _pair_id(pair: tuple[Operation, Status]) -> str:
+    return f"{pair[0]}-from-{pair[1]}"
+
+
+def test_status_and_operation_values_are_the_stored_strings() -> None:
+    assert [s.value for s in Status] == [
+        "pending",
+        "processing",
+        "completed",
+        "failed",
+        "dead_letter",
+    ]
+    assert {o.value for o in Operation} == {
+        "claim",
+        "complete",
+        "retry",
+        "fail",
+        "dead_letter",
+        "release",
+        "recover",
+        "manual_retry",
+    }
+
+
+def test_transition_table_is_exactly_the_design_lifecycle() -> None:
+    table = {(t.operation, t.source, t.target) for t in TRANSITIONS}
+    expected = {(op, src, dst) for (op, src), dsts in EXPECTED.items() for dst in dsts}
+    assert table == expected
+
+
+@pytest.mark.parametrize("pair", ALLOWED_PAIRS, ids=_pair_id)
+def test_allowed_operation_leads_to_its_targets(pair: tuple[Operation, Status]) -> None:
+    operation, source = pair
+    assert targets(operation, source) == EXPECTED[pair]
+    assert source in sources(operation)
+    for target in EXPECTED[pair]:
+        check_transition(uuid4(), operation, source, target)
+
+
+@pytest.mark.parametrize("pair", ALLOWED_PAIRS, ids=_pair_id)
+def test_allowed_operation_refuses_a_target_outside_the_table(
+    pair: tuple[Operation, Status],
+) -> None:
+    operation, source = pair
+    for target in set(Status) - EXPECTED[pair]:
+        with pytest.raises(InvalidTransition):
+            check_transition(uuid4(), operation, source, target)
+
+
+@pytest.mark.parametrize("pair", REFUSED_PAIRS, ids=_pair_id)
+def test_refused_operation_raises_invalid_transition_for_every_target(
+    pair: tuple[Operation, Status],
+) -> None:
+    operation, source = pair
+    assert targets(operation, source) == frozenset()
+    assert source not in sources(operation)
+    job_id = uuid4()
+    for target in Status:
+        with pytest.raises(InvalidTransition) as raised:
+            check_transition(job_id, operation, source, target)
+        assert raised.value.job_id == job_id
+        assert raised.value.operation == operation
+        assert raised.value.status == source
+
+
+@pytest.mark.parametrize("status", sorted(TERMINAL))
+def test_terminal_status_has_no_outgoing_transition(status: Status) -> None:
+    assert not [t for t in TRANSITIONS if t.source is status]
+    assert all(targets(operation, status) == frozenset() for operation in Operation)
+
+
+def test_only_completed_and_failed_are_terminal() -> None:
+    # dead_letter is parked, not finished: a manual retry brings it back.
+    assert frozenset({Status.COMPLETED, Status.FAILED}) == TERMINAL
+
+
+def test_every_non_terminal_status_can_be_left() -> None:
+    for status in set(Status) - TERMINAL:
+        assert any(t.source is status for t in TRANSITIONS), status
+
+
+def test_invalid_transition_message_names_operation_job_and_status() -> None:
+    job_id = uuid4()
+    with pytest.raises(InvalidTransition) as raised:
+        check_transition(job_id, Operation.MANUAL_RETRY, Status.COMPLETED, Status.PENDING)
+    assert str(raised.value) == f"cannot manual retry job {job_id}: it is completed"
+    assert isinstance(raised.value, JobQueueError)
+
+
+def _job(status: Status, *, attempts: int = 1, max_attempts: int = 3) -> Job:
+    now = datetime(2025, 1, 1, tzinfo=UTC)
+    return Job(
+        id=uuid4(),
+        type="email",
+        payload={},
+        status=status,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        run_at=now,
+        locked_until=None,
+        lease_token=7,
+        last_error=None,
+        idempotency_key=None,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def test_job_is_immutable() -> None:
+    job = _job(Status.PENDING)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.status = Status.COMPLETED  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_job_is_terminal_follows_the_terminal_set(status: Status) -> None:
+    assert _job(status).is_terminal is (status in TERMINAL)
+
+
+def test_job_lease_carries_id_and_token() -> None:
+    job = _job(Status.PROCESSING)
+    assert job.lease == Lease(job.id, 7)
+
+
+@pytest.mark.parametrize(
+    ("attempts", "max_attempts", "last"),
+    [(1, 3, False), (2, 3, False), (3, 3, True), (4, 3, True), (1, 1, True)],
+)
+def test_job_is_last_attempt_once_attempts_reach_the_maximum(
+    attempts: int, max_attempts: int, last: bool
+) -> None:
+    job = _job(Status.PROCESSING, attempts=attempts, max_attempts=max_attempts)
+    assert job.is_last_attempt is last
