@@ -1,0 +1,92 @@
+"""What the worker loops report as they go: the seam metrics plug into.
+
+The pool and the maintenance loops call an observer; the telemetry layer implements one
+with Prometheus counters. Observers are called inline on the event loop, so they must
+be quick and must not block.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from jobqueue.domain.job import Job
+from jobqueue.domain.outcome import Decision
+
+_log = logging.getLogger("jobqueue.worker")
+
+
+class PoolObserver(Protocol):
+    def attempt_started(self, job: Job) -> None:
+        """A handler is about to run `job` (as claimed: `attempts` counts this attempt)."""
+
+    def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
+        """The store recorded `decision` for the attempt that ran `job`.
+
+        Not called when the write was refused (`lease_lost`) or failed: the store then
+        holds whatever recovery or a newer claim decided, and counting it here too would
+        count one attempt twice.
+        """
+
+    def lease_lost(self, job: Job) -> None:
+        """The attempt's outcome was refused: its lease had expired or been superseded."""
+
+    def recovered(self, jobs: Sequence[Job]) -> None:
+        """Lease recovery moved `jobs` (as they are now) out of processing."""
+
+
+class NullObserver:
+    """Observes nothing; the default when no telemetry is wired in."""
+
+    def attempt_started(self, job: Job) -> None:
+        pass
+
+    def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
+        pass
+
+    def lease_lost(self, job: Job) -> None:
+        pass
+
+    def recovered(self, jobs: Sequence[Job]) -> None:
+        pass
+
+
+class GuardedObserver:
+    """Delegates to an observer and logs what it raises.
+
+    A failing metrics call must not abandon an attempt half-way, leaving its job
+    processing until the lease runs out.
+    """
+
+    def __init__(self, inner: PoolObserver) -> None:
+        self._inner = inner
+
+    def attempt_started(self, job: Job) -> None:
+        try:
+            self._inner.attempt_started(job)
+        except Exception:
+            _log.exception("observer failed in attempt_started", extra={"job_id": str(job.id)})
+
+    def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
+        try:
+            self._inner.attempt_finished(job, decision, duration_seconds)
+        except Exception:
+            _log.exception("observer failed in attempt_finished", extra={"job_id": str(job.id)})
+
+    def lease_lost(self, job: Job) -> None:
+        try:
+            self._inner.lease_lost(job)
+        except Exception:
+            _log.exception("observer failed in lease_lost", extra={"job_id": str(job.id)})
+
+    def recovered(self, jobs: Sequence[Job]) -> None:
+        try:
+            self._inner.recovered(jobs)
+        except Exception:
+            _log.exception("observer failed in recovered")
+
+
+def guarded(observer: PoolObserver | None) -> PoolObserver:
+    """`observer` (or a `NullObserver`) wrapped so that its failures are only logged."""
+    return GuardedObserver(observer if observer is not None else NullObserver())

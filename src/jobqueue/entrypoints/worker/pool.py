@@ -1,0 +1,393 @@
+"""The worker pool: claims jobs only when a worker is free for them, runs each attempt
+under a timeout, and records what the domain decides with one fenced store write.
+
+Handlers are user code, and none of what they do may kill the pool. Every exception
+escaping a handler, including `SystemExit`, `KeyboardInterrupt` and a `CancelledError`
+the handler raised on its own, is logged with its traceback and becomes a retryable
+failure (unless `is_permanent` says otherwise). Under `asyncio.run`, Ctrl-C and SIGTERM
+reach the pool as cancellation or `stop()`, never as an exception out of a handler, so
+a handler raising them is a bug in that handler, not a request to stop the process.
+Only cancellation of the attempt by the pool itself (shutdown) is treated as one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from jobqueue.domain.backoff import Backoff
+from jobqueue.domain.errors import LeaseLost, is_permanent
+from jobqueue.domain.job import Job
+from jobqueue.domain.outcome import (
+    Complete,
+    DeadLetter,
+    Decision,
+    Ending,
+    Errored,
+    Fail,
+    Interrupted,
+    Release,
+    Retry,
+    Succeeded,
+    TimedOut,
+    decide,
+)
+from jobqueue.domain.ports import JobStore, PayloadDecoder
+from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.entrypoints.worker.observer import PoolObserver, guarded
+
+_log = logging.getLogger("jobqueue.worker")
+# Handlers log through `ctx.logger`, an adapter on this logger carrying the job's fields.
+_handler_log = logging.getLogger("jobqueue.jobs")
+
+_DEFAULT_BACKOFF = Backoff(timedelta(seconds=1), timedelta(minutes=5))
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    workers: int = 4
+    job_timeout: timedelta = timedelta(seconds=30)
+    lease_duration: timedelta = timedelta(minutes=1)
+    poll_interval: timedelta = timedelta(seconds=1)
+    shutdown_timeout: timedelta = timedelta(seconds=20)
+    # Bounds each outcome write, so a store that stopped answering cannot hold up shutdown.
+    outcome_timeout: timedelta = timedelta(seconds=10)
+    backoff: Backoff = _DEFAULT_BACKOFF
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, got {self.workers}")
+        for name in ("job_timeout", "lease_duration", "poll_interval", "outcome_timeout"):
+            if getattr(self, name) <= timedelta(0):
+                raise ValueError(f"{name} must be positive")
+        if self.shutdown_timeout < timedelta(0):
+            raise ValueError("shutdown_timeout cannot be negative")
+
+
+@dataclass(slots=True, eq=False)
+class _Attempt:
+    job: Job
+    started: float  # time.monotonic()
+    # Set once the outcome write has its own task; from then on cancelling the attempt
+    # cannot lose the outcome.
+    recording: bool = False
+
+
+class WorkerPool:
+    """Runs at most `config.workers` attempts at once in this process.
+
+    Synchronous handlers run in a thread (`asyncio.to_thread`) and cannot be cancelled:
+    when one overruns `job_timeout`, or is still running when shutdown gives up on it,
+    the attempt is recorded as timed out (or released) and its slot freed, but the
+    thread runs on until the function returns, possibly while the job runs again
+    elsewhere. Handlers must be idempotent for this reason, as for at-least-once
+    delivery in general.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        registry: Registry,
+        decoder: PayloadDecoder,
+        config: PoolConfig,
+        *,
+        observer: PoolObserver | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._decoder = decoder
+        self._config = config
+        self._observer = guarded(observer)
+        self._rand = rand
+        self._attempts: dict[asyncio.Task[None], _Attempt] = {}
+        self._writes: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+        self._woken = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+
+    @property
+    def in_flight(self) -> int:
+        """Attempts running now, their outcome writes included."""
+        return len(self._attempts)
+
+    def stop(self) -> None:
+        """Stop claiming and begin the graceful shutdown; safe to call more than once."""
+        self._stopping.set()
+
+    def wake(self) -> None:
+        """Work was enqueued: an idle dispatcher claims now instead of at its next poll."""
+        self._woken.set()
+
+    async def run(self) -> None:
+        """Claim and run jobs until `stop()`, then drain; call once.
+
+        Returns when every attempt has ended and its outcome write has finished or timed
+        out. Running attempts get `shutdown_timeout` to finish; then they are cancelled
+        and their jobs released, giving the attempt back. Cancelling `run()` itself,
+        before or during that grace period, cancels the attempts at once, but still
+        waits for their releases before re-raising.
+        """
+        _warn_if_lease_is_short(self._config)
+        try:
+            await self._dispatch()
+            await self._drain(grace=self._config.shutdown_timeout.total_seconds())
+        except asyncio.CancelledError:
+            self._stopping.set()
+            await self._drain(grace=0.0)
+            raise
+
+    # --- claiming -----------------------------------------------------------------------
+
+    async def _dispatch(self) -> None:
+        poll = self._config.poll_interval.total_seconds()
+        while not self._stopping.is_set():
+            self._slot_freed.clear()
+            free = self._config.workers - len(self._attempts)
+            if free <= 0:
+                await _first_of(self._slot_freed, self._stopping)
+                continue
+            # Cleared before the claim, so a wake() arriving while it runs is not lost.
+            self._woken.clear()
+            try:
+                jobs = await self._store.claim(free, self._config.lease_duration)
+            except Exception:
+                _log.exception("claiming jobs failed; trying again in %gs", poll)
+                await _first_of(self._stopping, at_most=poll)
+                continue
+            for job in jobs:
+                self._start(job)
+            # Let the attempts just created take their first step before this loop goes
+            # on: when slots freed up during the claim, the next claim would otherwise
+            # go out while the jobs of this one still wait to begin.
+            await asyncio.sleep(0)
+            if len(jobs) < free:
+                # Nothing more is due: wait for the poll interval or an enqueue's wake().
+                await _first_of(self._woken, self._stopping, at_most=poll)
+
+    def _start(self, job: Job) -> None:
+        attempt = _Attempt(job, time.monotonic())
+        if self._stopping.is_set():
+            # Claimed while stop() was called: give it back at once rather than begin
+            # work the shutdown may have to interrupt.
+            self._record(attempt, Release(), 0.0, observe=False)
+            return
+        task = asyncio.create_task(self._run_attempt(attempt), name=f"jobqueue job {job.id}")
+        self._attempts[task] = attempt
+        task.add_done_callback(self._attempt_ended)
+
+    def _attempt_ended(self, task: asyncio.Task[None]) -> None:
+        attempt = self._attempts.pop(task)
+        self._slot_freed.set()
+        if task.cancelled():
+            if not attempt.recording:
+                # Cancelled before its first step (shutdown right after the claim): the
+                # handler never ran, so the job is given back like any interrupted one.
+                self._record(attempt, Release(), 0.0, observe=False)
+            return
+        error = task.exception()
+        if error is not None:
+            _log.error(
+                "attempt failed inside the worker; the job stays processing until its "
+                "lease expires",
+                exc_info=error,
+                extra=_job_fields(attempt.job),
+            )
+
+    # --- shutdown ---------------------------------------------------------------------------
+
+    async def _drain(self, grace: float) -> None:
+        running = set(self._attempts)
+        if running and grace > 0:
+            _log.info("stopping: waiting up to %gs for %d running attempts", grace, len(running))
+            _, running = await asyncio.wait(running, timeout=grace)
+        if running:
+            _log.warning("cancelling %d attempts still running at shutdown", len(running))
+            for task in running:
+                task.cancel()
+            # A cancelled attempt only records its release; one that takes longer than
+            # a write may is a handler ignoring cancellation, and is left to recovery.
+            _, stuck = await asyncio.wait(
+                running, timeout=self._config.outcome_timeout.total_seconds()
+            )
+            if stuck:
+                _log.error(
+                    "%d attempts ignored cancellation; their jobs will be recovered when "
+                    "their leases expire",
+                    len(stuck),
+                )
+        while self._writes:
+            await asyncio.wait(set(self._writes))
+
+    # --- one attempt ----------------------------------------------------------------------
+
+    async def _run_attempt(self, attempt: _Attempt) -> None:
+        job = attempt.job
+        _log.info("job started", extra=_job_fields(job))
+        self._observer.attempt_started(job)
+        ending = await self._execute(job)
+        decision = decide(job, ending, self._config.backoff, self._rand)
+        write = self._record(attempt, decision, time.monotonic() - attempt.started)
+        # Shielded: a shutdown cancelling the attempt now must not lose its result.
+        await asyncio.shield(write)
+
+    async def _execute(self, job: Job) -> Ending:
+        limit = self._config.job_timeout
+        deadline = asyncio.timeout(limit.total_seconds())
+        try:
+            async with deadline:
+                await self._invoke(job)
+        except asyncio.CancelledError as error:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Only the pool cancels attempts, and only to shut down.
+                task.uncancel()
+                return Interrupted()
+            return self._errored(job, error)
+        except BaseException as error:
+            if isinstance(error, TimeoutError) and deadline.expired():
+                _log.warning("job timed out", extra=_job_fields(job))
+                return TimedOut(limit)
+            return self._errored(job, error)
+        return Succeeded()
+
+    async def _invoke(self, job: Job) -> None:
+        spec = self._registry.get(job.type)
+        payload: Any = job.payload
+        if spec.payload_type is not None:
+            payload = self._decoder.decode(job.type, job.payload, spec.payload_type)
+        context = JobContext(
+            job_id=job.id,
+            job_type=job.type,
+            attempt=job.attempts,
+            max_attempts=job.max_attempts,
+            deadline=datetime.now(UTC) + self._config.job_timeout,
+            logger=logging.LoggerAdapter(_handler_log, _job_fields(job)),
+        )
+        if spec.is_async:
+            pending = spec.func(context, payload)
+            if pending is not None:
+                await pending
+        else:
+            await asyncio.to_thread(spec.func, context, payload)
+
+    def _errored(self, job: Job, error: BaseException) -> Errored:
+        _log.error("job raised %s", type(error).__name__, exc_info=error, extra=_job_fields(job))
+        return Errored(f"{type(error).__name__}: {error}", permanent=is_permanent(error))
+
+    # --- recording the outcome --------------------------------------------------------------
+
+    def _record(
+        self, attempt: _Attempt, decision: Decision, duration: float, *, observe: bool = True
+    ) -> asyncio.Task[None]:
+        attempt.recording = True
+        task = asyncio.create_task(self._write(attempt.job, decision, duration, observe))
+        # Kept here, not only by the attempt, so that shutdown waits for it even when
+        # the attempt awaiting it was cancelled.
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        return task
+
+    async def _write(self, job: Job, decision: Decision, duration: float, observe: bool) -> None:
+        outcome = _outcome_name(decision)
+        try:
+            async with asyncio.timeout(self._config.outcome_timeout.total_seconds()):
+                await self._apply(job, decision)
+        except LeaseLost:
+            _log.warning(
+                "lease lost: the job was recovered or claimed again; outcome %s dropped",
+                outcome,
+                extra=_job_fields(job),
+            )
+            outcome = "lease_lost"
+            self._observer.lease_lost(job)
+        except Exception:
+            _log.exception(
+                "recording outcome %s failed; the job stays processing until its lease expires",
+                outcome,
+                extra=_job_fields(job),
+            )
+            outcome = "unrecorded"
+        else:
+            if observe:
+                self._observer.attempt_finished(job, decision, duration)
+        _log.info(
+            "job finished",
+            extra={
+                **_job_fields(job),
+                "outcome": outcome,
+                "duration_ms": duration * 1000,
+                "error": _error_of(decision),
+                "retry_in": _retry_in(decision),
+            },
+        )
+
+    async def _apply(self, job: Job, decision: Decision) -> None:
+        lease = job.lease
+        match decision:
+            case Complete():
+                await self._store.complete(lease)
+            case Retry(delay=delay, error=error):
+                await self._store.retry(lease, delay, error)
+            case Fail(error=error):
+                await self._store.fail(lease, error)
+            case DeadLetter(error=error):
+                await self._store.dead_letter(lease, error)
+            case Release():
+                await self._store.release(lease)
+
+
+def _outcome_name(decision: Decision) -> str:
+    match decision:
+        case Complete():
+            return "completed"
+        case Retry():
+            return "retried"
+        case Fail():
+            return "failed"
+        case DeadLetter():
+            return "dead_letter"
+        case Release():
+            return "released"
+
+
+def _error_of(decision: Decision) -> str | None:
+    return decision.error if isinstance(decision, Retry | Fail | DeadLetter) else None
+
+
+def _retry_in(decision: Decision) -> float | None:
+    return decision.delay.total_seconds() if isinstance(decision, Retry) else None
+
+
+def _job_fields(job: Job) -> dict[str, Any]:
+    return {"job_id": str(job.id), "job_type": job.type, "attempt": job.attempts}
+
+
+def _warn_if_lease_is_short(config: PoolConfig) -> None:
+    # Not refused outright: tests (and the brave) run leases shorter than attempts on
+    # purpose. In production it means a slow attempt can be recovered and run twice.
+    if config.lease_duration <= config.job_timeout + config.outcome_timeout:
+        _log.warning(
+            "lease_duration (%gs) is not longer than job_timeout + outcome_timeout (%gs): "
+            "a slow attempt can lose its lease and run twice",
+            config.lease_duration.total_seconds(),
+            (config.job_timeout + config.outcome_timeout).total_seconds(),
+        )
+
+
+async def _first_of(*events: asyncio.Event, at_most: float | None = None) -> None:
+    """Return once any of `events` is set, or after `at_most` seconds."""
+    if any(event.is_set() for event in events):
+        return
+    waiters = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=at_most, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

@@ -1,0 +1,304 @@
+"""In-memory implementations of the ports, for unit tests.
+
+`InMemoryJobStore` behaves like the PostgreSQL store (docs/design.md, `domain/ports.py`):
+each operation is one compare-and-swap checked against the domain's transition table,
+outcome writes are fenced by the lease token, and times come from an injectable clock
+so that tests can move time instead of waiting for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, is_dataclass, replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from jobqueue.adapters.postgres.store import LEASE_EXPIRED_ERROR
+from jobqueue.domain.errors import (
+    IdempotencyConflict,
+    InvalidPayload,
+    InvalidTransition,
+    JobNotFound,
+    LeaseLost,
+    StoreUnavailable,
+)
+from jobqueue.domain.job import (
+    Job,
+    JsonValue,
+    Lease,
+    NewJob,
+    Operation,
+    Status,
+    check_transition,
+    sources,
+)
+from jobqueue.domain.outcome import Decision
+from jobqueue.domain.ports import Submitted
+
+Clock = Callable[[], datetime]
+
+
+class ManualClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start: datetime = datetime(2030, 1, 1, tzinfo=UTC)) -> None:
+        self._now = start
+
+    def __call__(self) -> datetime:
+        return self._now
+
+    def advance(self, by: timedelta) -> None:
+        self._now += by
+
+
+def wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class InMemoryJobStore:
+    """`JobStore` over a dict. Set `available = False` to make every call fail as an
+    unreachable database does."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else ManualClock()
+        self.available = True
+        self._jobs: dict[UUID, Job] = {}
+        # Insertion order breaks ties between equal run_at values, like a stable scan.
+        self._sequence: dict[UUID, int] = {}
+        self._counter = itertools.count()
+        self._by_key: dict[str, UUID] = {}
+
+    def jobs(self) -> list[Job]:
+        return list(self._jobs.values())
+
+    async def submit(self, new: NewJob) -> Submitted:
+        await self._enter()
+        if new.idempotency_key is not None and new.idempotency_key in self._by_key:
+            earlier = self._jobs[self._by_key[new.idempotency_key]]
+            if (
+                earlier.type != new.type
+                or earlier.max_attempts != new.max_attempts
+                or _jsonb(earlier.payload) != _jsonb(new.payload)
+            ):
+                raise IdempotencyConflict(new.idempotency_key)
+            return Submitted(earlier, replayed=True)
+        now = self.clock()
+        job = Job(
+            id=uuid.uuid4(),
+            type=new.type,
+            payload=new.payload,
+            status=Status.PENDING,
+            attempts=0,
+            max_attempts=new.max_attempts,
+            run_at=now,
+            locked_until=None,
+            lease_token=0,
+            last_error=None,
+            idempotency_key=new.idempotency_key,
+            created_at=now,
+            updated_at=now,
+            traceparent=new.traceparent,
+        )
+        self._jobs[job.id] = job
+        self._sequence[job.id] = next(self._counter)
+        if new.idempotency_key is not None:
+            self._by_key[new.idempotency_key] = job.id
+        return Submitted(job, replayed=False)
+
+    async def get(self, job_id: UUID) -> Job:
+        await self._enter()
+        return self._existing(job_id)
+
+    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+        await self._enter()
+        if limit < 1:
+            raise ValueError(f"claim limit must be at least 1, got {limit}")
+        if lease <= timedelta(0):
+            raise ValueError(f"lease must be positive, got {lease}")
+        now = self.clock()
+        due = sorted(
+            (
+                job
+                for job in self._jobs.values()
+                if job.status in sources(Operation.CLAIM) and job.run_at <= now
+            ),
+            key=lambda job: (job.run_at, self._sequence[job.id]),
+        )[:limit]
+        return [
+            self._move(
+                job,
+                Operation.CLAIM,
+                Status.PROCESSING,
+                attempts=job.attempts + 1,
+                lease_token=job.lease_token + 1,
+                locked_until=now + lease,
+            )
+            for job in due
+        ]
+
+    async def complete(self, lease: Lease) -> Job:
+        await self._enter()
+        job = self._fenced(lease, Operation.COMPLETE)
+        return self._move(job, Operation.COMPLETE, Status.COMPLETED, locked_until=None)
+
+    async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
+        await self._enter()
+        if delay < timedelta(0):
+            raise ValueError(f"retry delay must not be negative, got {delay}")
+        job = self._fenced(lease, Operation.RETRY)
+        return self._move(
+            job,
+            Operation.RETRY,
+            Status.PENDING,
+            locked_until=None,
+            run_at=self.clock() + delay,
+            last_error=error,
+        )
+
+    async def fail(self, lease: Lease, error: str) -> Job:
+        await self._enter()
+        job = self._fenced(lease, Operation.FAIL)
+        return self._move(job, Operation.FAIL, Status.FAILED, locked_until=None, last_error=error)
+
+    async def dead_letter(self, lease: Lease, error: str) -> Job:
+        await self._enter()
+        job = self._fenced(lease, Operation.DEAD_LETTER)
+        return self._move(
+            job, Operation.DEAD_LETTER, Status.DEAD_LETTER, locked_until=None, last_error=error
+        )
+
+    async def release(self, lease: Lease) -> Job:
+        await self._enter()
+        job = self._fenced(lease, Operation.RELEASE)
+        return self._move(
+            job,
+            Operation.RELEASE,
+            Status.PENDING,
+            locked_until=None,
+            attempts=max(job.attempts - 1, 0),
+            run_at=self.clock(),
+        )
+
+    async def manual_retry(self, job_id: UUID) -> Job:
+        await self._enter()
+        job = self._existing(job_id)
+        if job.status not in sources(Operation.MANUAL_RETRY):
+            raise InvalidTransition(job_id, Operation.MANUAL_RETRY, job.status)
+        return self._move(
+            job, Operation.MANUAL_RETRY, Status.PENDING, attempts=0, run_at=self.clock()
+        )
+
+    async def recover_expired(self, limit: int) -> Sequence[Job]:
+        await self._enter()
+        if limit < 1:
+            raise ValueError(f"recovery limit must be at least 1, got {limit}")
+        now = self.clock()
+        expired = sorted(
+            (
+                job
+                for job in self._jobs.values()
+                if job.status in sources(Operation.RECOVER)
+                and job.locked_until is not None
+                and job.locked_until < now
+            ),
+            key=lambda job: (job.locked_until, self._sequence[job.id]),
+        )[:limit]
+        return [
+            self._move(
+                job,
+                Operation.RECOVER,
+                Status.DEAD_LETTER if job.is_last_attempt else Status.PENDING,
+                locked_until=None,
+                # A dead letter is not due; only a job going back to pending is due now.
+                run_at=job.run_at if job.is_last_attempt else now,
+                last_error=LEASE_EXPIRED_ERROR,
+            )
+            for job in expired
+        ]
+
+    async def ping(self) -> None:
+        await self._enter()
+
+    # --- internals ----------------------------------------------------------------------
+
+    async def _enter(self) -> None:
+        # A real store suspends on every call; so does this one, so that tests see the
+        # interleavings a database round trip allows.
+        await asyncio.sleep(0)
+        if not self.available:
+            raise StoreUnavailable("the in-memory store is switched off")
+
+    def _existing(self, job_id: UUID) -> Job:
+        try:
+            return self._jobs[job_id]
+        except KeyError:
+            raise JobNotFound(job_id) from None
+
+    def _fenced(self, lease: Lease, operation: Operation) -> Job:
+        # Zero rows matched, whatever the reason (unknown id, wrong status, newer token),
+        # is one answer: this claim no longer holds the job.
+        job = self._jobs.get(lease.job_id)
+        if job is None or job.status not in sources(operation) or job.lease_token != lease.token:
+            raise LeaseLost(lease.job_id, lease.token)
+        return job
+
+    def _move(self, job: Job, operation: Operation, target: Status, **changes: Any) -> Job:
+        check_transition(job.id, operation, job.status, target)
+        moved = replace(job, status=target, updated_at=self.clock(), **changes)
+        # The schema's lease_while_processing constraint.
+        assert (moved.status is Status.PROCESSING) == (moved.locked_until is not None)
+        self._jobs[job.id] = moved
+        return moved
+
+
+def _jsonb(value: JsonValue) -> object:
+    """A form in which two JSON values compare equal exactly when PostgreSQL's jsonb
+    says so: numbers by value (1 = 1.0), booleans apart from numbers, keys unordered."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", Decimal(repr(value)))
+    if isinstance(value, list):
+        return ("array", tuple(_jsonb(item) for item in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _jsonb(item)) for key, item in value.items()))
+    return ("scalar", value)
+
+
+class DataclassDecoder:
+    """`PayloadDecoder` for dataclass payload types: fields from a JSON object."""
+
+    def decode(self, job_type: str, payload: JsonValue, into: type[Any]) -> Any:
+        if not is_dataclass(into) or not isinstance(payload, dict):
+            raise InvalidPayload(job_type, f"expected an object for {into.__name__}")
+        try:
+            return into(**payload)
+        except TypeError as error:
+            raise InvalidPayload(job_type, str(error)) from error
+
+
+@dataclass
+class RecordingObserver:
+    """`PoolObserver` that keeps every call, for assertions."""
+
+    started: list[Job] = field(default_factory=list)
+    finished: list[tuple[Job, Decision, float]] = field(default_factory=list)
+    lost: list[Job] = field(default_factory=list)
+    recoveries: list[list[Job]] = field(default_factory=list)
+
+    def attempt_started(self, job: Job) -> None:
+        self.started.append(job)
+
+    def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
+        self.finished.append((job, decision, duration_seconds))
+
+    def lease_lost(self, job: Job) -> None:
+        self.lost.append(job)
+
+    def recovered(self, jobs: Sequence[Job]) -> None:
+        self.recoveries.append(list(jobs))
