@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import TypeVar
 from uuid import uuid4
 
@@ -20,6 +21,7 @@ from jobqueue.domain.errors import (
     StoreUnavailable,
     UnknownJobType,
     is_permanent,
+    retry_after,
 )
 
 E = TypeVar("E", bound=BaseException)
@@ -200,3 +202,30 @@ def test_error_messages_say_what_is_wrong() -> None:
     assert str(InvalidTransition(job_id, "manual_retry", "completed")) == (
         f"cannot manual retry job {job_id}: it is completed"
     )
+
+
+class _Throttled(Exception):
+    def __init__(self, seconds: float) -> None:
+        super().__init__("throttled")
+        self.retry_after = timedelta(seconds=seconds)
+
+
+def test_retry_after_is_none_for_an_error_that_asks_for_no_wait() -> None:
+    assert retry_after(ValueError("nope")) is None
+
+
+def test_retry_after_is_found_through_an_explicit_cause() -> None:
+    outer = RuntimeError("wrapped")
+    outer.__cause__ = _Throttled(7)
+    assert retry_after(outer) == timedelta(seconds=7)
+
+
+def test_retry_after_takes_the_longest_wait_in_an_exception_group() -> None:
+    group = ExceptionGroup("many", [_Throttled(2), ValueError("x"), _Throttled(9)])
+    assert retry_after(group) == timedelta(seconds=9)
+
+
+def test_retry_after_ignores_an_attribute_that_is_not_a_timedelta() -> None:
+    error = ValueError("odd")
+    error.retry_after = 30  # type: ignore[attr-defined]
+    assert retry_after(error) is None

@@ -200,3 +200,21 @@ def test_every_decision_names_an_operation_allowed_from_processing(
     # The worker executes a decision as one store transition on the job it claimed.
     assert decision.operation is operation
     assert targets(decision.operation, Status.PROCESSING)
+
+
+def test_retry_after_floor_lengthens_a_shorter_backoff_delay() -> None:
+    floor = timedelta(minutes=3)
+    decision = decide(claimed(1, 5), Errored("429", permanent=False, retry_after=floor), BACKOFF)
+    assert decision == Retry(floor, "429")
+
+
+def test_retry_after_floor_never_shortens_a_longer_backoff_delay() -> None:
+    job = claimed(4, 5)  # ceiling 8s, half-jitter gives at least 4s
+    ending = Errored("429", permanent=False, retry_after=timedelta(seconds=1))
+    decision = decide(job, ending, BACKOFF, lambda: 0.0)
+    assert decision == Retry(BACKOFF.ceiling(4) / 2, "429")
+
+
+def test_retry_after_floor_does_not_save_the_last_attempt() -> None:
+    ending = Errored("429", permanent=False, retry_after=timedelta(seconds=1))
+    assert decide(claimed(3, 3), ending, BACKOFF, never_called) == DeadLetter("429")

@@ -468,3 +468,48 @@ async def test_failing_observer_does_not_disturb_attempts() -> None:
         done = await settled(store, job)
 
     assert (done.status, done.attempts) == (Status.COMPLETED, 1)
+
+
+class ServerSaidWait(Exception):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"come back in {seconds}s")
+        self.retry_after = timedelta(seconds=seconds)
+
+
+async def test_retry_after_from_the_error_is_a_floor_for_the_backoff_delay() -> None:
+    store = RetryRecordingStore()
+    registry = Registry()
+
+    @registry.handler("throttled")
+    async def throttled(ctx: JobContext, payload: Any) -> None:
+        if ctx.attempt == 1:
+            # Wrapped, as a handler calling a client library would see it.
+            raise RuntimeError("upstream refused") from ServerSaidWait(0.2)
+
+    job = await submit(store, "throttled")
+    async with running(make_pool(store, registry, rand=lambda: 0.0)):
+        done = await settled(store, job)
+
+    assert done.status is Status.COMPLETED
+    assert FAST.backoff.ceiling(1) / 2 < timedelta(seconds=0.2)
+    assert store.retries == [(1, timedelta(seconds=0.2))]
+
+
+async def test_plain_function_handlers_run_side_by_side_up_to_the_worker_count() -> None:
+    # More than the default executor's threads on a small machine: each sync handler
+    # gets a thread of the pool's own instead of queueing behind the others.
+    workers = 12
+    store = InMemoryJobStore(wall_clock)
+    registry = Registry()
+    all_in = threading.Barrier(workers, timeout=30)
+
+    @registry.handler("together")
+    def together(ctx: JobContext, payload: Any) -> None:
+        all_in.wait()
+
+    jobs = [await submit(store, "together") for _ in range(workers)]
+    pool_config = config(workers=workers, job_timeout=timedelta(seconds=30))
+    async with running(make_pool(store, registry, pool_config)):
+        done = [await settled(store, job) for job in jobs]
+
+    assert [job.status for job in done] == [Status.COMPLETED] * workers

@@ -7,6 +7,8 @@ to say "retrying cannot help".
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import timedelta
 from uuid import UUID
 
 
@@ -86,6 +88,19 @@ def is_permanent(error: BaseException) -> bool:
     exception group is permanent when any exception inside it is, because retrying the
     group would run into that same failure again.
     """
+    return any(isinstance(each, Permanent | InvalidJob) for each in _wrapped(error))
+
+
+def retry_after(error: BaseException) -> timedelta | None:
+    """The longest wait any exception in `error` asks for through a `retry_after`
+    attribute (a `timedelta`), e.g. a server's `Retry-After`; found through the same
+    wrapping as `is_permanent`. The next attempt waits at least this long."""
+    floors = [getattr(each, "retry_after", None) for each in _wrapped(error)]
+    return max((floor for floor in floors if isinstance(floor, timedelta)), default=None)
+
+
+def _wrapped(error: BaseException) -> Iterator[BaseException]:
+    """`error`, its explicit causes and the members of exception groups, each once."""
     seen: set[int] = set()
     pending: list[BaseException] = [error]
     while pending:
@@ -93,10 +108,8 @@ def is_permanent(error: BaseException) -> bool:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, Permanent | InvalidJob):
-            return True
+        yield current
         if isinstance(current, BaseExceptionGroup):
             pending.extend(current.exceptions)
         if current.__cause__ is not None:
             pending.append(current.__cause__)
-    return False

@@ -27,10 +27,13 @@ class Succeeded:
 
 @dataclass(frozen=True, slots=True)
 class Errored:
-    """The handler raised. `permanent` comes from `errors.is_permanent`."""
+    """The handler raised. `permanent` comes from `errors.is_permanent`, `retry_after`
+    (a floor for the backoff delay, such as a server's Retry-After) from
+    `errors.retry_after`."""
 
     error: str
     permanent: bool
+    retry_after: timedelta | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,19 +98,26 @@ def decide(
             return Release()
         case Errored(error=error, permanent=True):
             return Fail(_clip(error))
-        case Errored(error=error):
-            return _retry_or_dead_letter(job, _clip(error), backoff, rand)
+        case Errored(error=error, retry_after=floor):
+            return _retry_or_dead_letter(job, _clip(error), backoff, rand, floor)
         case TimedOut(timeout=timeout):
             message = f"attempt timed out after {timeout.total_seconds():g}s"
             return _retry_or_dead_letter(job, message, backoff, rand)
 
 
 def _retry_or_dead_letter(
-    job: Job, error: str, backoff: Backoff, rand: Callable[[], float]
+    job: Job,
+    error: str,
+    backoff: Backoff,
+    rand: Callable[[], float],
+    floor: timedelta | None = None,
 ) -> Decision:
     if job.is_last_attempt:
         return DeadLetter(error)
-    return Retry(backoff.delay(job.attempts, rand), error)
+    delay = backoff.delay(job.attempts, rand)
+    if floor is not None and floor > delay:
+        delay = floor
+    return Retry(delay, error)
 
 
 def _clip(error: str) -> str:

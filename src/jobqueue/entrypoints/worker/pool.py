@@ -13,16 +13,18 @@ Only cancellation of the attempt by the pool itself (shutdown) is treated as one
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.errors import LeaseLost, is_permanent
+from jobqueue.domain.errors import LeaseLost, is_permanent, retry_after
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import (
     Complete,
@@ -82,7 +84,8 @@ class _Attempt:
 class WorkerPool:
     """Runs at most `config.workers` attempts at once in this process.
 
-    Synchronous handlers run in a thread (`asyncio.to_thread`) and cannot be cancelled:
+    Synchronous handlers run in a thread of the pool's own (one per worker) and cannot
+    be cancelled:
     when one overruns `job_timeout`, or is still running when shutdown gives up on it,
     the attempt is recorded as timed out (or released) and its slot freed, but the
     thread runs on until the function returns, possibly while the job runs again
@@ -111,6 +114,9 @@ class WorkerPool:
         self._stopping = asyncio.Event()
         self._woken = asyncio.Event()
         self._slot_freed = asyncio.Event()
+        # One thread per worker slot: sync handlers never queue behind each other (the
+        # default executor is sized by CPU count) and never starve other thread users.
+        self._threads = ThreadPoolExecutor(config.workers, thread_name_prefix="jobqueue-job")
 
     @property
     def in_flight(self) -> int:
@@ -142,6 +148,9 @@ class WorkerPool:
             self._stopping.set()
             await self._drain(grace=0.0)
             raise
+        finally:
+            # A sync handler that outlived its attempt cannot be stopped; do not wait for it.
+            self._threads.shutdown(wait=False, cancel_futures=True)
 
     # --- claiming -----------------------------------------------------------------------
 
@@ -275,11 +284,19 @@ class WorkerPool:
             if pending is not None:
                 await pending
         else:
-            await asyncio.to_thread(spec.func, context, payload)
+            # The copied context carries the attempt's log fields and trace span into
+            # the thread, as asyncio.to_thread would.
+            call = contextvars.copy_context().run
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._threads, call, spec.func, context, payload)
 
     def _errored(self, job: Job, error: BaseException) -> Errored:
         _log.error("job raised %s", type(error).__name__, exc_info=error, extra=_job_fields(job))
-        return Errored(f"{type(error).__name__}: {error}", permanent=is_permanent(error))
+        return Errored(
+            f"{type(error).__name__}: {error}",
+            permanent=is_permanent(error),
+            retry_after=retry_after(error),
+        )
 
     # --- recording the outcome --------------------------------------------------------------
 
