@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from logging.config import fileConfig
 
 from alembic import context
 from sqlalchemy import text
@@ -22,6 +23,11 @@ from jobqueue.adapters.postgres.schema import metadata
 MIGRATION_LOCK_KEY = 0x6A6F6271  # "jobq"
 
 config = context.config
+
+# Only the `alembic` command has an ini file; a service migrating from code (no file)
+# keeps the logging it configured itself.
+if config.config_file_name is not None:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
 def _url() -> str:

@@ -1,0 +1,308 @@
+"""The job store on PostgreSQL: each operation of the state machine is one guarded statement.
+
+Every write is a compare-and-swap: `UPDATE … WHERE status = <from>` (and, for outcome
+writes, `AND lease_token = <claimed token>`) applies atomically or touches no row. A row
+is read back only on an error path, to say which error it is.
+
+Statuses are rendered into the SQL as literals, not bound: the partial indexes
+(`WHERE status = 'pending'`, `WHERE status = 'processing'`) can serve a statement only
+when its predicate visibly implies theirs, and a generic plan of a prepared statement
+cannot see through `status = $1`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import (
+    ColumnElement,
+    Interval,
+    RowMapping,
+    Text,
+    and_,
+    case,
+    func,
+    literal,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import Executable
+
+from jobqueue.adapters.postgres.failures import refused_values, store_failures
+from jobqueue.adapters.postgres.rows import job_from_row
+from jobqueue.adapters.postgres.schema import jobs
+from jobqueue.domain.errors import (
+    IdempotencyConflict,
+    InvalidTransition,
+    JobNotFound,
+    LeaseLost,
+    StoreUnavailable,
+)
+from jobqueue.domain.job import Job, Lease, NewJob, Operation, Status
+from jobqueue.domain.ports import Submitted
+
+LEASE_EXPIRED_ERROR = (
+    "lease expired before the attempt finished: the process running it probably died"
+)
+
+# A job can leave dead_letter between a refused manual retry and the read that explains
+# the refusal, and come back to it; a few rounds settle any realistic race.
+_MANUAL_RETRY_ROUNDS = 3
+
+
+def _status(status: Status) -> ColumnElement[str]:
+    return literal(status.value, Text, literal_execute=True)
+
+
+def _interval(value: timedelta) -> ColumnElement[timedelta]:
+    return literal(value, Interval())
+
+
+async def submit_in(connection: AsyncConnection, new: NewJob) -> Submitted:
+    """Submit `new` inside the caller's connection and transaction.
+
+    Enqueue a job atomically with your own writes: the job exists if and only if the
+    caller's transaction commits. Duplicate Idempotency-Keys are safe under concurrency:
+    the unique index decides the winner, the others read the winner's job back.
+    """
+    with store_failures(), refused_values():
+        inserted = await connection.execute(
+            insert(jobs)
+            .values(
+                type=new.type,
+                payload=new.payload,
+                max_attempts=new.max_attempts,
+                idempotency_key=new.idempotency_key,
+                traceparent=new.traceparent,
+            )
+            .on_conflict_do_nothing(
+                index_elements=[jobs.c.idempotency_key],
+                index_where=jobs.c.idempotency_key.is_not(None),
+            )
+            .returning(*jobs.c)
+        )
+        row = inserted.mappings().one_or_none()
+        if row is not None:
+            return Submitted(job_from_row(row), replayed=False)
+        if new.idempotency_key is None:  # pragma: no cover - only the key's index can conflict
+            raise StoreUnavailable("the job store inserted no row and reported no conflict")
+        return await _replay(connection, new, new.idempotency_key)
+
+
+async def _replay(connection: AsyncConnection, new: NewJob, key: str) -> Submitted:
+    # Only reached on a key conflict. Payloads are compared as jsonb, so key order and
+    # whitespace do not make two equal requests differ.
+    same_request = and_(
+        jobs.c.type == new.type,
+        jobs.c.payload == literal(new.payload, JSONB),
+        jobs.c.max_attempts == new.max_attempts,
+    ).label("same_request")
+    found = await connection.execute(
+        select(*jobs.c, same_request).where(jobs.c.idempotency_key == key)
+    )
+    row = found.mappings().one_or_none()
+    if row is None:
+        # The conflicting job was deleted (retention) between the two statements; the
+        # key is free again, so submitting again succeeds.
+        raise StoreUnavailable(
+            f"the job holding Idempotency-Key {key!r} was deleted during this submission; "
+            "submit again"
+        )
+    if not row["same_request"]:
+        raise IdempotencyConflict(key)
+    return Submitted(job_from_row(row), replayed=True)
+
+
+class PostgresJobStore:
+    """`JobStore` on PostgreSQL through a SQLAlchemy async engine (asyncpg)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def submit(self, new: NewJob) -> Submitted:
+        with store_failures():
+            async with self._engine.begin() as connection:
+                return await submit_in(connection, new)
+
+    async def get(self, job_id: UUID) -> Job:
+        row = await self._one(select(jobs).where(jobs.c.id == job_id))
+        if row is None:
+            raise JobNotFound(job_id)
+        return job_from_row(row)
+
+    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+        if limit < 1:
+            raise ValueError(f"claim limit must be at least 1, got {limit}")
+        if lease <= timedelta(0):
+            raise ValueError(f"lease must be positive, got {lease}")
+        # MATERIALIZED fences the locking subquery: inlined, the planner may evaluate it
+        # more than once and claim more rows than asked. SKIP LOCKED lets concurrent
+        # claimers pass each other's rows instead of queueing behind them. FOR UPDATE
+        # rechecks the filter on the newest row version, so every row locked here is still
+        # pending and stays so until this statement commits: the UPDATE needs no guard.
+        due = (
+            select(jobs.c.id)
+            .where(jobs.c.status == _status(Status.PENDING), jobs.c.run_at <= func.now())
+            .order_by(jobs.c.run_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .cte("due")
+            .prefix_with("MATERIALIZED")
+        )
+        claimed = await self._all(
+            update(jobs)
+            .where(jobs.c.id == due.c.id)
+            .values(
+                status=_status(Status.PROCESSING),
+                attempts=jobs.c.attempts + 1,
+                lease_token=jobs.c.lease_token + 1,
+                locked_until=func.now() + _interval(lease),
+                updated_at=func.now(),
+            )
+            .returning(*jobs.c)
+        )
+        return sorted(claimed, key=lambda job: job.run_at)
+
+    async def complete(self, lease: Lease) -> Job:
+        return await self._write_outcome(lease, {"status": _status(Status.COMPLETED)})
+
+    async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
+        if delay < timedelta(0):
+            raise ValueError(f"retry delay must not be negative, got {delay}")
+        # The due time comes from the database clock, the one the claim compares with.
+        return await self._write_outcome(
+            lease,
+            {
+                "status": _status(Status.PENDING),
+                "run_at": func.now() + _interval(delay),
+                "last_error": error,
+            },
+        )
+
+    async def fail(self, lease: Lease, error: str) -> Job:
+        return await self._write_outcome(
+            lease, {"status": _status(Status.FAILED), "last_error": error}
+        )
+
+    async def dead_letter(self, lease: Lease, error: str) -> Job:
+        return await self._write_outcome(
+            lease, {"status": _status(Status.DEAD_LETTER), "last_error": error}
+        )
+
+    async def release(self, lease: Lease) -> Job:
+        # The attempt counted at claim time is given back: shutdown is not the job's fault.
+        # GREATEST only guards rows written by hand; a claim always counted one.
+        return await self._write_outcome(
+            lease,
+            {
+                "status": _status(Status.PENDING),
+                "attempts": func.greatest(jobs.c.attempts - 1, 0),
+                "run_at": func.now(),
+            },
+        )
+
+    async def manual_retry(self, job_id: UUID) -> Job:
+        # lease_token is left alone: it must keep growing so that claims from before the
+        # reset stay fenced even though attempt numbers start over.
+        statement = (
+            update(jobs)
+            .where(jobs.c.id == job_id, jobs.c.status == _status(Status.DEAD_LETTER))
+            .values(
+                status=_status(Status.PENDING),
+                attempts=0,
+                run_at=func.now(),
+                updated_at=func.now(),
+            )
+            .returning(*jobs.c)
+        )
+        status: str | None = None
+        for _ in range(_MANUAL_RETRY_ROUNDS):
+            row = await self._one(statement)
+            if row is not None:
+                return job_from_row(row)
+            status = await self._status_of(job_id)
+            if status is None:
+                raise JobNotFound(job_id)
+            if status != Status.DEAD_LETTER:
+                break
+        raise InvalidTransition(job_id, Operation.MANUAL_RETRY, str(status))
+
+    async def recover_expired(self, limit: int) -> Sequence[Job]:
+        if limit < 1:
+            raise ValueError(f"recovery limit must be at least 1, got {limit}")
+        # SKIP LOCKED: a row locked right now is being written by its worker; recovery
+        # must never make that worker wait, and can take the row next round if needed.
+        expired = (
+            select(jobs.c.id)
+            .where(
+                jobs.c.status == _status(Status.PROCESSING),
+                jobs.c.locked_until < func.now(),
+            )
+            .order_by(jobs.c.locked_until)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .cte("expired")
+            .prefix_with("MATERIALIZED")
+        )
+        # The lost attempt counts (it was counted at claim): a job that kills its process
+        # every time still runs out of attempts and is dead-lettered.
+        last_attempt = jobs.c.attempts >= jobs.c.max_attempts
+        return await self._all(
+            update(jobs)
+            .where(jobs.c.id == expired.c.id)
+            .values(
+                status=case(
+                    (last_attempt, _status(Status.DEAD_LETTER)),
+                    else_=_status(Status.PENDING),
+                ),
+                run_at=case((last_attempt, jobs.c.run_at), else_=func.now()),
+                locked_until=None,
+                last_error=LEASE_EXPIRED_ERROR,
+                updated_at=func.now(),
+            )
+            .returning(*jobs.c)
+        )
+
+    async def ping(self) -> None:
+        with store_failures():
+            async with self._engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+
+    async def _write_outcome(self, lease: Lease, changes: Mapping[str, Any]) -> Job:
+        # Fenced by status and token: a stale worker (its lease recovered, the job claimed
+        # again) matches no row. Leaving processing always ends the lease.
+        row = await self._one(
+            update(jobs)
+            .where(
+                jobs.c.id == lease.job_id,
+                jobs.c.status == _status(Status.PROCESSING),
+                jobs.c.lease_token == lease.token,
+            )
+            .values(locked_until=None, updated_at=func.now(), **changes)
+            .returning(*jobs.c)
+        )
+        if row is None:
+            raise LeaseLost(lease.job_id, lease.token)
+        return job_from_row(row)
+
+    async def _status_of(self, job_id: UUID) -> str | None:
+        row = await self._one(select(jobs.c.status).where(jobs.c.id == job_id))
+        return None if row is None else str(row["status"])
+
+    async def _one(self, statement: Executable) -> RowMapping | None:
+        with store_failures():
+            async with self._engine.begin() as connection:
+                result = await connection.execute(statement)
+                return result.mappings().one_or_none()
+
+    async def _all(self, statement: Executable) -> list[Job]:
+        with store_failures():
+            async with self._engine.begin() as connection:
+                result = await connection.execute(statement)
+                return [job_from_row(row) for row in result.mappings()]

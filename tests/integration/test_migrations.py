@@ -1,0 +1,131 @@
+"""Alembic owns the schema: reversible, safe to run from several processes at once, and
+in agreement with `schema.py`, the metadata the store queries."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Column, MetaData, Text
+from sqlalchemy.engine import Connection
+
+from jobqueue.adapters.postgres.database import create_engine
+from jobqueue.adapters.postgres.migrations import downgrade, upgrade
+from jobqueue.adapters.postgres.schema import jobs, metadata
+from tests.support.postgres import dsn
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+HEAD = "0002"
+
+
+def _alembic_executable() -> Path:
+    in_project = PROJECT_ROOT / ".venv" / "bin" / "alembic"
+    return in_project if in_project.exists() else Path(sys.executable).with_name("alembic")
+
+
+async def _fetch(url: str, query: str) -> list[Any]:
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        return [tuple(row) for row in await connection.fetch(query)]
+    finally:
+        await connection.close()
+
+
+def _fetch_sync(url: str, query: str) -> list[Any]:
+    return asyncio.run(_fetch(url, query))
+
+
+def _versions(url: str) -> list[str]:
+    exists = _fetch_sync(url, "SELECT to_regclass('alembic_version') IS NOT NULL")
+    if not exists[0][0]:
+        return []
+    return [row[0] for row in _fetch_sync(url, "SELECT version_num FROM alembic_version")]
+
+
+def _job_columns(url: str) -> set[str]:
+    rows = _fetch_sync(
+        url, "SELECT column_name FROM information_schema.columns WHERE table_name = 'jobs'"
+    )
+    return {row[0] for row in rows}
+
+
+def _drift(url: str, target: MetaData) -> list[Any]:
+    def compare(connection: Connection) -> list[Any]:
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "compare_server_default": True}
+        )
+        return list(compare_metadata(context, target))
+
+    async def run() -> list[Any]:
+        engine = create_engine(url, pool_size=1)
+        try:
+            async with engine.connect() as connection:
+                return await connection.run_sync(compare)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
+    empty_database_url: str,
+) -> None:
+    url = empty_database_url
+    upgrade(url)
+    assert _versions(url) == [HEAD]
+    assert "traceparent" in _job_columns(url)
+
+    downgrade(url, "0001")
+    assert _versions(url) == ["0001"]
+    assert _job_columns(url) == {column.name for column in jobs.c} - {"traceparent"}
+
+    downgrade(url, "base")
+    assert _versions(url) == []
+    assert _job_columns(url) == set()
+
+    upgrade(url)
+    assert _versions(url) == [HEAD]
+    assert _drift(url, metadata) == []
+
+
+@pytest.mark.slow
+def test_concurrent_upgrades_apply_each_migration_once(empty_database_url: str) -> None:
+    environment = {**os.environ, "DATABASE_URL": empty_database_url}
+    processes = [
+        subprocess.Popen(
+            [str(_alembic_executable()), "upgrade", "head"],
+            cwd=PROJECT_ROOT,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [process.communicate(timeout=300)[0] for process in processes]
+
+    assert [process.returncode for process in processes] == [0] * 4, "\n".join(outputs)
+    logs = "\n".join(outputs)
+    assert logs.count("Running upgrade  -> 0001") == 1, logs
+    assert logs.count("Running upgrade 0001 -> 0002") == 1, logs
+    assert _versions(empty_database_url) == [HEAD]
+
+
+def test_schema_module_and_migrations_agree(database_url: str) -> None:
+    assert _drift(database_url, metadata) == []
+
+
+def test_drift_check_notices_a_column_the_migrations_lack(database_url: str) -> None:
+    # The agreement test above is only worth something if a difference shows up.
+    changed = MetaData()
+    jobs.to_metadata(changed).append_column(Column("priority", Text))
+    drift = _drift(database_url, changed)
+    assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "priority")]

@@ -1,0 +1,125 @@
+"""The store accepts exactly the transitions of the domain's table, and refuses the rest.
+
+Every operation runs against a job seeded directly in every status; the expectation is
+derived from `jobqueue.domain.job.TRANSITIONS`, never copied from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from uuid import UUID, uuid4
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.domain.errors import InvalidTransition, JobNotFound, JobQueueError, LeaseLost
+from jobqueue.domain.job import Job, Lease, Operation, Status, targets
+from tests.support.job_rows import SEEDED_TOKEN, read_row, seed_job
+
+MAX_ATTEMPTS = 3
+
+LeasedCall = Callable[[PostgresJobStore, Lease], Awaitable[Job]]
+
+# The outcome writes, each called with the lease the seeded job holds.
+LEASED: dict[Operation, LeasedCall] = {
+    Operation.COMPLETE: lambda store, lease: store.complete(lease),
+    Operation.RETRY: lambda store, lease: store.retry(lease, timedelta(seconds=30), "flaky"),
+    Operation.FAIL: lambda store, lease: store.fail(lease, "bad input"),
+    Operation.DEAD_LETTER: lambda store, lease: store.dead_letter(lease, "gave up"),
+    Operation.RELEASE: lambda store, lease: store.release(lease),
+}
+
+
+async def _seed_pair(engine: AsyncEngine, operation: Operation, source: Status) -> list[UUID]:
+    """A job with attempts left and one on its last attempt (recovery's two targets).
+
+    Processing jobs hold a valid lease, except for recovery, which only applies to an
+    expired one.
+    """
+    lease = timedelta(seconds=-1) if operation is Operation.RECOVER else timedelta(hours=1)
+    # A pending job's attempt is counted when it is claimed, so it is one behind.
+    behind = 1 if source is Status.PENDING else 0
+    return [
+        await seed_job(
+            engine,
+            source,
+            attempts=attempts - behind,
+            max_attempts=MAX_ATTEMPTS,
+            lease=lease,
+        )
+        for attempts in (1, MAX_ATTEMPTS)
+    ]
+
+
+async def _apply(
+    store: PostgresJobStore, operation: Operation, job_ids: list[UUID]
+) -> dict[UUID, Job | JobQueueError | None]:
+    """What the operation did to each job: the job it wrote, the error refusing it, or
+    None when a batch operation (claim, recovery) passed it over."""
+    if operation is Operation.CLAIM:
+        picked = {job.id: job for job in await store.claim(10, timedelta(minutes=5))}
+        return {job_id: picked.get(job_id) for job_id in job_ids}
+    if operation is Operation.RECOVER:
+        picked = {job.id: job for job in await store.recover_expired(10)}
+        return {job_id: picked.get(job_id) for job_id in job_ids}
+    outcomes: dict[UUID, Job | JobQueueError | None] = {}
+    for job_id in job_ids:
+        try:
+            if operation is Operation.MANUAL_RETRY:
+                outcomes[job_id] = await store.manual_retry(job_id)
+            else:
+                outcomes[job_id] = await LEASED[operation](store, Lease(job_id, SEEDED_TOKEN))
+        except JobQueueError as error:
+            outcomes[job_id] = error
+    return outcomes
+
+
+def _is_expected_refusal(operation: Operation, source: Status, outcome: object) -> bool:
+    if operation in (Operation.CLAIM, Operation.RECOVER):
+        return outcome is None
+    if operation is Operation.MANUAL_RETRY:
+        return isinstance(outcome, InvalidTransition) and outcome.status == source
+    return isinstance(outcome, LeaseLost)
+
+
+@pytest.mark.parametrize("source", list(Status))
+@pytest.mark.parametrize("operation", list(Operation))
+async def test_store_accepts_exactly_the_domain_transitions(
+    engine: AsyncEngine, operation: Operation, source: Status
+) -> None:
+    store = PostgresJobStore(engine)
+    job_ids = await _seed_pair(engine, operation, source)
+    before = {job_id: await read_row(engine, job_id) for job_id in job_ids}
+
+    outcomes = await _apply(store, operation, job_ids)
+
+    allowed = targets(operation, source)
+    reached: set[Status] = set()
+    for job_id, outcome in outcomes.items():
+        if isinstance(outcome, Job):
+            assert outcome.status in allowed, f"{operation} moved {source} to {outcome.status}"
+            assert await store.get(job_id) == outcome
+            reached.add(outcome.status)
+        else:
+            assert _is_expected_refusal(operation, source, outcome), outcome
+            assert await read_row(engine, job_id) == before[job_id], "a refusal wrote"
+    assert reached == allowed
+
+
+@pytest.mark.parametrize("operation", sorted(LEASED))
+async def test_outcome_write_for_a_missing_job_is_a_lost_lease(
+    engine: AsyncEngine, operation: Operation
+) -> None:
+    missing = Lease(uuid4(), 1)
+    with pytest.raises(LeaseLost) as raised:
+        await LEASED[operation](PostgresJobStore(engine), missing)
+    assert (raised.value.job_id, raised.value.lease_token) == (missing.job_id, 1)
+
+
+async def test_manual_retry_of_a_missing_job_is_not_found(engine: AsyncEngine) -> None:
+    missing = uuid4()
+    with pytest.raises(JobNotFound) as raised:
+        await PostgresJobStore(engine).manual_retry(missing)
+    assert raised.value.job_id == missing
