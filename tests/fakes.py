@@ -9,7 +9,9 @@ so that tests can move time instead of waiting for it.
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, is_dataclass, replace
@@ -18,9 +20,10 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from jobqueue.adapters.postgres.store import LEASE_EXPIRED_ERROR
+from jobqueue.adapters.postgres.store import LEASE_EXPIRED_ERROR, storable_error
 from jobqueue.domain.errors import (
     IdempotencyConflict,
+    InvalidJob,
     InvalidPayload,
     InvalidTransition,
     JobNotFound,
@@ -28,6 +31,8 @@ from jobqueue.domain.errors import (
     StoreUnavailable,
 )
 from jobqueue.domain.job import (
+    MAX_ATTEMPTS,
+    MIN_ATTEMPTS,
     Job,
     JsonValue,
     Lease,
@@ -78,6 +83,9 @@ class InMemoryJobStore:
 
     async def submit(self, new: NewJob) -> Submitted:
         await self._enter()
+        refusal = _refusal(new)
+        if refusal is not None:
+            raise InvalidJob(f"the job store refused the job: {refusal}")
         if new.idempotency_key is not None and new.idempotency_key in self._by_key:
             earlier = self._jobs[self._by_key[new.idempotency_key]]
             if (
@@ -86,12 +94,13 @@ class InMemoryJobStore:
                 or _jsonb(earlier.payload) != _jsonb(new.payload)
             ):
                 raise IdempotencyConflict(new.idempotency_key)
-            return Submitted(earlier, replayed=True)
+            return Submitted(_detached(earlier), replayed=True)
         now = self.clock()
         job = Job(
             id=uuid.uuid4(),
             type=new.type,
-            payload=new.payload,
+            # A copy, as a database keeps: the caller may go on mutating its own.
+            payload=copy.deepcopy(new.payload),
             status=Status.PENDING,
             attempts=0,
             max_attempts=new.max_attempts,
@@ -108,11 +117,11 @@ class InMemoryJobStore:
         self._sequence[job.id] = next(self._counter)
         if new.idempotency_key is not None:
             self._by_key[new.idempotency_key] = job.id
-        return Submitted(job, replayed=False)
+        return Submitted(_detached(job), replayed=False)
 
     async def get(self, job_id: UUID) -> Job:
         await self._enter()
-        return self._existing(job_id)
+        return _detached(self._existing(job_id))
 
     async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
         await self._enter()
@@ -134,6 +143,7 @@ class InMemoryJobStore:
                 job,
                 Operation.CLAIM,
                 Status.PROCESSING,
+                now,
                 attempts=job.attempts + 1,
                 lease_token=job.lease_token + 1,
                 locked_until=now + lease,
@@ -144,44 +154,62 @@ class InMemoryJobStore:
     async def complete(self, lease: Lease) -> Job:
         await self._enter()
         job = self._fenced(lease, Operation.COMPLETE)
-        return self._move(job, Operation.COMPLETE, Status.COMPLETED, locked_until=None)
+        return self._move(
+            job, Operation.COMPLETE, Status.COMPLETED, self.clock(), locked_until=None
+        )
 
     async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
         await self._enter()
         if delay < timedelta(0):
             raise ValueError(f"retry delay must not be negative, got {delay}")
         job = self._fenced(lease, Operation.RETRY)
+        now = self.clock()
         return self._move(
             job,
             Operation.RETRY,
             Status.PENDING,
+            now,
             locked_until=None,
-            run_at=self.clock() + delay,
-            last_error=error,
+            run_at=now + delay,
+            last_error=storable_error(error),
         )
 
     async def fail(self, lease: Lease, error: str) -> Job:
         await self._enter()
         job = self._fenced(lease, Operation.FAIL)
-        return self._move(job, Operation.FAIL, Status.FAILED, locked_until=None, last_error=error)
+        return self._move(
+            job,
+            Operation.FAIL,
+            Status.FAILED,
+            self.clock(),
+            locked_until=None,
+            last_error=storable_error(error),
+        )
 
     async def dead_letter(self, lease: Lease, error: str) -> Job:
         await self._enter()
         job = self._fenced(lease, Operation.DEAD_LETTER)
         return self._move(
-            job, Operation.DEAD_LETTER, Status.DEAD_LETTER, locked_until=None, last_error=error
+            job,
+            Operation.DEAD_LETTER,
+            Status.DEAD_LETTER,
+            self.clock(),
+            locked_until=None,
+            last_error=storable_error(error),
         )
 
     async def release(self, lease: Lease) -> Job:
         await self._enter()
         job = self._fenced(lease, Operation.RELEASE)
+        now = self.clock()
         return self._move(
             job,
             Operation.RELEASE,
             Status.PENDING,
+            now,
             locked_until=None,
             attempts=max(job.attempts - 1, 0),
-            run_at=self.clock(),
+            run_at=now,
         )
 
     async def manual_retry(self, job_id: UUID) -> Job:
@@ -189,9 +217,8 @@ class InMemoryJobStore:
         job = self._existing(job_id)
         if job.status not in sources(Operation.MANUAL_RETRY):
             raise InvalidTransition(job_id, Operation.MANUAL_RETRY, job.status)
-        return self._move(
-            job, Operation.MANUAL_RETRY, Status.PENDING, attempts=0, run_at=self.clock()
-        )
+        now = self.clock()
+        return self._move(job, Operation.MANUAL_RETRY, Status.PENDING, now, attempts=0, run_at=now)
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         await self._enter()
@@ -213,6 +240,7 @@ class InMemoryJobStore:
                 job,
                 Operation.RECOVER,
                 Status.DEAD_LETTER if job.is_last_attempt else Status.PENDING,
+                now,
                 locked_until=None,
                 # A dead letter is not due; only a job going back to pending is due now.
                 run_at=job.run_at if job.is_last_attempt else now,
@@ -247,13 +275,68 @@ class InMemoryJobStore:
             raise LeaseLost(lease.job_id, lease.token)
         return job
 
-    def _move(self, job: Job, operation: Operation, target: Status, **changes: Any) -> Job:
+    def _move(
+        self, job: Job, operation: Operation, target: Status, now: datetime, **changes: Any
+    ) -> Job:
+        # `now` is read once per operation by the caller: PostgreSQL's now() is one instant
+        # per statement, so every time an operation writes (updated_at, run_at,
+        # locked_until) is derived from the same moment.
         check_transition(job.id, operation, job.status, target)
-        moved = replace(job, status=target, updated_at=self.clock(), **changes)
+        moved = replace(job, status=target, updated_at=now, **changes)
         # The schema's lease_while_processing constraint.
         assert (moved.status is Status.PROCESSING) == (moved.locked_until is not None)
         self._jobs[job.id] = moved
-        return moved
+        return _detached(moved)
+
+
+def _detached(job: Job) -> Job:
+    # Every job handed out carries its own payload, as rows read from a database do, so a
+    # caller mutating it cannot change what the store holds.
+    return replace(job, payload=copy.deepcopy(job.payload))
+
+
+def _refusal(new: NewJob) -> str | None:
+    """Why PostgreSQL would refuse to store `new` (a check constraint, a character that
+    `text` or `jsonb` cannot hold, a number JSON cannot spell), or None."""
+    if not MIN_ATTEMPTS <= new.max_attempts <= MAX_ATTEMPTS:
+        return f"max_attempts {new.max_attempts} violates the max_attempts check"
+    for name, text in (
+        ("type", new.type),
+        ("idempotency_key", new.idempotency_key),
+        ("traceparent", new.traceparent),
+    ):
+        if text is not None and not _storable_text(text):
+            return f"{name} holds a character PostgreSQL cannot store"
+    stack: list[object] = [new.payload]
+    # Containers already walked: a hand-built NewJob may hold a cycle, which must not
+    # hang the walk (the serialiser refuses it on the way to the database).
+    walked: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and not _storable_text(item):
+            return "the payload holds a character PostgreSQL cannot store"
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"the payload holds {item}, which JSON cannot represent"
+        if isinstance(item, dict | list):
+            if id(item) in walked:
+                continue
+            walked.add(id(item))
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _storable_text(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
 
 
 def _jsonb(value: JsonValue) -> object:

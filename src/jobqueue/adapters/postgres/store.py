@@ -56,6 +56,16 @@ LEASE_EXPIRED_ERROR = (
 _MANUAL_RETRY_ROUNDS = 3
 
 
+def storable_error(error: str) -> str:
+    """`error` in a form PostgreSQL's `text` can hold.
+
+    Error texts come from whatever a handler raised: a NUL character or a lone surrogate
+    (an undecodable file name, say) would make PostgreSQL refuse the outcome write, and
+    the attempt's result would be lost. They are written as visible escapes instead.
+    """
+    return error.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
 def _status(status: Status) -> ColumnElement[str]:
     return literal(status.value, Text, literal_execute=True)
 
@@ -181,18 +191,18 @@ class PostgresJobStore:
             {
                 "status": _status(Status.PENDING),
                 "run_at": func.now() + _interval(delay),
-                "last_error": error,
+                "last_error": storable_error(error),
             },
         )
 
     async def fail(self, lease: Lease, error: str) -> Job:
         return await self._write_outcome(
-            lease, {"status": _status(Status.FAILED), "last_error": error}
+            lease, {"status": _status(Status.FAILED), "last_error": storable_error(error)}
         )
 
     async def dead_letter(self, lease: Lease, error: str) -> Job:
         return await self._write_outcome(
-            lease, {"status": _status(Status.DEAD_LETTER), "last_error": error}
+            lease, {"status": _status(Status.DEAD_LETTER), "last_error": storable_error(error)}
         )
 
     async def release(self, lease: Lease) -> Job:

@@ -1,4 +1,6 @@
-"""Integration fixtures: a real PostgreSQL, a migrated database per test module."""
+"""Database fixtures for the integration and contract suites: a real PostgreSQL, a
+migrated database per test module. Unit tests never request them, so they never
+start a server."""
 
 from __future__ import annotations
 
