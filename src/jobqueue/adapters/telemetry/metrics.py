@@ -1,0 +1,197 @@
+"""Prometheus metrics: the job counters, the processing histogram, queue depth.
+
+Every metric lives in a `CollectorRegistry` owned by one `Metrics` object, created by the
+composition root, so several apps in one process (tests) never collide over names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Protocol
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+
+from jobqueue.domain.job import Job, Status
+from jobqueue.domain.outcome import Complete, DeadLetter, Decision, Fail, Release, Retry
+
+_log = logging.getLogger(__name__)
+
+EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+# Attempts run from milliseconds (no-op jobs) to minutes (JOB_TIMEOUT); the buckets cover
+# both ends rather than the library's web-request defaults.
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+def outcome_label(decision: Decision) -> str:
+    """The `outcome` label of `job_processing_duration_seconds` for an attempt's decision."""
+    match decision:
+        case Complete():
+            return "completed"
+        case Retry():
+            return "retried"
+        case Fail():
+            return "failed"
+        case DeadLetter():
+            return "dead_letter"
+        case Release():
+            return "released"
+
+
+class Metrics:
+    """The service's metrics; also the worker pool's observer (`PoolObserver`)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        self._submitted = Counter(
+            "jobs_submitted",
+            "Jobs created by a submission (idempotent replays excluded).",
+            registry=self.registry,
+        )
+        self._completed = Counter(
+            "jobs_completed", "Attempts that completed their job.", registry=self.registry
+        )
+        self._failed = Counter(
+            "jobs_failed",
+            "Jobs that ended without success, by the status they ended in.",
+            ["status"],
+            registry=self.registry,
+        )
+        self._retried = Counter(
+            "jobs_retried",
+            "Failed attempts scheduled for another try after a backoff.",
+            registry=self.registry,
+        )
+        self._recovered = Counter(
+            "jobs_recovered",
+            "Jobs whose lease expired (their worker died or hung) and were recovered.",
+            registry=self.registry,
+        )
+        self._lease_lost = Counter(
+            "jobs_lease_lost",
+            "Outcome writes dropped because the job's lease had been lost.",
+            registry=self.registry,
+        )
+        self._duration = Histogram(
+            "job_processing_duration_seconds",
+            "Duration of attempts, by outcome.",
+            ["outcome"],
+            buckets=_DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self._queue_depth = Gauge(
+            "jobs_queue_depth",
+            "Jobs in the store by status, refreshed every few seconds.",
+            ["status"],
+            registry=self.registry,
+        )
+        # Pre-create every label value, so a dashboard sees zeros rather than gaps.
+        for status in (Status.FAILED, Status.DEAD_LETTER):
+            self._failed.labels(status=status.value)
+
+    def render(self) -> bytes:
+        """The exposition text of every metric in this registry."""
+        return generate_latest(self.registry)
+
+    def job_submitted(self) -> None:
+        self._submitted.inc()
+
+    # --- PoolObserver -----------------------------------------------------------------
+
+    def attempt_started(self, job: Job) -> None:
+        pass
+
+    def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
+        self._duration.labels(outcome=outcome_label(decision)).observe(duration_seconds)
+        match decision:
+            case Complete():
+                self._completed.inc()
+            case Retry():
+                self._retried.inc()
+            case Fail():
+                self._failed.labels(status=Status.FAILED.value).inc()
+            case DeadLetter():
+                self._failed.labels(status=Status.DEAD_LETTER.value).inc()
+            case Release():
+                pass
+
+    def lease_lost(self, job: Job) -> None:
+        self._lease_lost.inc()
+
+    def recovered(self, jobs: Iterable[Job]) -> None:
+        for job in jobs:
+            self._recovered.inc()
+            # A recovered job on its last attempt ends dead-lettered: count it with the
+            # dead letters that workers write themselves.
+            if job.status is Status.DEAD_LETTER:
+                self._failed.labels(status=Status.DEAD_LETTER.value).inc()
+
+    # --- queue depth ------------------------------------------------------------------
+
+    def set_queue_depth(self, counts: Mapping[Status, int]) -> None:
+        for status in Status:
+            self._queue_depth.labels(status=status.value).set(counts.get(status, 0))
+
+
+class QueueDepthSource(Protocol):
+    async def count_by_status(self) -> Mapping[Status, int]:
+        """How many jobs the store holds in each status (absent statuses hold none)."""
+        ...
+
+
+class QueueDepthRefresher:
+    """Keeps `jobs_queue_depth` current from a loop, never from inside a scrape.
+
+    prometheus-client collects synchronously, so a collector that queried the database
+    would block the event loop; a scrape shows values at most `interval` old instead.
+    """
+
+    def __init__(
+        self,
+        source: QueueDepthSource,
+        metrics: Metrics,
+        *,
+        interval: timedelta = timedelta(seconds=5),
+        timeout: timedelta = timedelta(seconds=2),
+    ) -> None:
+        self._source = source
+        self._metrics = metrics
+        self._interval = interval.total_seconds()
+        self._timeout = timeout.total_seconds()
+        self._stopping = asyncio.Event()
+
+    async def refresh(self) -> None:
+        async with asyncio.timeout(self._timeout):
+            counts = await self._source.count_by_status()
+        self._metrics.set_queue_depth(counts)
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self.refresh()
+            except Exception as error:
+                # An unreachable database shows in /readyz and in the store's own
+                # errors; here it only means the gauge keeps its last values.
+                _log.warning(
+                    "queue depth refresh failed", extra={"error": f"{type(error).__name__}"}
+                )
+            try:
+                async with asyncio.timeout(self._interval):
+                    await self._stopping.wait()
+            except TimeoutError:
+                pass
+
+    def stop(self) -> None:
+        self._stopping.set()

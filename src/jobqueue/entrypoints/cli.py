@@ -1,0 +1,145 @@
+"""The `jobqueue` command: serve, api, worker, migrate."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from jobqueue.adapters.telemetry.logging import configure_logging
+from jobqueue.entrypoints import exit_codes
+from jobqueue.entrypoints.config import ENVIRONMENT, ConfigError, Settings, parse_modules
+
+_log = logging.getLogger("jobqueue")
+
+_ROLES = {"serve": (True, True), "api": (True, False), "worker": (False, True)}
+
+_EXIT_CODES = """\
+exit status:
+  0    stopped cleanly (after SIGINT/SIGTERM: running jobs finished or were released)
+  1    could not start (the database, the port, a handler module); see the message
+  2    invalid configuration or usage; every problem is listed on stderr
+  130  a second SIGINT/SIGTERM forced an immediate exit"""
+
+_SHUTDOWN = """\
+shutdown (SIGINT or SIGTERM): claiming stops and /readyz answers 503; HTTP keeps
+serving for DRAIN_DELAY, then finishes the requests in flight; running jobs get
+SHUTDOWN_TIMEOUT, then are cancelled and released without using up an attempt.
+A second signal exits at once with status 130."""
+
+
+def _environment_help() -> str:
+    width = max(len(name) for name, _, _ in ENVIRONMENT)
+    lines = ["environment (all optional; durations as in Go: 500ms, 30s, 1m30s):"]
+    lines += [
+        f"  {name:<{width}}  {meaning} [default: {default}]"
+        for name, default, meaning in ENVIRONMENT
+    ]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    environment = _environment_help()
+    parser = argparse.ArgumentParser(
+        prog="jobqueue",
+        description="A PostgreSQL-backed job service: submit jobs over HTTP, run them "
+        "with a bounded pool of workers, retry with backoff, dead-letter what keeps "
+        "failing, recover what crashed workers left behind.",
+        epilog=f"{environment}\n\n{_EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    handlers = argparse.ArgumentParser(add_help=False)
+    handlers.add_argument(
+        "--handlers",
+        action="append",
+        metavar="MODULE",
+        help="import MODULE and add its module-level `registry` (a jobqueue.Registry) to "
+        "the built-in handlers; repeat or separate with commas. Overrides "
+        "JOBQUEUE_HANDLERS. Resolved from the working directory too.",
+    )
+    details = f"{_SHUTDOWN}\n\n{environment}\n\n{_EXIT_CODES}"
+    for name, summary, text in (
+        (
+            "serve",
+            "HTTP API, worker pool and lease recovery in one process",
+            "Run the HTTP API, the worker pool and lease recovery in one process. Without "
+            "DATABASE_URL an embedded PostgreSQL is started in JOBQUEUE_DATA_DIR (shared "
+            "with other processes on the same directory, stopped when the last leaves). "
+            "Migrations are applied first unless AUTO_MIGRATE=false.",
+        ),
+        (
+            "api",
+            "only the HTTP API (no jobs run in this process)",
+            "Run only the HTTP API: jobs are accepted and inspected here, and run by "
+            "`jobqueue worker` processes sharing the database.",
+        ),
+        (
+            "worker",
+            "only the worker pool and lease recovery (no HTTP)",
+            "Run only the worker pool and lease recovery, for scaling workers apart from "
+            "the API. Any number of workers may share one database.",
+        ),
+    ):
+        commands.add_parser(
+            name,
+            help=summary,
+            description=text,
+            epilog=details,
+            parents=[handlers],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    commands.add_parser(
+        "migrate",
+        help="apply database migrations and exit",
+        description="Apply the database migrations (safe to run from several processes at "
+        "once: they take turns on an advisory lock) and exit 0.",
+        epilog=f"{environment}\n\n{_EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def load_settings(environ: dict[str, str], handlers: Sequence[str] | None) -> Settings:
+    """Settings from the environment, with `--handlers` replacing JOBQUEUE_HANDLERS."""
+    settings = Settings.from_env(environ)
+    if handlers:
+        try:
+            modules = tuple(m for value in handlers for m in parse_modules(value))
+        except ValueError as error:
+            raise ConfigError([f"--handlers: {error}"]) from None
+        settings = dataclasses.replace(settings, handler_modules=modules)
+    return settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(dict(os.environ), getattr(args, "handlers", None))
+    except ConfigError as error:
+        print("jobqueue: invalid configuration:", file=sys.stderr)
+        for problem in error.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return exit_codes.USAGE
+    configure_logging(settings.log_level)
+    # Imported only now: the adapters take seconds to import on a busy machine, and
+    # `--help` or a configuration error should answer at once.
+    from jobqueue.entrypoints.bootstrap import Roles, run_migrate, run_service
+    from jobqueue.entrypoints.runtime import StartupError
+
+    try:
+        if args.command == "migrate":
+            return asyncio.run(run_migrate(settings))
+        http, workers = _ROLES[args.command]
+        return asyncio.run(run_service(settings, Roles(http=http, workers=workers)))
+    except StartupError as error:
+        _log.error("cannot start: %s", error)
+        print(f"jobqueue: error: {error}", file=sys.stderr)
+        return exit_codes.FAILED
+    except KeyboardInterrupt:
+        # Ctrl-C before our own signal handlers were installed.
+        return exit_codes.FORCED

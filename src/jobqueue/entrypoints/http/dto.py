@@ -1,0 +1,126 @@
+"""What goes over the wire: msgspec Structs for request and response bodies."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+import msgspec
+from litestar.openapi.spec import Schema
+from litestar.openapi.spec.enums import OpenAPIType
+
+from jobqueue.domain.job import MAX_ATTEMPTS, MAX_TYPE_LENGTH, MIN_ATTEMPTS, Job, Status
+
+AttemptBudget = Annotated[int, msgspec.Meta(ge=MIN_ATTEMPTS, le=MAX_ATTEMPTS)]
+
+
+class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Body of `POST /jobs`. Decoded from the raw bytes by the route, so that every
+    refusal carries msgspec's precise message (field, expected type, path)."""
+
+    type: str
+    payload: Any = msgspec.field(default_factory=dict)
+    # UNSET rather than None: an explicit `null` is a mistake worth reporting, while an
+    # absent field means "the server's default".
+    max_attempts: AttemptBudget | msgspec.UnsetType = msgspec.UNSET
+
+
+class JobRecord(msgspec.Struct, frozen=True):
+    id: UUID
+    type: str
+    payload: Any
+    status: Status
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    last_error: str | None
+    idempotency_key: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, job: Job) -> JobRecord:
+        return cls(
+            id=job.id,
+            type=job.type,
+            payload=job.payload,
+            status=job.status,
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            run_at=_utc(job.run_at),
+            last_error=job.last_error,
+            idempotency_key=job.idempotency_key,
+            created_at=_utc(job.created_at),
+            updated_at=_utc(job.updated_at),
+        )
+
+
+class JobStatusView(msgspec.Struct, frozen=True):
+    id: UUID
+    status: Status
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    last_error: str | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobStatusView:
+        return cls(
+            id=job.id,
+            status=job.status,
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            run_at=_utc(job.run_at),
+            last_error=job.last_error,
+        )
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    """Every error response: what went wrong, in words a client can act on."""
+
+    error: str
+    # Only on 500s: the id to quote when asking the operator to find the traceback.
+    request_id: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class HealthBody(msgspec.Struct, frozen=True):
+    status: str
+
+
+def _utc(moment: datetime) -> datetime:
+    # Encoded as RFC 3339 with a `Z`, whatever zone the driver handed back.
+    return moment.astimezone(UTC)
+
+
+def create_job_request_schema() -> Schema:
+    """The OpenAPI schema of `CreateJobRequest`.
+
+    Written out because the route decodes the body itself (for its error messages), so
+    Litestar never sees the Struct; a test keeps this schema and the Struct in step.
+    """
+    return Schema(
+        type=OpenAPIType.OBJECT,
+        title="CreateJobRequest",
+        properties={
+            "type": Schema(
+                type=OpenAPIType.STRING,
+                min_length=1,
+                max_length=MAX_TYPE_LENGTH,
+                description="A registered job type, e.g. 'sleep' or 'webhook'.",
+            ),
+            "payload": Schema(
+                description="Any JSON value, checked against the handler's payload type. "
+                "Defaults to {}.",
+            ),
+            "max_attempts": Schema(
+                type=OpenAPIType.INTEGER,
+                minimum=MIN_ATTEMPTS,
+                maximum=MAX_ATTEMPTS,
+                description="Attempts before the job is dead-lettered; the server's "
+                "MAX_ATTEMPTS when absent.",
+            ),
+        },
+        required=["type"],
+        additional_properties=False,
+    )

@@ -1,0 +1,90 @@
+"""Probes and the scrape endpoint: open without a token, cheap, and honest."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from litestar import MediaType, Response, get
+from litestar.di import NamedDependency
+from litestar.exceptions import ServiceUnavailableException
+from litestar.openapi.datastructures import ResponseSpec
+
+from jobqueue.adapters.telemetry.metrics import EXPOSITION_CONTENT_TYPE, Metrics
+from jobqueue.domain.errors import StoreUnavailable
+from jobqueue.domain.ports import JobStore
+from jobqueue.entrypoints.http.dto import ErrorBody, HealthBody
+from jobqueue.entrypoints.http.middleware import PUBLIC
+
+_log = logging.getLogger("jobqueue.http")
+
+
+class Readiness:
+    """Whether this process should receive traffic: its store answers and it is not
+    shutting down. Draining is one-way: a process never becomes ready again."""
+
+    def __init__(self, store: JobStore, *, timeout: timedelta = timedelta(seconds=2)) -> None:
+        self._store = store
+        self._timeout = timeout
+        self._draining = False
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
+    def drain(self) -> None:
+        self._draining = True
+
+    async def problem(self) -> str | None:
+        """None when ready, else why not."""
+        if self._draining:
+            return "shutting down"
+        try:
+            async with asyncio.timeout(self._timeout.total_seconds()):
+                await self._store.ping()
+        except TimeoutError:
+            return f"database did not answer within {self._timeout.total_seconds():g}s"
+        except StoreUnavailable as error:
+            # The probe is open to anyone: the driver's message (hosts, ports) goes to
+            # the log only.
+            _log.warning("readiness check failed", extra={"error": str(error)})
+            return "database unreachable"
+        return None
+
+
+@get(
+    "/healthz",
+    tags=["operations"],
+    summary="Liveness: the process answers; checks no dependency",
+    opt={PUBLIC: True},
+    sync_to_thread=False,
+)
+def healthz() -> HealthBody:
+    return HealthBody(status="ok")
+
+
+@get(
+    "/readyz",
+    tags=["operations"],
+    summary="Readiness: the database answers and the process is not shutting down",
+    opt={PUBLIC: True},
+    responses={503: ResponseSpec(ErrorBody, description="Not ready; `error` says why")},
+)
+async def readyz(readiness: NamedDependency[Readiness]) -> HealthBody:
+    problem = await readiness.problem()
+    if problem is not None:
+        raise ServiceUnavailableException(detail=f"not ready: {problem}")
+    return HealthBody(status="ready")
+
+
+@get(
+    "/metrics",
+    tags=["operations"],
+    summary="Prometheus metrics in the text exposition format",
+    media_type=MediaType.TEXT,
+    opt={PUBLIC: True},
+    sync_to_thread=False,
+)
+def metrics_endpoint(metrics: NamedDependency[Metrics]) -> Response[bytes]:
+    return Response(metrics.render(), media_type=EXPOSITION_CONTENT_TYPE)

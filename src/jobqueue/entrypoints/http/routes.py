@@ -1,0 +1,163 @@
+"""The `/jobs` resource: submit, read, and requeue jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+from uuid import UUID
+
+import msgspec
+from litestar import Controller, Request, Response, get, post
+from litestar.di import NamedDependency
+from litestar.exceptions import ClientException
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import OpenAPIMediaType, Operation, RequestBody
+from litestar.params import HeaderParameter, PathParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
+
+from jobqueue.entrypoints.http.dto import (
+    CreateJobRequest,
+    ErrorBody,
+    JobRecord,
+    JobStatusView,
+    create_job_request_schema,
+)
+from jobqueue.entrypoints.http.service import JobService
+
+_EXAMPLE_BODY = '{"type": "sleep", "payload": {"duration": "2s"}, "max_attempts": 3}'
+
+JobId = Annotated[
+    str, PathParameter(description="The job's id, a UUID.", schema_extra={"format": "uuid"})
+]
+IdempotencyKey = Annotated[
+    str | None,
+    HeaderParameter(
+        name="Idempotency-Key",
+        required=False,
+        description="Makes retries of this request safe: the same key with the same "
+        "request returns the first job (200); with a different request, 409.",
+    ),
+]
+
+
+def _error(description: str) -> ResponseSpec:
+    return ResponseSpec(ErrorBody, description=description, generate_examples=False)
+
+
+_INVALID_ID = _error("The job id is not a UUID")
+_UNKNOWN_JOB = _error("No job has this id")
+_STORE_DOWN = _error("The job store is unavailable; retry later")
+
+
+@dataclass
+class _CreateJobOperation(Operation):
+    """Documents the body that `create_job` decodes by hand."""
+
+    def __post_init__(self) -> None:
+        self.request_body = RequestBody(
+            required=True,
+            description=f"The job to run, e.g. {_EXAMPLE_BODY}",
+            content={"application/json": OpenAPIMediaType(schema=create_job_request_schema())},
+        )
+
+
+def parse_create_request(body: bytes) -> CreateJobRequest:
+    """The body as a `CreateJobRequest`, or a 400 saying exactly what is wrong with it."""
+    if not body.strip():
+        raise ClientException(
+            detail=f"request body is empty; send a JSON object such as {_EXAMPLE_BODY}"
+        )
+    try:
+        return msgspec.json.decode(body, type=CreateJobRequest)
+    except msgspec.ValidationError as error:
+        raise ClientException(detail=f"invalid request body: {error}") from None
+    except msgspec.DecodeError as error:
+        raise ClientException(detail=f"request body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise ClientException(detail="request body is nested too deeply") from None
+
+
+def parse_job_id(raw: str) -> UUID:
+    try:
+        return UUID(raw)
+    except ValueError:
+        shown = raw if len(raw) <= 64 else raw[:64] + "…"
+        raise ClientException(detail=f"job id must be a UUID, got {shown!r}") from None
+
+
+class JobsController(Controller):
+    path = "/jobs"
+    tags = ("jobs",)
+
+    @post(
+        "/",
+        status_code=HTTP_201_CREATED,
+        summary="Submit a job",
+        response_description="The new job",
+        description="201 with the new job; 200 with the original job when an "
+        "Idempotency-Key replays an identical earlier request.",
+        operation_class=_CreateJobOperation,
+        responses={
+            200: ResponseSpec(
+                JobRecord,
+                description="Idempotent replay: the job created by the first request with this key",
+                generate_examples=False,
+            ),
+            400: _error(
+                "The body is not a valid job: malformed JSON, a missing, unknown "
+                "or mistyped field, an unknown type, a payload the handler refuses"
+            ),
+            409: _error("The Idempotency-Key was already used with a different request"),
+            413: _error("The body exceeds MAX_BODY_BYTES"),
+            503: _STORE_DOWN,
+        },
+    )
+    async def create_job(
+        self,
+        request: Request[Any, Any, Any],
+        jobs: NamedDependency[JobService],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Response[JobRecord]:
+        body = parse_create_request(await request.body())
+        submitted = await jobs.submit(body, idempotency_key)
+        job = submitted.job
+        return Response(
+            JobRecord.of(job),
+            status_code=HTTP_200_OK if submitted.replayed else HTTP_201_CREATED,
+            headers={"Location": f"/jobs/{job.id}"},
+        )
+
+    @get(
+        "/{job_id:str}",
+        summary="Read a job's full record",
+        response_description="The job",
+        responses={400: _INVALID_ID, 404: _UNKNOWN_JOB, 503: _STORE_DOWN},
+    )
+    async def get_job(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:
+        return JobRecord.of(await jobs.get(parse_job_id(job_id)))
+
+    @get(
+        "/{job_id:str}/status",
+        summary="Read a job's status and attempt counters",
+        response_description="The job's status",
+        responses={400: _INVALID_ID, 404: _UNKNOWN_JOB, 503: _STORE_DOWN},
+    )
+    async def get_job_status(
+        self, job_id: JobId, jobs: NamedDependency[JobService]
+    ) -> JobStatusView:
+        return JobStatusView.of(await jobs.get(parse_job_id(job_id)))
+
+    @post(
+        "/{job_id:str}/retry",
+        status_code=HTTP_200_OK,
+        summary="Requeue a dead-lettered job with a fresh attempt budget",
+        response_description="The job, pending again with no attempts used",
+        responses={
+            400: _INVALID_ID,
+            404: _UNKNOWN_JOB,
+            409: _error("The job is not dead-lettered"),
+            503: _STORE_DOWN,
+        },
+    )
+    async def retry_job(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:
+        return JobRecord.of(await jobs.requeue(parse_job_id(job_id)))

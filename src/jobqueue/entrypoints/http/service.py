@@ -1,0 +1,82 @@
+"""What the /jobs routes do, apart from HTTP: validate as the worker will, store, announce."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from uuid import UUID
+
+import msgspec
+
+from jobqueue.adapters.telemetry.metrics import Metrics
+from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
+from jobqueue.domain.registry import Registry
+from jobqueue.entrypoints.http.dto import CreateJobRequest
+
+_log = logging.getLogger("jobqueue.http")
+
+
+class JobService:
+    """Submits, reads and requeues jobs; counts and announces those entering the queue.
+
+    A job is validated against the same registry and payload types the workers use,
+    so a job the worker would refuse at once is refused here, with a 400, instead.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        registry: Registry,
+        decoder: PayloadDecoder,
+        metrics: Metrics,
+        *,
+        default_max_attempts: int,
+        on_enqueued: Callable[[Job], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._decoder = decoder
+        self._metrics = metrics
+        self._default_max_attempts = default_max_attempts
+        self._on_enqueued = on_enqueued
+
+    async def submit(self, request: CreateJobRequest, idempotency_key: str | None) -> Submitted:
+        """Raises `InvalidJob` for a job that can never run, `IdempotencyConflict` for a
+        key reused with a different request, `StoreUnavailable` when nothing was stored."""
+        new = NewJob.build(
+            type=request.type,
+            payload=request.payload,
+            max_attempts=None if request.max_attempts is msgspec.UNSET else request.max_attempts,
+            default_max_attempts=self._default_max_attempts,
+            registered=self._registry,
+            idempotency_key=idempotency_key,
+        )
+        spec = self._registry.get(new.type)
+        if spec.payload_type is not None:
+            self._decoder.decode(new.type, new.payload, spec.payload_type)
+        submitted = await self._store.submit(new)
+        job = submitted.job
+        _log.info(
+            "job submitted",
+            extra={"job_id": str(job.id), "job_type": job.type, "replayed": submitted.replayed},
+        )
+        if not submitted.replayed:
+            self._metrics.job_submitted()
+            self._announce(job)
+        return submitted
+
+    async def get(self, job_id: UUID) -> Job:
+        return await self._store.get(job_id)
+
+    async def requeue(self, job_id: UUID) -> Job:
+        """A dead-lettered job back to pending with a fresh attempt budget."""
+        job = await self._store.manual_retry(job_id)
+        _log.info("job requeued", extra={"job_id": str(job.id), "job_type": job.type})
+        self._announce(job)
+        return job
+
+    def _announce(self, job: Job) -> None:
+        # Lets a worker pool in this process claim at once instead of at its next poll.
+        if self._on_enqueued is not None:
+            self._on_enqueued(job)

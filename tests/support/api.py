@@ -1,0 +1,190 @@
+"""Helpers for the API tests: an app over a real store, optionally with a worker pool,
+JSON log capture, and polling for a condition with a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from litestar import Litestar
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from jobqueue.adapters.handlers import builtin_registry
+from jobqueue.adapters.payloads import MsgspecPayloadDecoder
+from jobqueue.adapters.postgres.database import create_engine
+from jobqueue.adapters.postgres.stats import PostgresQueueStats
+from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.adapters.telemetry.logging import JsonFormatter, RequestIdFilter
+from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthSource
+from jobqueue.domain.backoff import Backoff
+from jobqueue.domain.ports import JobStore
+from jobqueue.domain.registry import Registry
+from jobqueue.entrypoints.config import Settings
+from jobqueue.entrypoints.http.app import create_app
+from jobqueue.entrypoints.http.health import Readiness
+from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
+
+T = TypeVar("T")
+
+FAST_POOL = PoolConfig(
+    workers=2,
+    job_timeout=timedelta(seconds=10),
+    lease_duration=timedelta(seconds=60),
+    poll_interval=timedelta(milliseconds=200),
+    shutdown_timeout=timedelta(seconds=5),
+    backoff=Backoff(timedelta(milliseconds=10), timedelta(milliseconds=50)),
+)
+
+
+@dataclass
+class Api:
+    app: Litestar
+    metrics: Metrics
+    readiness: Readiness
+    registry: Registry
+    pool: WorkerPool | None = None
+
+
+def build_api(
+    database_url: str | None = None,
+    *,
+    store: JobStore | None = None,
+    settings: Settings | None = None,
+    handlers: Registry | None = None,
+    with_pool: bool = False,
+    with_queue_depth: bool = False,
+) -> Api:
+    """`create_app` as the composition root wires it, over a store of its own on
+    `database_url` (or `store`), with a pool in the app's lifespan when `with_pool`.
+
+    Litestar's AsyncTestClient runs the app on an event loop in another thread, so the
+    app gets an engine of its own, used and disposed on that loop only; the test's
+    `engine` fixture stays on the test's loop.
+    """
+    settings = settings if settings is not None else Settings()
+    lifespans: list[Callable[[Litestar], Any]] = []
+    queue_depth: QueueDepthSource | None = None
+    if store is None:
+        if database_url is None:
+            raise ValueError("build_api needs a database_url or a store")
+        engine = create_engine(database_url, pool_size=5)
+        store = PostgresJobStore(engine)
+        lifespans.append(_disposing(engine))
+        if with_queue_depth:
+            queue_depth = PostgresQueueStats(engine)
+    registry = builtin_registry(webhook_allow_private=False)
+    if handlers is not None:
+        registry.include(handlers)
+    decoder = MsgspecPayloadDecoder()
+    metrics = Metrics()
+    readiness = Readiness(store)
+    pool = WorkerPool(store, registry, decoder, FAST_POOL, observer=metrics) if with_pool else None
+    app = create_app(
+        settings,
+        store=store,
+        registry=registry,
+        decoder=decoder,
+        metrics=metrics,
+        readiness=readiness,
+        queue_depth=queue_depth,
+        on_enqueued=(lambda job: pool.wake()) if pool is not None else None,
+        lifespan=[*lifespans, _running(pool)] if pool is not None else lifespans,
+    )
+    return Api(app=app, metrics=metrics, readiness=readiness, registry=registry, pool=pool)
+
+
+def _disposing(engine: AsyncEngine) -> Callable[[Litestar], Any]:
+    @asynccontextmanager
+    async def dispose(app: Litestar) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await engine.dispose()
+
+    return dispose
+
+
+def _running(pool: WorkerPool) -> Callable[[Litestar], Any]:
+    @asynccontextmanager
+    async def run(app: Litestar) -> AsyncIterator[None]:
+        task = asyncio.create_task(pool.run())
+        try:
+            yield
+        finally:
+            pool.stop()
+            await task
+
+    return run
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    accept: Callable[[T], bool],
+    *,
+    within: float = 30.0,
+    interval: float = 0.05,
+) -> T:
+    """Poll `probe` until `accept` holds for its value; fail after `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        value = await probe()
+        if accept(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within}s; last value: {value!r}")
+        await asyncio.sleep(interval)
+
+
+def metric_value(exposition: str, name: str, labels: dict[str, str] | None = None) -> float:
+    """The value of one sample in Prometheus text format (0 when absent)."""
+    wanted = name
+    if labels:
+        wanted += "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+    for line in exposition.splitlines():
+        if line.startswith("#"):
+            continue
+        sample, _, value = line.rpartition(" ")
+        if sample == wanted:
+            return float(value)
+    return 0.0
+
+
+class JsonLog:
+    def __init__(self, stream: io.StringIO) -> None:
+        self._stream = stream
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self._stream.getvalue().splitlines() if line]
+
+    def find(self, **fields: Any) -> list[dict[str, Any]]:
+        return [
+            line
+            for line in self.lines()
+            if all(line.get(key) == value for key, value in fields.items())
+        ]
+
+
+@contextmanager
+def captured_json_log(logger_name: str = "jobqueue") -> Iterator[JsonLog]:
+    """The lines `logger_name` writes, through the service's own formatter and filter."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RequestIdFilter())
+    logger = logging.getLogger(logger_name)
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield JsonLog(stream)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)

@@ -1,0 +1,456 @@
+"""Settings from the environment: every variable's parsing and every refusal."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from jobqueue.domain.backoff import Backoff
+from jobqueue.entrypoints.config import (
+    ENVIRONMENT,
+    ConfigError,
+    HttpAddress,
+    Settings,
+)
+
+
+def problems_of(environ: dict[str, str]) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(environ)
+    return caught.value.problems
+
+
+def test_an_empty_environment_gives_the_documented_defaults() -> None:
+    settings = Settings.from_env({})
+
+    assert settings.database_url is None
+    assert settings.data_dir == Path(".jobqueue/pgdata")
+    assert settings.http_addr == HttpAddress("0.0.0.0", 8080, ":8080")
+    assert settings.workers == 4
+    assert settings.max_attempts == 5
+    assert settings.job_timeout == timedelta(seconds=30)
+    assert settings.lease_duration == timedelta(minutes=1)
+    assert settings.recovery_interval == timedelta(seconds=30)
+    assert settings.poll_interval == timedelta(seconds=1)
+    assert settings.backoff_base == timedelta(seconds=1)
+    assert settings.backoff_max == timedelta(minutes=5)
+    assert settings.shutdown_timeout == timedelta(seconds=20)
+    assert settings.drain_delay == timedelta(0)
+    assert settings.max_body_bytes == 1024 * 1024
+    assert settings.webhook_allow_private is False
+    assert settings.log_level == "INFO"
+    assert settings.auto_migrate is True
+    assert settings.handler_modules == ()
+    assert settings.api_tokens == frozenset()
+
+
+def test_every_documented_variable_is_read() -> None:
+    # A variable listed in --help but never parsed would be silently ignored.
+    environ = {
+        "DATABASE_URL": "postgresql://u:p@db:5432/jobs",
+        "JOBQUEUE_DATA_DIR": "/var/lib/jq",
+        "HTTP_ADDR": "127.0.0.1:9000",
+        "WORKERS": "8",
+        "MAX_ATTEMPTS": "7",
+        "JOB_TIMEOUT": "10s",
+        "LEASE_DURATION": "20s",
+        "RECOVERY_INTERVAL": "5s",
+        "POLL_INTERVAL": "250ms",
+        "BACKOFF_BASE": "2s",
+        "BACKOFF_MAX": "1m",
+        "SHUTDOWN_TIMEOUT": "3s",
+        "DRAIN_DELAY": "4s",
+        "MAX_BODY_BYTES": "2048",
+        "WEBHOOK_ALLOW_PRIVATE": "true",
+        "LOG_LEVEL": "debug",
+        "AUTO_MIGRATE": "false",
+        "JOBQUEUE_HANDLERS": "a.b",
+        "API_TOKENS": "t1",
+    }
+    assert set(environ) == {name for name, _, _ in ENVIRONMENT}
+
+    settings = Settings.from_env(environ)
+
+    assert settings.database_url == "postgresql://u:p@db:5432/jobs"
+    assert settings.data_dir == Path("/var/lib/jq")
+    assert settings.http_addr == HttpAddress("127.0.0.1", 9000, "127.0.0.1:9000")
+    assert settings.workers == 8
+    assert settings.max_attempts == 7
+    assert settings.job_timeout == timedelta(seconds=10)
+    assert settings.lease_duration == timedelta(seconds=20)
+    assert settings.recovery_interval == timedelta(seconds=5)
+    assert settings.poll_interval == timedelta(milliseconds=250)
+    assert settings.backoff_base == timedelta(seconds=2)
+    assert settings.backoff_max == timedelta(minutes=1)
+    assert settings.shutdown_timeout == timedelta(seconds=3)
+    assert settings.drain_delay == timedelta(seconds=4)
+    assert settings.max_body_bytes == 2048
+    assert settings.webhook_allow_private is True
+    assert settings.log_level == "DEBUG"
+    assert settings.auto_migrate is False
+    assert settings.handler_modules == ("a.b",)
+    assert settings.api_tokens == frozenset({"t1"})
+
+
+def test_empty_and_blank_values_count_as_unset() -> None:
+    settings = Settings.from_env({"DATABASE_URL": "", "WORKERS": "  ", "API_TOKENS": ""})
+
+    assert settings.database_url is None
+    assert settings.workers == 4
+    assert settings.api_tokens == frozenset()
+
+
+# --- one variable at a time ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("postgres://u@h/db", "postgres://u@h/db"),
+        ("postgresql://u:secret@h:5432/db", "postgresql://u:secret@h:5432/db"),
+        ("postgresql+asyncpg://u@/db?host=/tmp/sock", "postgresql+asyncpg://u@/db?host=/tmp/sock"),
+    ],
+)
+def test_database_url_accepts_postgresql_urls(raw: str, expected: str) -> None:
+    assert Settings.from_env({"DATABASE_URL": raw}).database_url == expected
+
+
+@pytest.mark.parametrize("raw", ["mysql://u:secret@h/db", "not a url", "sqlite:///x.db"])
+def test_database_url_refuses_other_urls_without_echoing_them(raw: str) -> None:
+    [problem] = problems_of({"DATABASE_URL": raw})
+
+    assert problem.startswith("DATABASE_URL: must be a PostgreSQL URL")
+    assert "secret" not in problem
+
+
+def test_data_dir_expands_the_home_directory() -> None:
+    settings = Settings.from_env({"JOBQUEUE_DATA_DIR": "~/jq"})
+
+    assert settings.data_dir == Path("~/jq").expanduser()
+
+
+@pytest.mark.parametrize(
+    ("raw", "host", "port"),
+    [
+        (":8080", "0.0.0.0", 8080),
+        ("127.0.0.1:1", "127.0.0.1", 1),
+        ("localhost:65535", "localhost", 65535),
+        ("[::1]:9000", "::1", 9000),
+        ("[::]:80", "::", 80),
+    ],
+)
+def test_http_addr_forms(raw: str, host: str, port: int) -> None:
+    address = Settings.from_env({"HTTP_ADDR": raw}).http_addr
+
+    assert (address.host, address.port, str(address)) == (host, port, raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("8080", "has no port"),
+        ("localhost", "has no port"),
+        (":0", "the port must be a number from 1 to 65535"),
+        (":65536", "the port must be a number from 1 to 65535"),
+        (":http", "the port must be a number from 1 to 65535"),
+        ("host:", "the port must be a number from 1 to 65535"),
+        ("::1:8080", "write IPv6 hosts in brackets"),
+        ("[::1]8080", "write IPv6 hosts as [::1]:8080"),
+        ("my host:80", "the host contains whitespace"),
+    ],
+)
+def test_http_addr_refusals(raw: str, why: str) -> None:
+    [problem] = problems_of({"HTTP_ADDR": raw})
+
+    assert problem.startswith("HTTP_ADDR: ")
+    assert why in problem
+
+
+@pytest.mark.parametrize(
+    ("name", "attribute", "low", "high"),
+    [("WORKERS", "workers", 1, 10_000), ("MAX_ATTEMPTS", "max_attempts", 1, 100)],
+)
+def test_integer_variables_accept_their_whole_range(
+    name: str, attribute: str, low: int, high: int
+) -> None:
+    assert getattr(Settings.from_env({name: str(low)}), attribute) == low
+    assert getattr(Settings.from_env({name: str(high)}), attribute) == high
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "why"),
+    [
+        ("WORKERS", "four", "'four' is not a whole number"),
+        ("WORKERS", "2.5", "'2.5' is not a whole number"),
+        ("WORKERS", "0", "0 is not between 1 and 10000"),
+        ("WORKERS", "-3", "-3 is not between 1 and 10000"),
+        ("WORKERS", "10001", "10001 is not between 1 and 10000"),
+        ("MAX_ATTEMPTS", "0", "0 is not between 1 and 100"),
+        ("MAX_ATTEMPTS", "101", "101 is not between 1 and 100"),
+        ("MAX_ATTEMPTS", "many", "'many' is not a whole number"),
+    ],
+)
+def test_integer_variable_refusals(name: str, raw: str, why: str) -> None:
+    assert problems_of({name: raw}) == [f"{name}: {why}"]
+
+
+DURATIONS = [
+    ("JOB_TIMEOUT", "job_timeout"),
+    ("LEASE_DURATION", "lease_duration"),
+    ("RECOVERY_INTERVAL", "recovery_interval"),
+    ("POLL_INTERVAL", "poll_interval"),
+    ("BACKOFF_BASE", "backoff_base"),
+    ("BACKOFF_MAX", "backoff_max"),
+    ("SHUTDOWN_TIMEOUT", "shutdown_timeout"),
+    ("DRAIN_DELAY", "drain_delay"),
+]
+
+
+@pytest.mark.parametrize(("name", "attribute"), DURATIONS)
+def test_durations_are_read_in_go_form(name: str, attribute: str) -> None:
+    environ = {name: "1h2m3.5s"}
+    # Keep the cross-checks satisfied: the lease outlives the job timeout, the backoff
+    # cap is not below its base.
+    if name == "JOB_TIMEOUT":
+        environ["LEASE_DURATION"] = "2h"
+    if name == "BACKOFF_BASE":
+        environ["BACKOFF_MAX"] = "2h"
+
+    settings = Settings.from_env(environ)
+
+    assert getattr(settings, attribute) == timedelta(hours=1, minutes=2, seconds=3.5)
+
+
+@pytest.mark.parametrize(("name", "attribute"), DURATIONS)
+def test_durations_without_a_unit_are_refused(name: str, attribute: str) -> None:
+    [problem] = problems_of({name: "30"})
+
+    assert problem.startswith(f"{name}: invalid duration '30'")
+
+
+@pytest.mark.parametrize(
+    "name", ["JOB_TIMEOUT", "LEASE_DURATION", "RECOVERY_INTERVAL", "POLL_INTERVAL", "BACKOFF_BASE"]
+)
+def test_durations_that_must_be_positive_refuse_zero(name: str) -> None:
+    problems = problems_of({name: "0s"})
+
+    assert f"{name}: must be longer than 0, got 0s" in problems
+
+
+@pytest.mark.parametrize("name", ["SHUTDOWN_TIMEOUT", "DRAIN_DELAY"])
+def test_shutdown_timeout_and_drain_delay_may_be_zero(name: str) -> None:
+    attribute = name.lower()
+
+    assert getattr(Settings.from_env({name: "0"}), attribute) == timedelta(0)
+
+
+def test_negative_durations_are_refused() -> None:
+    [problem] = problems_of({"DRAIN_DELAY": "-1s"})
+
+    assert problem.startswith("DRAIN_DELAY: invalid duration '-1s'; durations cannot be negative")
+
+
+@pytest.mark.parametrize("lease", ["35s", "20s", "34.999s"])
+def test_lease_duration_must_exceed_job_timeout_plus_five_seconds(lease: str) -> None:
+    [problem] = problems_of({"JOB_TIMEOUT": "30s", "LEASE_DURATION": lease})
+
+    assert problem.startswith(f"LEASE_DURATION: {lease} must exceed JOB_TIMEOUT (30s) + 5s")
+
+
+def test_a_lease_just_over_the_margin_is_accepted() -> None:
+    settings = Settings.from_env({"JOB_TIMEOUT": "30s", "LEASE_DURATION": "35.001s"})
+
+    assert settings.lease_duration == timedelta(seconds=35.001)
+
+
+def test_the_default_lease_is_checked_against_a_configured_job_timeout() -> None:
+    [problem] = problems_of({"JOB_TIMEOUT": "1m"})
+
+    assert problem.startswith("LEASE_DURATION: 1m must exceed JOB_TIMEOUT (1m) + 5s")
+
+
+def test_backoff_max_below_backoff_base_is_refused() -> None:
+    assert problems_of({"BACKOFF_BASE": "10s", "BACKOFF_MAX": "5s"}) == [
+        "BACKOFF_MAX: 5s is shorter than BACKOFF_BASE (10s)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("2048", 2048),
+        ("64", 64),
+        ("512KiB", 512 * 1024),
+        ("1MiB", 1024 * 1024),
+        ("1 mib", 1024 * 1024),
+        ("1MB", 1_000_000),
+        ("10kb", 10_000),
+        ("1GiB", 1 << 30),
+        ("100B", 100),
+    ],
+)
+def test_max_body_bytes_accepts_bytes_and_units(raw: str, expected: int) -> None:
+    assert Settings.from_env({"MAX_BODY_BYTES": raw}).max_body_bytes == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("lots", "'lots' is not a size"),
+        ("1.5MiB", "'1.5MiB' is not a size"),
+        ("-5", "'-5' is not a size"),
+        ("10", "10 is not between 64 and 1073741824 bytes"),
+        ("2GiB", "2147483648 is not between 64 and 1073741824 bytes"),
+    ],
+)
+def test_max_body_bytes_refusals(raw: str, why: str) -> None:
+    [problem] = problems_of({"MAX_BODY_BYTES": raw})
+
+    assert problem.startswith(f"MAX_BODY_BYTES: {why}")
+
+
+@pytest.mark.parametrize("name", ["WEBHOOK_ALLOW_PRIVATE", "AUTO_MIGRATE"])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("1", True),
+        ("yes", True),
+        ("on", True),
+        ("false", False),
+        ("False", False),
+        ("0", False),
+        ("no", False),
+        ("off", False),
+    ],
+)
+def test_booleans(name: str, raw: str, expected: bool) -> None:
+    assert getattr(Settings.from_env({name: raw}), name.lower()) is expected
+
+
+@pytest.mark.parametrize("name", ["WEBHOOK_ALLOW_PRIVATE", "AUTO_MIGRATE"])
+def test_boolean_refusal(name: str) -> None:
+    assert problems_of({name: "maybe"}) == [f"{name}: 'maybe' is not a boolean; use true or false"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("debug", "DEBUG"), ("INFO", "INFO"), ("warn", "WARNING"), ("Error", "ERROR")],
+)
+def test_log_levels(raw: str, expected: str) -> None:
+    assert Settings.from_env({"LOG_LEVEL": raw}).log_level == expected
+
+
+def test_an_unknown_log_level_is_refused() -> None:
+    [problem] = problems_of({"LOG_LEVEL": "chatty"})
+
+    assert problem == (
+        "LOG_LEVEL: 'chatty' is not a log level; use one of DEBUG, INFO, WARNING, ERROR, CRITICAL"
+    )
+
+
+def test_handler_modules_are_a_comma_separated_list() -> None:
+    settings = Settings.from_env({"JOBQUEUE_HANDLERS": " app.jobs, other_pkg.handlers ,,"})
+
+    assert settings.handler_modules == ("app.jobs", "other_pkg.handlers")
+
+
+@pytest.mark.parametrize("raw", ["app/jobs.py", "app..jobs", "1app", "app.jobs:registry"])
+def test_handler_modules_must_be_module_paths(raw: str) -> None:
+    [problem] = problems_of({"JOBQUEUE_HANDLERS": raw})
+
+    assert problem.startswith("JOBQUEUE_HANDLERS: ")
+    assert "is not a module path such as 'mypackage.jobs'" in problem
+
+
+def test_api_tokens_are_a_comma_separated_set() -> None:
+    settings = Settings.from_env({"API_TOKENS": "alpha, beta,alpha"})
+
+    assert settings.api_tokens == frozenset({"alpha", "beta"})
+
+
+def test_api_tokens_that_hold_no_token_are_refused() -> None:
+    assert problems_of({"API_TOKENS": " , ,"}) == [
+        "API_TOKENS: holds no token; unset it to turn authentication off"
+    ]
+
+
+def test_api_tokens_with_characters_a_header_cannot_carry_are_refused_without_echoing() -> None:
+    [problem] = problems_of({"API_TOKENS": "good,s3cret wörd"})
+
+    assert problem.startswith("API_TOKENS: token 2 contains characters other than visible ASCII")
+    assert "s3cret" not in problem
+
+
+# --- all at once -----------------------------------------------------------------------
+
+
+def test_every_problem_is_reported_at_once_one_per_line() -> None:
+    problems = problems_of(
+        {
+            "WORKERS": "0",
+            "HTTP_ADDR": "nope",
+            "JOB_TIMEOUT": "forever",
+            "LEASE_DURATION": "1s",
+            "LOG_LEVEL": "loud",
+        }
+    )
+
+    assert [problem.split(":", 1)[0] for problem in problems] == [
+        "HTTP_ADDR",
+        "JOB_TIMEOUT",
+        "LOG_LEVEL",
+        "WORKERS",
+    ]
+    assert str(ConfigError(problems)) == "\n".join(problems)
+
+
+def test_a_cross_check_is_skipped_when_one_side_failed_to_parse() -> None:
+    # JOB_TIMEOUT is broken: comparing the lease against its default would mislead.
+    problems = problems_of({"JOB_TIMEOUT": "soon", "LEASE_DURATION": "20s"})
+
+    assert [problem.split(":", 1)[0] for problem in problems] == ["JOB_TIMEOUT"]
+
+
+def test_direct_construction_is_checked_too() -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings(job_timeout=timedelta(seconds=30), lease_duration=timedelta(seconds=30))
+
+    assert caught.value.problems[0].startswith("LEASE_DURATION: 30s must exceed")
+
+
+def test_secrets_stay_out_of_the_settings_repr() -> None:
+    settings = Settings.from_env(
+        {"DATABASE_URL": "postgresql://u:hunter2@h/db", "API_TOKENS": "tok-123"}
+    )
+
+    assert "hunter2" not in repr(settings)
+    assert "tok-123" not in repr(settings)
+
+
+def test_pool_config_carries_the_worker_settings() -> None:
+    settings = Settings.from_env(
+        {
+            "WORKERS": "3",
+            "JOB_TIMEOUT": "7s",
+            "LEASE_DURATION": "13s",
+            "POLL_INTERVAL": "100ms",
+            "SHUTDOWN_TIMEOUT": "9s",
+            "BACKOFF_BASE": "2s",
+            "BACKOFF_MAX": "1m",
+        }
+    )
+
+    config = settings.pool_config()
+
+    assert config.workers == 3
+    assert config.job_timeout == timedelta(seconds=7)
+    assert config.lease_duration == timedelta(seconds=13)
+    assert config.poll_interval == timedelta(milliseconds=100)
+    assert config.shutdown_timeout == timedelta(seconds=9)
+    assert config.backoff == Backoff(timedelta(seconds=2), timedelta(minutes=1))
+    # The outcome write must fit in the lease after a handler that used all its time.
+    assert config.job_timeout + config.outcome_timeout < config.lease_duration

@@ -1,0 +1,149 @@
+"""The Prometheus observer: what each reported event does to the counters."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthRefresher
+from jobqueue.domain.errors import StoreUnavailable
+from jobqueue.domain.job import Job, Status
+from jobqueue.domain.outcome import Complete, DeadLetter, Fail, Release, Retry
+
+
+def job(status: Status = Status.PROCESSING) -> Job:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    return Job(
+        id=uuid.uuid4(),
+        type="sleep",
+        payload={},
+        status=status,
+        attempts=1,
+        max_attempts=3,
+        run_at=now,
+        locked_until=None,
+        lease_token=1,
+        last_error=None,
+        idempotency_key=None,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def test_each_decision_moves_its_own_counter_and_histogram_series() -> None:
+    metrics = Metrics()
+
+    metrics.attempt_finished(job(), Complete(), 0.2)
+    metrics.attempt_finished(job(), Retry(timedelta(seconds=1), "boom"), 0.3)
+    metrics.attempt_finished(job(), Fail("bad"), 0.4)
+    metrics.attempt_finished(job(), DeadLetter("again"), 0.5)
+    metrics.attempt_finished(job(), Release(), 0.6)
+
+    assert sample(metrics, "jobs_completed_total") == 1
+    assert sample(metrics, "jobs_retried_total") == 1
+    assert sample(metrics, "jobs_failed_total", status="failed") == 1
+    assert sample(metrics, "jobs_failed_total", status="dead_letter") == 1
+    for outcome, seconds in [
+        ("completed", 0.2),
+        ("retried", 0.3),
+        ("failed", 0.4),
+        ("dead_letter", 0.5),
+        ("released", 0.6),
+    ]:
+        assert sample(metrics, "job_processing_duration_seconds_count", outcome=outcome) == 1
+        assert sample(
+            metrics, "job_processing_duration_seconds_sum", outcome=outcome
+        ) == pytest.approx(seconds)
+
+
+def test_recovered_jobs_are_counted_and_those_dead_lettered_count_as_dead_letters() -> None:
+    metrics = Metrics()
+
+    metrics.recovered([job(Status.PENDING), job(Status.DEAD_LETTER), job(Status.PENDING)])
+
+    assert sample(metrics, "jobs_recovered_total") == 3
+    assert sample(metrics, "jobs_failed_total", status="dead_letter") == 1
+    assert sample(metrics, "jobs_completed_total") == 0
+
+
+def test_submissions_and_lost_leases_are_counted() -> None:
+    metrics = Metrics()
+
+    metrics.job_submitted()
+    metrics.job_submitted()
+    metrics.lease_lost(job())
+
+    assert sample(metrics, "jobs_submitted_total") == 2
+    assert sample(metrics, "jobs_lease_lost_total") == 1
+
+
+def test_two_instances_in_one_process_do_not_collide() -> None:
+    first, second = Metrics(), Metrics(CollectorRegistry())
+
+    first.job_submitted()
+
+    assert sample(first, "jobs_submitted_total") == 1
+    assert sample(second, "jobs_submitted_total") == 0
+
+
+def test_the_exposition_includes_the_process_collector() -> None:
+    assert b"process_cpu_seconds_total" in Metrics().render()
+
+
+class Counts:
+    """A `QueueDepthSource` giving canned answers, one per call."""
+
+    def __init__(self, *answers: Mapping[Status, int] | Exception) -> None:
+        self._answers = list(answers)
+        self.when_exhausted: Callable[[], None] = lambda: None
+
+    async def count_by_status(self) -> Mapping[Status, int]:
+        answer = self._answers.pop(0)
+        if not self._answers:
+            self.when_exhausted()
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+async def test_queue_depth_refresh_sets_every_status_and_zeros_the_absent() -> None:
+    metrics = Metrics()
+    refresher = QueueDepthRefresher(Counts({Status.PENDING: 4, Status.FAILED: 1}), metrics)
+
+    await refresher.refresh()
+
+    assert sample(metrics, "jobs_queue_depth", status="pending") == 4
+    assert sample(metrics, "jobs_queue_depth", status="failed") == 1
+    assert metrics.registry.get_sample_value("jobs_queue_depth", {"status": "processing"}) == 0
+
+
+async def test_a_failed_refresh_keeps_the_last_values() -> None:
+    metrics = Metrics()
+    refresher = QueueDepthRefresher(Counts({Status.PENDING: 2}, StoreUnavailable("down")), metrics)
+
+    await refresher.refresh()
+    with pytest.raises(StoreUnavailable):
+        await refresher.refresh()
+
+    assert sample(metrics, "jobs_queue_depth", status="pending") == 2
+
+
+async def test_the_refresh_loop_survives_a_failure_and_stops_when_told() -> None:
+    metrics = Metrics()
+    source = Counts({Status.PENDING: 2}, StoreUnavailable("down"), {Status.PENDING: 5})
+    refresher = QueueDepthRefresher(source, metrics, interval=timedelta(0))
+    source.when_exhausted = refresher.stop
+
+    await asyncio.wait_for(refresher.run(), timeout=30)
+
+    assert sample(metrics, "jobs_queue_depth", status="pending") == 5
