@@ -235,7 +235,9 @@ async def test_retry_refuses_jobs_that_are_not_dead_lettered(
     response = await client.post(f"/jobs/{created['id']}/retry")
 
     assert response.status_code == 409
-    assert response.json()["error"] == (f"cannot manual retry job {created['id']}: it is completed")
+    assert response.json()["error"] == (
+        f"cannot retry job {created['id']}: it is completed; only dead-lettered jobs can be retried"
+    )
 
 
 async def test_counters_and_histogram_move_as_jobs_complete_and_fail(

@@ -125,7 +125,10 @@ def test_invalid_transition_message_names_operation_job_and_status() -> None:
     job_id = uuid4()
     with pytest.raises(InvalidTransition) as raised:
         check_transition(job_id, Operation.MANUAL_RETRY, Status.COMPLETED, Status.PENDING)
-    assert str(raised.value) == f"cannot manual retry job {job_id}: it is completed"
+    assert (
+        str(raised.value)
+        == f"cannot retry job {job_id}: it is completed; only dead-lettered jobs can be retried"
+    )
     assert isinstance(raised.value, JobQueueError)
 
 

@@ -49,9 +49,16 @@ class IdempotencyConflict(JobQueueError):
         self.key = key
 
 
+# What a person reading an error calls each operation, where it differs from its name.
+_SPOKEN_OPERATIONS = {"manual_retry": "retry", "dead_letter": "dead-letter"}
+_HINTS = {"manual_retry": "; only dead-lettered jobs can be retried"}
+
+
 class InvalidTransition(JobQueueError):
     def __init__(self, job_id: UUID, operation: str, status: str) -> None:
-        super().__init__(f"cannot {operation.replace('_', ' ')} job {job_id}: it is {status}")
+        spoken = _SPOKEN_OPERATIONS.get(operation, operation)
+        hint = _HINTS.get(operation, "")
+        super().__init__(f"cannot {spoken} job {job_id}: it is {status}{hint}")
         self.job_id = job_id
         self.operation = operation
         self.status = status
