@@ -25,6 +25,7 @@ from jobqueue.domain.outcome import (
     Succeeded,
     TimedOut,
     decide,
+    outcome_name,
 )
 
 BACKOFF = Backoff(base=timedelta(seconds=1), cap=timedelta(minutes=10))
@@ -218,3 +219,19 @@ def test_retry_after_floor_never_shortens_a_longer_backoff_delay() -> None:
 def test_retry_after_floor_does_not_save_the_last_attempt() -> None:
     ending = Errored("429", permanent=False, retry_after=timedelta(seconds=1))
     assert decide(claimed(3, 3), ending, BACKOFF, never_called) == DeadLetter("429")
+
+
+@pytest.mark.parametrize(
+    ("decision", "name"),
+    [
+        (Complete(), "completed"),
+        (Retry(timedelta(seconds=1), "x"), "retried"),
+        (Fail("x"), "failed"),
+        (DeadLetter("x"), "dead_letter"),
+        (Release(), "released"),
+    ],
+)
+def test_every_decision_has_the_outcome_name_logs_and_metrics_use(
+    decision: Decision, name: str
+) -> None:
+    assert outcome_name(decision) == name

@@ -84,6 +84,21 @@ class Release:
 Decision = Complete | Retry | Fail | DeadLetter | Release
 
 
+def outcome_name(decision: Decision) -> str:
+    """How logs, metrics and traces name what an attempt came to."""
+    match decision:
+        case Complete():
+            return "completed"
+        case Retry():
+            return "retried"
+        case Fail():
+            return "failed"
+        case DeadLetter():
+            return "dead_letter"
+        case Release():
+            return "released"
+
+
 def decide(
     job: Job,
     ending: Ending,

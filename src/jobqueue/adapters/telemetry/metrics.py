@@ -23,7 +23,15 @@ from prometheus_client import (
 )
 
 from jobqueue.domain.job import Job, Status
-from jobqueue.domain.outcome import Complete, DeadLetter, Decision, Fail, Release, Retry
+from jobqueue.domain.outcome import (
+    Complete,
+    DeadLetter,
+    Decision,
+    Fail,
+    Release,
+    Retry,
+    outcome_name,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -32,21 +40,6 @@ EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Attempts run from milliseconds (no-op jobs) to minutes (JOB_TIMEOUT); the buckets cover
 # both ends rather than the library's web-request defaults.
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-
-
-def outcome_label(decision: Decision) -> str:
-    """The `outcome` label of `job_processing_duration_seconds` for an attempt's decision."""
-    match decision:
-        case Complete():
-            return "completed"
-        case Retry():
-            return "retried"
-        case Fail():
-            return "failed"
-        case DeadLetter():
-            return "dead_letter"
-        case Release():
-            return "released"
 
 
 class Metrics:
@@ -114,7 +107,7 @@ class Metrics:
         pass
 
     def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
-        self._duration.labels(outcome=outcome_label(decision)).observe(duration_seconds)
+        self._duration.labels(outcome=outcome_name(decision)).observe(duration_seconds)
         match decision:
             case Complete():
                 self._completed.inc()
