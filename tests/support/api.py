@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from litestar import Litestar
+from opentelemetry.trace import TracerProvider
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.handlers import builtin_registry
@@ -22,8 +23,10 @@ from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.adapters.telemetry.job_spans import JobSpans
 from jobqueue.adapters.telemetry.logging import JsonFormatter, RequestIdFilter
 from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthSource
+from jobqueue.adapters.telemetry.tracing import trace_engine
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.registry import Registry
@@ -61,13 +64,15 @@ def build_api(
     handlers: Registry | None = None,
     with_pool: bool = False,
     with_queue_depth: bool = False,
+    tracer_provider: TracerProvider | None = None,
 ) -> Api:
     """`create_app` as the composition root wires it, over a store of its own on
     `database_url` (or `store`), with a pool in the app's lifespan when `with_pool`.
 
     Litestar's AsyncTestClient runs the app on an event loop in another thread, so the
     app gets an engine of its own, used and disposed on that loop only; the test's
-    `engine` fixture stays on the test's loop.
+    `engine` fixture stays on the test's loop. `tracer_provider` traces the requests,
+    the attempts and the statements, as with OTEL_TRACES_EXPORTER set.
     """
     settings = settings if settings is not None else Settings()
     lifespans: list[Callable[[Litestar], Any]] = []
@@ -78,6 +83,8 @@ def build_api(
         engine = create_engine(database_url, pool_size=5)
         store = PostgresJobStore(engine)
         lifespans.append(_disposing(engine))
+        if tracer_provider is not None:
+            trace_engine(engine, tracer_provider)
         if with_queue_depth:
             queue_depth = PostgresQueueStats(engine)
     registry = builtin_registry(webhook_allow_private=False)
@@ -86,7 +93,12 @@ def build_api(
     decoder = MsgspecPayloadDecoder()
     metrics = Metrics()
     readiness = Readiness(store)
-    pool = WorkerPool(store, registry, decoder, FAST_POOL, observer=metrics) if with_pool else None
+    tracer = JobSpans(tracer_provider) if tracer_provider is not None else None
+    pool = (
+        WorkerPool(store, registry, decoder, FAST_POOL, observer=metrics, tracer=tracer)
+        if with_pool
+        else None
+    )
     app = create_app(
         settings,
         store=store,
@@ -97,6 +109,7 @@ def build_api(
         queue_depth=queue_depth,
         on_enqueued=(lambda job: pool.wake()) if pool is not None else None,
         lifespan=[*lifespans, _running(pool)] if pool is not None else lifespans,
+        tracer_provider=tracer_provider,
     )
     return Api(app=app, metrics=metrics, readiness=readiness, registry=registry, pool=pool)
 

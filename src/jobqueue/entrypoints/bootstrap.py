@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+from opentelemetry.trace import TracerProvider
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.handlers import builtin_registry
@@ -35,7 +36,9 @@ from jobqueue.adapters.postgres.embedded import start_embedded
 from jobqueue.adapters.postgres.migrations import upgrade
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.adapters.telemetry.job_spans import JobSpans
 from jobqueue.adapters.telemetry.metrics import Metrics
+from jobqueue.adapters.telemetry.tracing import start_tracing, trace_engine
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.domain.job import Job
 from jobqueue.domain.registry import Registry
@@ -201,18 +204,28 @@ async def run_service(settings: Settings, roles: Roles) -> int:
 async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> int:
     registry = build_registry(settings)
     sock = bind(settings.http_addr) if roles.http else None
+    tracing = start_tracing(settings.tracing)
+    # Handlers using the OpenTelemetry API themselves find this provider, so their spans
+    # join the attempt's trace; jobqueue's own components are handed it explicitly.
+    tracing.make_global()
     try:
         async with database(settings) as url:
             if settings.auto_migrate:
                 await migrate(url)
             engine = create_engine(url, pool_size=min(max(10, settings.workers), 50))
+            if tracing.provider is not None:
+                trace_engine(engine, tracing.provider)
             try:
-                await _run_components(settings, roles, registry, engine, sock, signals)
+                await _run_components(
+                    settings, roles, registry, engine, sock, signals, tracing.provider
+                )
             finally:
                 await asyncio.shield(engine.dispose())
     finally:
         if sock is not None:
             sock.close()
+        # Last, so the spans of the final attempts and requests are exported too.
+        await asyncio.shield(asyncio.to_thread(tracing.shutdown))
     _log.info("stopped")
     return exit_codes.OK
 
@@ -224,6 +237,7 @@ async def _run_components(
     engine: AsyncEngine,
     sock: socket.socket | None,
     signals: Signals,
+    tracer_provider: TracerProvider | None,
 ) -> None:
     store = PostgresJobStore(engine)
     decoder = MsgspecPayloadDecoder()
@@ -238,7 +252,14 @@ async def _run_components(
         tasks[name] = asyncio.create_task(work, name=f"jobqueue {name}")
 
     if roles.workers:
-        pool = WorkerPool(store, registry, decoder, settings.pool_config(), observer=metrics)
+        pool = WorkerPool(
+            store,
+            registry,
+            decoder,
+            settings.pool_config(),
+            observer=metrics,
+            tracer=JobSpans(tracer_provider) if tracer_provider is not None else None,
+        )
         recovery = LeaseRecovery(store, settings.recovery_interval, observer=metrics)
         start("worker pool", pool.run())
         start("lease recovery", recovery.run())
@@ -252,6 +273,7 @@ async def _run_components(
             readiness=readiness,
             queue_depth=PostgresQueueStats(engine),
             on_enqueued=_waker(pool),
+            tracer_provider=tracer_provider,
         )
         server = http_server(app, settings)
         start("http", serve_http(server, sock))

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from jobqueue.adapters.telemetry.logging import configure_logging
+from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.entrypoints import exit_codes
 from jobqueue.entrypoints.config import ENVIRONMENT, ConfigError, Settings, parse_modules
 
@@ -33,13 +34,18 @@ A second signal exits at once with status 130."""
 
 
 def _environment_help() -> str:
-    width = max(len(name) for name, _, _ in ENVIRONMENT)
     lines = ["environment (all optional; durations as in Go: 500ms, 30s, 1m30s):"]
-    lines += [
-        f"  {name:<{width}}  {meaning} [default: {default}]"
-        for name, default, meaning in ENVIRONMENT
-    ]
+    lines += _variable_lines(ENVIRONMENT)
+    lines += ["", "tracing (standard OpenTelemetry variables; off unless an exporter is set):"]
+    lines += _variable_lines(TRACING_ENVIRONMENT)
     return "\n".join(lines)
+
+
+def _variable_lines(variables: Sequence[tuple[str, str, str]]) -> list[str]:
+    width = max(len(name) for name, _, _ in variables)
+    return [
+        f"  {name:<{width}}  {meaning} [default: {default}]" for name, default, meaning in variables
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import format_duration, parse_duration
 from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS
@@ -25,6 +26,7 @@ MAX_WORKERS = 10_000
 MIN_BODY_BYTES = 64
 MAX_BODY_BYTES = 1 << 30
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+TRACING_OFF = TracingConfig()
 
 
 class ConfigError(ValueError):
@@ -94,6 +96,8 @@ class Settings:
     auto_migrate: bool = True
     handler_modules: tuple[str, ...] = ()
     api_tokens: frozenset[str] = field(default=frozenset(), repr=False)
+    # From the standard OTEL_* variables (TRACING_ENVIRONMENT); off by default.
+    tracing: TracingConfig = TRACING_OFF
 
     def __post_init__(self) -> None:
         problems = _check(_values_of(self), skip=frozenset())
@@ -102,7 +106,8 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        """Read every variable of `ENVIRONMENT`; an empty value counts as unset."""
+        """Read every variable of `ENVIRONMENT`, and the tracing ones; an empty value
+        counts as unset."""
         problems: list[str] = []
         values: dict[str, Any] = {}
         failed: set[str] = set()
@@ -115,6 +120,10 @@ class Settings:
             except ValueError as error:
                 problems.append(f"{name}: {error}")
                 failed.add(attribute)
+        try:
+            values["tracing"] = TracingConfig.from_env(environ)
+        except TracingConfigError as error:
+            problems.extend(error.problems)
         merged = {**_defaults(), **values}
         problems.extend(_check(merged, skip=frozenset(failed)))
         if problems:

@@ -1,4 +1,5 @@
-"""JSON log lines on stdout, with the current request's id on every line it causes."""
+"""JSON log lines on stdout, with the current request's id on every line it causes, and
+the current trace and span ids on every line written inside a traced request or attempt."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from opentelemetry import trace
+
 # Set by the HTTP middleware for the duration of one request; a context variable, so
 # concurrent requests on one event loop each see their own.
 request_id_var: ContextVar[str | None] = ContextVar("jobqueue_request_id", default=None)
@@ -19,7 +22,9 @@ request_id_var: ContextVar[str | None] = ContextVar("jobqueue_request_id", defau
 _RECORD_ATTRIBUTES = frozenset(
     vars(logging.LogRecord("", logging.INFO, "", 0, "", None, None)).keys()
 ) | {"message", "asctime", "taskName"}
-_OWN_FIELDS = frozenset({"ts", "level", "logger", "message", "request_id", "traceback"})
+_OWN_FIELDS = frozenset(
+    {"ts", "level", "logger", "message", "request_id", "trace_id", "span_id", "traceback"}
+)
 # Extras that libraries add for their own console output: noise in a JSON line.
 _DROPPED_EXTRAS = frozenset({"color_message"})
 
@@ -48,9 +53,25 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+class TraceContextFilter(logging.Filter):
+    """Stamps records with the ids of the span current where they were logged, in the
+    hex form trace backends show, so a log line leads to its trace and back.
+
+    Without tracing no span is ever current and records are left as they are.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "trace_id", None) is None:
+            context = trace.get_current_span().get_span_context()
+            if context.is_valid:
+                record.trace_id = format(context.trace_id, "032x")
+                record.span_id = format(context.span_id, "016x")
+        return True
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, message, request_id, every `extra=`
-    field, and `traceback` when there is exception info."""
+    """One JSON object per line: ts, level, logger, message, request_id, trace_id and
+    span_id, every `extra=` field, and `traceback` when there is exception info."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -59,9 +80,10 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        request_id = getattr(record, "request_id", None)
-        if request_id is not None:
-            line["request_id"] = request_id
+        for own in ("request_id", "trace_id", "span_id"):
+            value = getattr(record, own, None)
+            if value is not None:
+                line[own] = value
         for key, value in vars(record).items():
             if key not in _RECORD_ATTRIBUTES | _OWN_FIELDS | _DROPPED_EXTRAS:
                 line[key] = value
@@ -86,6 +108,7 @@ def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None
     handler = logging.StreamHandler(stream if stream is not None else sys.stdout)
     handler.setFormatter(JsonFormatter())
     handler.addFilter(RequestIdFilter())
+    handler.addFilter(TraceContextFilter())
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)

@@ -18,6 +18,7 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
+from opentelemetry.trace import TracerProvider
 
 from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthRefresher, QueueDepthSource
 from jobqueue.domain.job import Job
@@ -29,6 +30,7 @@ from jobqueue.entrypoints.http.health import Readiness, healthz, metrics_endpoin
 from jobqueue.entrypoints.http.middleware import BearerTokenGuard, RequestContextMiddleware
 from jobqueue.entrypoints.http.routes import JobsController
 from jobqueue.entrypoints.http.service import JobService
+from jobqueue.entrypoints.http.tracing import traced
 
 Lifespan = Callable[[Litestar], AbstractAsyncContextManager[None]]
 
@@ -46,13 +48,15 @@ def create_app(
     queue_depth: QueueDepthSource | None = None,
     on_enqueued: Callable[[Job], None] | None = None,
     lifespan: Sequence[Lifespan] = (),
+    tracer_provider: TracerProvider | None = None,
 ) -> Litestar:
     """The HTTP API over `store`.
 
     `readiness` is shared with whoever runs the shutdown (it flips `/readyz` to 503);
     `queue_depth`, when given, feeds the `jobs_queue_depth` gauge while the app runs;
     `on_enqueued` is told about every job that became pending (a local pool's `wake`);
-    `lifespan` adds context managers entered at startup, after the app's own.
+    `lifespan` adds context managers entered at startup, after the app's own;
+    `tracer_provider`, when given, traces every request but the probes (none otherwise).
     """
     metrics = metrics if metrics is not None else Metrics()
     readiness = readiness if readiness is not None else Readiness(store)
@@ -102,6 +106,8 @@ def create_app(
     # Outside Litestar's stack on purpose: its middleware runs only for matched routes,
     # and every response, the router's 404 and 405 included, needs an id and a log line.
     app.asgi_handler = RequestContextMiddleware(app.asgi_handler)
+    if tracer_provider is not None:
+        app.asgi_handler = traced(app.asgi_handler, tracer_provider)
     return app
 
 

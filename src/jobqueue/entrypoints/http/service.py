@@ -9,6 +9,7 @@ from uuid import UUID
 import msgspec
 
 from jobqueue.adapters.telemetry.metrics import Metrics
+from jobqueue.adapters.telemetry.trace_context import current_traceparent
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
 from jobqueue.domain.registry import Registry
@@ -51,6 +52,8 @@ class JobService:
             default_max_attempts=self._default_max_attempts,
             registered=self._registry,
             idempotency_key=idempotency_key,
+            # The request's span: the job's attempts continue its trace.
+            traceparent=current_traceparent(),
         )
         spec = self._registry.get(new.type)
         if spec.payload_type is not None:

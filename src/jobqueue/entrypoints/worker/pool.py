@@ -39,10 +39,12 @@ from jobqueue.domain.outcome import (
     Succeeded,
     TimedOut,
     decide,
+    outcome_name,
 )
 from jobqueue.domain.ports import JobStore, PayloadDecoder
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.entrypoints.worker.observer import PoolObserver, guarded
+from jobqueue.entrypoints.worker.tracing import AttemptSpan, AttemptTracer, NullTracer
 
 _log = logging.getLogger("jobqueue.worker")
 # Handlers log through `ctx.logger`, an adapter on this logger carrying the job's fields.
@@ -76,9 +78,12 @@ class PoolConfig:
 class _Attempt:
     job: Job
     started: float  # time.monotonic()
+    # When the claim that returned the job ran (time.time_ns()), for its trace.
+    claimed: tuple[int, int]
     # Set once the outcome write has its own task; from then on cancelling the attempt
     # cannot lose the outcome.
     recording: bool = False
+    span: AttemptSpan | None = None
 
 
 class WorkerPool:
@@ -101,6 +106,7 @@ class WorkerPool:
         config: PoolConfig,
         *,
         observer: PoolObserver | None = None,
+        tracer: AttemptTracer | None = None,
         rand: Callable[[], float] = random.random,
     ) -> None:
         self._store = store
@@ -108,6 +114,7 @@ class WorkerPool:
         self._decoder = decoder
         self._config = config
         self._observer = guarded(observer)
+        self._tracer = tracer if tracer is not None else NullTracer()
         self._rand = rand
         self._attempts: dict[asyncio.Task[None], _Attempt] = {}
         self._writes: set[asyncio.Task[None]] = set()
@@ -164,14 +171,16 @@ class WorkerPool:
                 continue
             # Cleared before the claim, so a wake() arriving while it runs is not lost.
             self._woken.clear()
+            claim_started = time.time_ns()
             try:
                 jobs = await self._store.claim(free, self._config.lease_duration)
             except Exception:
                 _log.exception("claiming jobs failed; trying again in %gs", poll)
                 await _first_of(self._stopping, at_most=poll)
                 continue
+            claimed = (claim_started, time.time_ns())
             for job in jobs:
-                self._start(job)
+                self._start(job, claimed)
             # Let the attempts just created take their first step before this loop goes
             # on: when slots freed up during the claim, the next claim would otherwise
             # go out while the jobs of this one still wait to begin.
@@ -180,8 +189,8 @@ class WorkerPool:
                 # Nothing more is due: wait for the poll interval or an enqueue's wake().
                 await _first_of(self._woken, self._stopping, at_most=poll)
 
-    def _start(self, job: Job) -> None:
-        attempt = _Attempt(job, time.monotonic())
+    def _start(self, job: Job, claimed: tuple[int, int]) -> None:
+        attempt = _Attempt(job, time.monotonic(), claimed)
         if self._stopping.is_set():
             # Claimed while stop() was called: give it back at once rather than begin
             # work the shutdown may have to interrupt.
@@ -202,6 +211,8 @@ class WorkerPool:
             return
         error = task.exception()
         if error is not None:
+            if attempt.span is not None and not attempt.recording:
+                attempt.span.end("unrecorded", f"{type(error).__name__}: {error}")
             _log.error(
                 "attempt failed inside the worker; the job stays processing until its "
                 "lease expires",
@@ -238,15 +249,19 @@ class WorkerPool:
 
     async def _run_attempt(self, attempt: _Attempt) -> None:
         job = attempt.job
-        _log.info("job started", extra=_job_fields(job))
-        self._observer.attempt_started(job)
-        ending = await self._execute(job)
-        decision = decide(job, ending, self._config.backoff, self._rand)
-        write = self._record(attempt, decision, time.monotonic() - attempt.started)
-        # Shielded: a shutdown cancelling the attempt now must not lose its result.
-        await asyncio.shield(write)
+        span = attempt.span = self._tracer.start(job, *attempt.claimed)
+        # Everything from here on, the outcome write's task included, runs with the
+        # attempt's span current: the handler's spans and log lines belong to it.
+        with span.activate():
+            _log.info("job started", extra=_job_fields(job))
+            self._observer.attempt_started(job)
+            ending = await self._execute(job, span)
+            decision = decide(job, ending, self._config.backoff, self._rand)
+            write = self._record(attempt, decision, time.monotonic() - attempt.started)
+            # Shielded: a shutdown cancelling the attempt now must not lose its result.
+            await asyncio.shield(write)
 
-    async def _execute(self, job: Job) -> Ending:
+    async def _execute(self, job: Job, span: AttemptSpan) -> Ending:
         limit = self._config.job_timeout
         deadline = asyncio.timeout(limit.total_seconds())
         try:
@@ -258,12 +273,12 @@ class WorkerPool:
                 # Only the pool cancels attempts, and only to shut down.
                 task.uncancel()
                 return Interrupted()
-            return self._errored(job, error)
+            return self._errored(job, error, span)
         except BaseException as error:
             if isinstance(error, TimeoutError) and deadline.expired():
                 _log.warning("job timed out", extra=_job_fields(job))
                 return TimedOut(limit)
-            return self._errored(job, error)
+            return self._errored(job, error, span)
         return Succeeded()
 
     async def _invoke(self, job: Job) -> None:
@@ -290,8 +305,9 @@ class WorkerPool:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._threads, call, spec.func, context, payload)
 
-    def _errored(self, job: Job, error: BaseException) -> Errored:
+    def _errored(self, job: Job, error: BaseException, span: AttemptSpan) -> Errored:
         _log.error("job raised %s", type(error).__name__, exc_info=error, extra=_job_fields(job))
+        span.record_error(error)
         return Errored(
             f"{type(error).__name__}: {error}",
             permanent=is_permanent(error),
@@ -304,15 +320,24 @@ class WorkerPool:
         self, attempt: _Attempt, decision: Decision, duration: float, *, observe: bool = True
     ) -> asyncio.Task[None]:
         attempt.recording = True
-        task = asyncio.create_task(self._write(attempt.job, decision, duration, observe))
+        task = asyncio.create_task(
+            self._write(attempt.job, decision, duration, observe, attempt.span)
+        )
         # Kept here, not only by the attempt, so that shutdown waits for it even when
         # the attempt awaiting it was cancelled.
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         return task
 
-    async def _write(self, job: Job, decision: Decision, duration: float, observe: bool) -> None:
-        outcome = _outcome_name(decision)
+    async def _write(
+        self,
+        job: Job,
+        decision: Decision,
+        duration: float,
+        observe: bool,
+        span: AttemptSpan | None,
+    ) -> None:
+        outcome = outcome_name(decision)
         try:
             async with asyncio.timeout(self._config.outcome_timeout.total_seconds()):
                 await self._apply(job, decision)
@@ -344,6 +369,8 @@ class WorkerPool:
                 "retry_in": _retry_in(decision),
             },
         )
+        if span is not None:
+            span.end(outcome, _error_of(decision))
 
     async def _apply(self, job: Job, decision: Decision) -> None:
         lease = job.lease
@@ -358,20 +385,6 @@ class WorkerPool:
                 await self._store.dead_letter(lease, error)
             case Release():
                 await self._store.release(lease)
-
-
-def _outcome_name(decision: Decision) -> str:
-    match decision:
-        case Complete():
-            return "completed"
-        case Retry():
-            return "retried"
-        case Fail():
-            return "failed"
-        case DeadLetter():
-            return "dead_letter"
-        case Release():
-            return "released"
 
 
 def _error_of(decision: Decision) -> str | None:

@@ -1,0 +1,33 @@
+"""The W3C `traceparent` stored with a job: how a submission's trace reaches its attempts.
+
+Only the OpenTelemetry API is needed here, never the SDK: with tracing off no span is
+current, nothing is stored, and the attempts start no trace.
+"""
+
+from __future__ import annotations
+
+from opentelemetry.context import Context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+# The W3C Trace Context format, and only it: the column holds a `traceparent` header,
+# whatever propagators the process has configured for HTTP.
+_TRACE_CONTEXT = TraceContextTextMapPropagator()
+_TRACEPARENT = "traceparent"
+
+
+def current_traceparent() -> str | None:
+    """The `traceparent` of the span current here, or None outside any valid span.
+
+    Store it with a job (`NewJob.traceparent`) so that its attempts join this trace.
+    """
+    carrier: dict[str, str] = {}
+    _TRACE_CONTEXT.inject(carrier)
+    return carrier.get(_TRACEPARENT)
+
+
+def context_from_traceparent(traceparent: str | None) -> Context:
+    """A context whose parent is the span `traceparent` names; empty (a new trace) when it
+    is missing or malformed, never the caller's current context."""
+    if not traceparent:
+        return Context()
+    return _TRACE_CONTEXT.extract({_TRACEPARENT: traceparent}, context=Context())
