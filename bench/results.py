@@ -1,0 +1,88 @@
+"""What a scenario measured: a throughput or a latency distribution, and its JSON form."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    jobs: int
+    seconds: float
+    # CPU time of this whole process (event loop and any threads) during the run. Near
+    # `seconds`, the benchmark's own process was the bottleneck, not PostgreSQL.
+    client_cpu_seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return self.jobs / self.seconds
+
+    @property
+    def client_cpu_share(self) -> float:
+        """Client CPU time over wall time: 1.0 is one core busy all along."""
+        return self.client_cpu_seconds / self.seconds
+
+    def as_json(self) -> dict[str, float | int | str]:
+        return {
+            "kind": "throughput",
+            "jobs": self.jobs,
+            "seconds": self.seconds,
+            "jobs_per_second": self.per_second,
+            "client_cpu_seconds": self.client_cpu_seconds,
+            "client_cpu_share": self.client_cpu_share,
+        }
+
+
+class Stopwatch:
+    """Wall-clock and process CPU time from its creation."""
+
+    def __init__(self) -> None:
+        self._wall = time.perf_counter()
+        self._cpu = time.process_time()
+
+    def throughput(self, jobs: int) -> Throughput:
+        return Throughput(jobs, time.perf_counter() - self._wall, time.process_time() - self._cpu)
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    samples: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+
+    @classmethod
+    def of(cls, seconds: Sequence[float]) -> Latency:
+        if len(seconds) < 2:
+            raise ValueError(f"percentiles need at least 2 samples, got {len(seconds)}")
+        # Inclusive method: cut points lie within the observed range, never beyond the
+        # slowest sample, which small sample counts would otherwise extrapolate past.
+        cuts = statistics.quantiles([s * 1000 for s in seconds], n=100, method="inclusive")
+        return cls(
+            samples=len(seconds),
+            p50_ms=cuts[49],
+            p95_ms=cuts[94],
+            p99_ms=cuts[98],
+            max_ms=max(seconds) * 1000,
+        )
+
+    def as_json(self) -> dict[str, float | int | str]:
+        return {
+            "kind": "latency",
+            "samples": self.samples,
+            "p50_ms": self.p50_ms,
+            "p95_ms": self.p95_ms,
+            "p99_ms": self.p99_ms,
+            "max_ms": self.max_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    name: str  # stable key in the JSON, e.g. "drain.history.2pools"
+    label: str  # what a reader of the table sees
+    result: Throughput | Latency

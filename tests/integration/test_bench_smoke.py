@@ -1,0 +1,191 @@
+"""`python -m bench --quick` end to end: every metric and ratio reported with sane values,
+in a scratch database of its own that it drops, never in the database it was given."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests.support.postgres import Server, dsn
+from tests.support.processes import REPO_ROOT, environment
+
+TIMEOUT_SECONDS = 100
+
+THROUGHPUTS = {
+    "enqueue.single.c1",
+    "enqueue.single.c8",
+    "enqueue.bulk.submit_in",
+    "enqueue.bulk.multirow_reference",
+    "drain.empty.1pool",
+    "drain.empty.2pools",
+    "drain.history.1pool",
+    "drain.history.2pools",
+}
+LATENCIES = {
+    "pickup.empty.poll",
+    "pickup.empty.wake",
+    "pickup.history.poll",
+    "pickup.history.wake",
+}
+RATIOS = {
+    "enqueue_single_c8_vs_c1",
+    "enqueue_bulk_vs_single_c1",
+    "enqueue_multirow_vs_submit_in",
+    "drain_2pools_vs_1pool",
+    "pickup_poll_vs_wake_p50",
+    "pickup_poll_vs_wake_p99",
+    "drain_history_vs_empty_1pool",
+    "drain_history_vs_empty_2pools",
+    "pickup_wake_history_vs_empty_p50",
+    "pickup_poll_history_vs_empty_p50",
+}
+
+
+@dataclass(frozen=True)
+class QuickRun:
+    result: subprocess.CompletedProcess[str]
+    report: dict[str, Any]
+    tables_before: set[str]
+    tables_after: set[str]
+
+
+def run_bench(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", *args],
+        cwd=REPO_ROOT,
+        env=environment(DATABASE_URL=database_url),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        check=False,
+    )
+
+
+async def _fetch(url: str, query: str, *args: object) -> list[asyncpg.Record]:
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        return list(await connection.fetch(query, *args))
+    finally:
+        await connection.close()
+
+
+def fetch(url: str, query: str, *args: object) -> list[asyncpg.Record]:
+    return asyncio.run(_fetch(url, query, *args))
+
+
+def tables(url: str) -> set[str]:
+    rows = fetch(url, "SELECT schemaname || '.' || tablename FROM pg_tables")
+    return {row[0] for row in rows}
+
+
+@pytest.fixture(scope="module")
+def quick_run(postgres_server: Server, tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
+    output = tmp_path_factory.mktemp("bench") / "bench.json"
+    before = tables(postgres_server.url)
+    result = run_bench(postgres_server.url, "--json", str(output))
+    assert result.returncode == 0, result.stderr
+    return QuickRun(result, json.loads(output.read_text()), before, tables(postgres_server.url))
+
+
+def numbers(metric: dict[str, Any]) -> dict[str, float]:
+    return {key: value for key, value in metric.items() if key not in {"kind", "label"}}
+
+
+@pytest.mark.slow
+def test_quick_run_reports_every_throughput_with_positive_consistent_numbers(
+    quick_run: QuickRun,
+) -> None:
+    metrics = quick_run.report["metrics"]
+    jobs = quick_run.report["settings"]["jobs"]
+
+    assert set(metrics) >= THROUGHPUTS
+    for name in THROUGHPUTS:
+        metric = metrics[name]
+        assert metric["kind"] == "throughput", name
+        assert all(math.isfinite(v) and v > 0 for v in numbers(metric).values()), metric
+        assert metric["jobs"] == jobs, name
+        assert metric["jobs_per_second"] == pytest.approx(metric["jobs"] / metric["seconds"])
+
+
+@pytest.mark.slow
+def test_quick_run_reports_every_pickup_latency_as_ordered_positive_percentiles(
+    quick_run: QuickRun,
+) -> None:
+    metrics = quick_run.report["metrics"]
+    samples = quick_run.report["settings"]["latency_samples"]
+
+    assert set(metrics) == THROUGHPUTS | LATENCIES
+    for name in LATENCIES:
+        metric = metrics[name]
+        assert metric["kind"] == "latency", name
+        assert all(math.isfinite(v) and v > 0 for v in numbers(metric).values()), metric
+        assert metric["samples"] == samples, name
+        assert metric["p50_ms"] <= metric["p95_ms"] <= metric["p99_ms"] <= metric["max_ms"]
+
+
+@pytest.mark.slow
+def test_quick_run_reports_every_ratio_and_prints_them_with_the_environment(
+    quick_run: QuickRun,
+) -> None:
+    ratios = quick_run.report["ratios"]
+    environment = quick_run.report["environment"]
+    printed = quick_run.result.stdout
+
+    assert set(ratios) == RATIOS
+    assert all(math.isfinite(value) and value > 0 for value in ratios.values()), ratios
+    assert environment["cpu_count"] >= 1
+    assert environment["server_version_num"] >= 130000
+    assert f"PostgreSQL {environment['postgresql']}" in printed
+    assert f"{environment['cpu_count']} CPU cores" in printed
+    assert "shared and noisy" in printed
+    assert f"{ratios['drain_2pools_vs_1pool']:.2f}×" in printed
+
+
+@pytest.mark.slow
+def test_quick_run_drops_its_scratch_database_and_leaves_the_given_one_alone(
+    quick_run: QuickRun, postgres_server: Server
+) -> None:
+    scratch = quick_run.report["environment"]["database"]
+
+    assert scratch.startswith("jobqueue_bench_")
+    assert not fetch(postgres_server.url, "SELECT 1 FROM pg_database WHERE datname = $1", scratch)
+    assert quick_run.tables_after == quick_run.tables_before
+
+
+@pytest.fixture
+def role_without_createdb(postgres_server: Server) -> Iterator[str]:
+    """A URL for a login role that may connect but not create databases."""
+    name = f"jq_bench_{uuid.uuid4().hex[:8]}"
+    password = uuid.uuid4().hex
+    try:
+        fetch(postgres_server.url, f"CREATE ROLE {name} LOGIN NOCREATEDB PASSWORD '{password}'")
+    except asyncpg.InsufficientPrivilegeError:
+        pytest.skip("the test server's user may not create roles")
+    url = make_url(postgres_server.url).set(username=name, password=password)
+    yield url.render_as_string(hide_password=False)
+    fetch(postgres_server.url, f"DROP ROLE {name}")
+
+
+@pytest.mark.slow
+def test_refuses_clearly_when_it_cannot_create_a_scratch_database(
+    postgres_server: Server, role_without_createdb: str
+) -> None:
+    before = tables(postgres_server.url)
+
+    result = run_bench(role_without_createdb)
+
+    assert result.returncode == 1
+    assert "cannot create a scratch database" in result.stderr
+    assert "permission denied" in result.stderr
+    assert tables(postgres_server.url) == before
