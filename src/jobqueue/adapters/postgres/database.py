@@ -39,6 +39,5 @@ def create_engine(
         normalize_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         connect_args={"server_settings": {"application_name": application_name}},
     )
