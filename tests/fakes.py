@@ -13,14 +13,18 @@ import copy
 import itertools
 import math
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, is_dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from jobqueue.adapters.postgres.store import LEASE_EXPIRED_ERROR, storable_error
+from jobqueue.adapters.postgres.store import (
+    LEASE_EXPIRED_ERROR,
+    check_prune_request,
+    storable_error,
+)
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -158,6 +162,19 @@ class InMemoryJobStore:
             job, Operation.COMPLETE, Status.COMPLETED, self.clock(), locked_until=None
         )
 
+    async def complete_many(self, leases: Sequence[Lease]) -> set[UUID]:
+        await self._enter()
+        now = self.clock()
+        completed: set[UUID] = set()
+        for lease in leases:
+            try:
+                job = self._fenced(lease, Operation.COMPLETE)
+            except LeaseLost:
+                continue
+            self._move(job, Operation.COMPLETE, Status.COMPLETED, now, locked_until=None)
+            completed.add(job.id)
+        return completed
+
     async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
         await self._enter()
         if delay < timedelta(0):
@@ -248,6 +265,26 @@ class InMemoryJobStore:
             )
             for job in expired
         ]
+
+    async def prune_finished(self, older_than: Mapping[Status, timedelta], limit: int) -> int:
+        await self._enter()
+        check_prune_request(older_than, limit)
+        now = self.clock()
+        aged = sorted(
+            (
+                job
+                for job in self._jobs.values()
+                if job.status in older_than and job.updated_at < now - older_than[job.status]
+            ),
+            key=lambda job: (job.updated_at, self._sequence[job.id]),
+        )[:limit]
+        for job in aged:
+            del self._jobs[job.id]
+            del self._sequence[job.id]
+            # The key is free again, as the unique index no longer holds the deleted row.
+            if job.idempotency_key is not None:
+                del self._by_key[job.idempotency_key]
+        return len(aged)
 
     async def ping(self) -> None:
         await self._enter()

@@ -71,7 +71,7 @@ def test_migrate_brings_an_empty_database_to_head_and_is_repeatable(
 
     assert first.returncode == 0, first.stderr
     assert again.returncode == 0, again.stderr
-    assert asyncio.run(_version(empty_database_url)) == "0002"
+    assert asyncio.run(_version(empty_database_url)) == "0003"
     assert '"message": "database schema is up to date"' in first.stdout
 
 

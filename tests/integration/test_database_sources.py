@@ -33,7 +33,7 @@ def test_template_database_is_migrated_to_head(
         finally:
             await connection.close()
 
-    assert asyncio.run(head()) == "0002"
+    assert asyncio.run(head()) == "0003"
 
 
 def test_testcontainers_postgres_is_used_when_docker_answers() -> None:

@@ -23,7 +23,8 @@ from jobqueue.adapters.postgres.schema import jobs, metadata
 from tests.support.postgres import dsn
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-HEAD = "0002"
+HEAD = "0003"
+RETENTION_INDEXES = {"ix_jobs_finished", "ix_jobs_dead_letter"}
 
 
 def _alembic_executable() -> Path:
@@ -57,6 +58,11 @@ def _job_columns(url: str) -> set[str]:
     return {row[0] for row in rows}
 
 
+def _job_indexes(url: str) -> set[str]:
+    rows = _fetch_sync(url, "SELECT indexname FROM pg_indexes WHERE tablename = 'jobs'")
+    return {row[0] for row in rows}
+
+
 def _drift(url: str, target: MetaData) -> list[Any]:
     def compare(connection: Connection) -> list[Any]:
         context = MigrationContext.configure(
@@ -82,6 +88,11 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
     upgrade(url)
     assert _versions(url) == [HEAD]
     assert "traceparent" in _job_columns(url)
+    assert _job_indexes(url) >= RETENTION_INDEXES
+
+    downgrade(url, "0002")
+    assert _versions(url) == ["0002"]
+    assert not RETENTION_INDEXES & _job_indexes(url)
 
     downgrade(url, "0001")
     assert _versions(url) == ["0001"]
@@ -116,6 +127,7 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_database_url: str) 
     logs = "\n".join(outputs)
     assert logs.count("Running upgrade  -> 0001") == 1, logs
     assert logs.count("Running upgrade 0001 -> 0002") == 1, logs
+    assert logs.count("Running upgrade 0002 -> 0003") == 1, logs
     assert _versions(empty_database_url) == [HEAD]
 
 

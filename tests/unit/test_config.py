@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobqueue.domain.backoff import Backoff
+from jobqueue.domain.job import Status
 from jobqueue.entrypoints.config import (
     ENVIRONMENT,
     ConfigError,
@@ -33,7 +34,11 @@ def test_an_empty_environment_gives_the_documented_defaults() -> None:
     assert settings.job_timeout == timedelta(seconds=30)
     assert settings.lease_duration == timedelta(minutes=1)
     assert settings.recovery_interval == timedelta(seconds=30)
+    assert settings.retention_completed == timedelta(hours=168)
+    assert settings.retention_failed == timedelta(hours=720)
+    assert settings.retention_interval == timedelta(minutes=1)
     assert settings.poll_interval == timedelta(seconds=1)
+    assert settings.notify is True
     assert settings.backoff_base == timedelta(seconds=1)
     assert settings.backoff_max == timedelta(minutes=5)
     assert settings.shutdown_timeout == timedelta(seconds=20)
@@ -57,7 +62,11 @@ def test_every_documented_variable_is_read() -> None:
         "JOB_TIMEOUT": "10s",
         "LEASE_DURATION": "20s",
         "RECOVERY_INTERVAL": "5s",
+        "RETENTION_COMPLETED": "24h",
+        "RETENTION_FAILED": "0",
+        "RETENTION_INTERVAL": "10m",
         "POLL_INTERVAL": "250ms",
+        "NOTIFY": "false",
         "BACKOFF_BASE": "2s",
         "BACKOFF_MAX": "1m",
         "SHUTDOWN_TIMEOUT": "3s",
@@ -81,7 +90,11 @@ def test_every_documented_variable_is_read() -> None:
     assert settings.job_timeout == timedelta(seconds=10)
     assert settings.lease_duration == timedelta(seconds=20)
     assert settings.recovery_interval == timedelta(seconds=5)
+    assert settings.retention_completed == timedelta(hours=24)
+    assert settings.retention_failed == timedelta(0)
+    assert settings.retention_interval == timedelta(minutes=10)
     assert settings.poll_interval == timedelta(milliseconds=250)
+    assert settings.notify is False
     assert settings.backoff_base == timedelta(seconds=2)
     assert settings.backoff_max == timedelta(minutes=1)
     assert settings.shutdown_timeout == timedelta(seconds=3)
@@ -200,6 +213,9 @@ DURATIONS = [
     ("JOB_TIMEOUT", "job_timeout"),
     ("LEASE_DURATION", "lease_duration"),
     ("RECOVERY_INTERVAL", "recovery_interval"),
+    ("RETENTION_COMPLETED", "retention_completed"),
+    ("RETENTION_FAILED", "retention_failed"),
+    ("RETENTION_INTERVAL", "retention_interval"),
     ("POLL_INTERVAL", "poll_interval"),
     ("BACKOFF_BASE", "backoff_base"),
     ("BACKOFF_MAX", "backoff_max"),
@@ -231,7 +247,15 @@ def test_durations_without_a_unit_are_refused(name: str, attribute: str) -> None
 
 
 @pytest.mark.parametrize(
-    "name", ["JOB_TIMEOUT", "LEASE_DURATION", "RECOVERY_INTERVAL", "POLL_INTERVAL", "BACKOFF_BASE"]
+    "name",
+    [
+        "JOB_TIMEOUT",
+        "LEASE_DURATION",
+        "RECOVERY_INTERVAL",
+        "RETENTION_INTERVAL",
+        "POLL_INTERVAL",
+        "BACKOFF_BASE",
+    ],
 )
 def test_durations_that_must_be_positive_refuse_zero(name: str) -> None:
     problems = problems_of({name: "0s"})
@@ -311,7 +335,7 @@ def test_max_body_bytes_refusals(raw: str, why: str) -> None:
     assert problem.startswith(f"MAX_BODY_BYTES: {why}")
 
 
-@pytest.mark.parametrize("name", ["WEBHOOK_ALLOW_PRIVATE", "AUTO_MIGRATE"])
+@pytest.mark.parametrize("name", ["WEBHOOK_ALLOW_PRIVATE", "AUTO_MIGRATE", "NOTIFY"])
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
@@ -331,7 +355,7 @@ def test_booleans(name: str, raw: str, expected: bool) -> None:
     assert getattr(Settings.from_env({name: raw}), name.lower()) is expected
 
 
-@pytest.mark.parametrize("name", ["WEBHOOK_ALLOW_PRIVATE", "AUTO_MIGRATE"])
+@pytest.mark.parametrize("name", ["WEBHOOK_ALLOW_PRIVATE", "AUTO_MIGRATE", "NOTIFY"])
 def test_boolean_refusal(name: str) -> None:
     assert problems_of({name: "maybe"}) == [f"{name}: 'maybe' is not a boolean; use true or false"]
 
@@ -454,3 +478,47 @@ def test_pool_config_carries_the_worker_settings() -> None:
     assert config.backoff == Backoff(timedelta(seconds=2), timedelta(minutes=1))
     # The outcome write must fit in the lease after a handler that used all its time.
     assert config.job_timeout + config.outcome_timeout < config.lease_duration
+
+
+def test_retention_policy_keeps_finished_jobs_for_the_configured_times() -> None:
+    settings = Settings.from_env({"RETENTION_COMPLETED": "1h30m", "RETENTION_FAILED": "240h"})
+
+    assert settings.retention_policy().ages == {
+        Status.COMPLETED: timedelta(hours=1, minutes=30),
+        Status.FAILED: timedelta(days=10),
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [("RETENTION_COMPLETED", Status.COMPLETED), ("RETENTION_FAILED", Status.FAILED)],
+)
+def test_a_zero_retention_keeps_those_jobs_forever(name: str, kept: Status) -> None:
+    ages = Settings.from_env({name: "0"}).retention_policy().ages
+
+    assert kept not in ages
+    assert len(ages) == 1
+
+
+def test_retention_in_days_is_refused_with_the_units_go_accepts() -> None:
+    [problem] = problems_of({"RETENTION_COMPLETED": "7d"})
+
+    assert problem.startswith(
+        "RETENTION_COMPLETED: invalid duration '7d'; use a number with a unit"
+    )
+
+
+@pytest.mark.parametrize("name", ["RETENTION_COMPLETED", "RETENTION_FAILED"])
+def test_negative_retention_is_refused(name: str) -> None:
+    [problem] = problems_of({name: "-1h"})
+
+    assert problem.startswith(f"{name}: invalid duration '-1h'; durations cannot be negative")
+
+
+def test_negative_retention_is_refused_on_direct_construction_too() -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings(retention_failed=timedelta(seconds=-1))
+
+    assert caught.value.problems == [
+        "RETENTION_FAILED: must not be negative, got -1s; 0 keeps the jobs"
+    ]

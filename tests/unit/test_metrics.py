@@ -116,15 +116,26 @@ class Counts:
         return answer
 
 
-async def test_queue_depth_refresh_sets_every_status_and_zeros_the_absent() -> None:
+async def test_queue_depth_refresh_sets_every_unfinished_status_and_zeros_the_absent() -> None:
     metrics = Metrics()
-    refresher = QueueDepthRefresher(Counts({Status.PENDING: 4, Status.FAILED: 1}), metrics)
+    refresher = QueueDepthRefresher(Counts({Status.PENDING: 4, Status.DEAD_LETTER: 1}), metrics)
 
     await refresher.refresh()
 
     assert sample(metrics, "jobs_queue_depth", status="pending") == 4
-    assert sample(metrics, "jobs_queue_depth", status="failed") == 1
+    assert sample(metrics, "jobs_queue_depth", status="dead_letter") == 1
     assert metrics.registry.get_sample_value("jobs_queue_depth", {"status": "processing"}) == 0
+
+
+async def test_queue_depth_has_no_series_for_finished_jobs() -> None:
+    # Finished jobs are history, not depth; the store does not count them (too costly).
+    metrics = Metrics()
+    refresher = QueueDepthRefresher(Counts({Status.COMPLETED: 7, Status.FAILED: 1}), metrics)
+
+    await refresher.refresh()
+
+    for status in ("completed", "failed"):
+        assert metrics.registry.get_sample_value("jobs_queue_depth", {"status": status}) is None
 
 
 async def test_a_failed_refresh_keeps_the_last_values() -> None:

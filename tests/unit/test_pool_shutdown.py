@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -43,6 +44,12 @@ class GatedStore(InMemoryJobStore):
             self.complete_entered.set()
             await self.complete_gate.wait()
         return await super().complete(lease)
+
+    async def complete_many(self, leases: Sequence[Lease]) -> set[UUID]:
+        if self.hold_completes:
+            self.complete_entered.set()
+            await self.complete_gate.wait()
+        return await super().complete_many(leases)
 
 
 def blocking_registry(gate: asyncio.Event, entered: list[int]) -> Registry:

@@ -6,13 +6,13 @@ tests' fakes implement them too (a contract suite keeps both honest).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
-from jobqueue.domain.job import Job, JsonValue, Lease, NewJob
+from jobqueue.domain.job import Job, JsonValue, Lease, NewJob, Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,14 @@ class JobStore(Protocol):
 
     async def complete(self, lease: Lease) -> Job: ...
 
+    async def complete_many(self, leases: Sequence[Lease]) -> set[UUID]:
+        """Complete, in one write, every job still held by its lease; return their ids.
+
+        Each job is fenced by its own lease: one not returned was lost, exactly as
+        `complete` would have raised `LeaseLost` for it, and the others are unaffected.
+        """
+        ...
+
     async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
         """Back to pending, due `delay` from now by the store's clock."""
         ...
@@ -58,6 +66,15 @@ class JobStore(Protocol):
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         """Jobs whose lease ran out: to pending, or to dead_letter after the last attempt."""
+        ...
+
+    async def prune_finished(self, older_than: Mapping[Status, timedelta], limit: int) -> int:
+        """Delete up to `limit` finished jobs, oldest first: of each status in `older_than`,
+        those that finished longer ago than its age by the store's clock. Return how many.
+
+        Raises `ValueError` for a status that is not terminal: dead letters await a person
+        and pending or processing jobs are live work, so none of them is ever pruned.
+        """
         ...
 
     async def ping(self) -> None:

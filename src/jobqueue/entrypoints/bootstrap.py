@@ -1,9 +1,10 @@
 """The composition root: the one place concrete adapters are chosen and wired together.
 
-`run_service` runs any mix of the HTTP API and the workers (pool and lease recovery) in
-one event loop, and owns the shutdown sequence:
+`run_service` runs any mix of the HTTP API and the workers (pool, lease recovery and
+retention) in one event loop, and owns the shutdown sequence:
 
-1. On SIGINT/SIGTERM the pool and recovery stop claiming and `/readyz` turns 503.
+1. On SIGINT/SIGTERM the pool and recovery stop claiming, retention stops after its
+   current batch, and `/readyz` turns 503.
 2. HTTP keeps serving for DRAIN_DELAY (load balancers notice), then stops accepting
    connections and finishes the requests in flight.
 3. Running jobs get SHUTDOWN_TIMEOUT (counted from the signal) to finish; then the pool
@@ -34,6 +35,7 @@ from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine, redact
 from jobqueue.adapters.postgres.embedded import start_embedded
 from jobqueue.adapters.postgres.migrations import upgrade
+from jobqueue.adapters.postgres.notify import Listener, Notifier, asyncpg_connect, pg_notify
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.job_spans import JobSpans
@@ -56,6 +58,7 @@ from jobqueue.entrypoints.runtime import (
 )
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
 from jobqueue.entrypoints.worker.pool import WorkerPool
+from jobqueue.entrypoints.worker.retention import RetentionLoop
 
 _log = logging.getLogger("jobqueue")
 
@@ -245,8 +248,12 @@ async def _run_components(
     readiness = Readiness(store)
     pool: WorkerPool | None = None
     recovery: LeaseRecovery | None = None
+    retention: RetentionLoop | None = None
     server: uvicorn.Server | None = None
     tasks: dict[str, asyncio.Task[None]] = {}
+    # Wake-ups across processes: the API side announces new jobs, workers listen.
+    notifier = Notifier(pg_notify(engine)) if roles.http and settings.notify else None
+    listener: Listener | None = None
 
     def start(name: str, work: Coroutine[Any, Any, None]) -> None:
         tasks[name] = asyncio.create_task(work, name=f"jobqueue {name}")
@@ -261,8 +268,16 @@ async def _run_components(
             tracer=JobSpans(tracer_provider) if tracer_provider is not None else None,
         )
         recovery = LeaseRecovery(store, settings.recovery_interval, observer=metrics)
+        if settings.notify:
+            listener = Listener(asyncpg_connect(_url_of(engine)), pool.wake)
         start("worker pool", pool.run())
         start("lease recovery", recovery.run())
+        policy = settings.retention_policy()
+        if policy.ages:
+            retention = RetentionLoop(
+                store, policy, settings.retention_interval, on_pruned=metrics.jobs_pruned
+            )
+            start("retention", retention.run())
     if roles.http and sock is not None:
         app = create_app(
             settings,
@@ -272,7 +287,7 @@ async def _run_components(
             metrics=metrics,
             readiness=readiness,
             queue_depth=PostgresQueueStats(engine),
-            on_enqueued=_waker(pool),
+            on_enqueued=_announcer(pool, notifier),
             tracer_provider=tracer_provider,
         )
         server = http_server(app, settings)
@@ -287,6 +302,10 @@ async def _run_components(
         },
     )
     try:
+        if listener is not None:
+            listener.start()
+        if notifier is not None:
+            notifier.start()
         ended = await _until_signal_or_exit(signals, tasks)
         if ended is not None:
             _log.error("%s stopped unexpectedly; shutting down", ended)
@@ -295,6 +314,8 @@ async def _run_components(
             pool.stop()
         if recovery is not None:
             recovery.stop()
+        if retention is not None:
+            retention.stop()
         if server is not None:
             delay = settings.drain_delay.total_seconds()
             if delay > 0 and not tasks["http"].done():
@@ -306,6 +327,11 @@ async def _run_components(
         for task in tasks.values():
             task.cancel()
         await asyncio.gather(*tasks.values(), return_exceptions=True)
+        # After HTTP has stopped, so the last submissions are announced too (unless forced).
+        if notifier is not None:
+            await notifier.aclose(flush=not signals.forced)
+        if listener is not None:
+            await listener.aclose()
     failures = [task.exception() for task in tasks.values() if not task.cancelled()]
     for failure in failures:
         if isinstance(failure, StartupError):
@@ -331,11 +357,23 @@ async def _until_signal_or_exit(
     return None
 
 
-def _waker(pool: WorkerPool | None) -> Callable[[Job], None] | None:
-    if pool is None:
+def _announcer(pool: WorkerPool | None, notifier: Notifier | None) -> Callable[[Job], None] | None:
+    """What a submission calls: this process's pool is woken directly, the others
+    through the notifier (which `serve` runs too, for the other replicas)."""
+    wakes: list[Callable[[], None]] = []
+    if pool is not None:
+        wakes.append(pool.wake)
+    if notifier is not None:
+        wakes.append(notifier.job_available)
+    if not wakes:
         return None
 
-    def wake(job: Job) -> None:
-        pool.wake()
+    def announce(job: Job) -> None:
+        for wake in wakes:
+            wake()
 
-    return wake
+    return announce
+
+
+def _url_of(engine: AsyncEngine) -> str:
+    return engine.url.render_as_string(hide_password=False)

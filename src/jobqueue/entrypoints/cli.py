@@ -32,6 +32,12 @@ serving for DRAIN_DELAY, then finishes the requests in flight; running jobs get
 SHUTDOWN_TIMEOUT, then are cancelled and released without using up an attempt.
 A second signal exits at once with status 130."""
 
+_WAKE_UPS = """\
+new jobs: an api or serve process sends a NOTIFY (at most one per 25ms, however many
+jobs arrive) and idle workers in every worker or serve process claim at once; without
+it they find new jobs within POLL_INTERVAL. Set NOTIFY=false when the database is
+reached through a pooler in transaction mode (PgBouncer), where LISTEN does not work."""
+
 
 def _environment_help() -> str:
     lines = ["environment (all optional; durations as in Go: 500ms, 30s, 1m30s):"]
@@ -68,14 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
         "the built-in handlers; repeat or separate with commas. Overrides "
         "JOBQUEUE_HANDLERS. Resolved from the working directory too.",
     )
-    details = f"{_SHUTDOWN}\n\n{environment}\n\n{_EXIT_CODES}"
+    details = f"{_SHUTDOWN}\n\n{_WAKE_UPS}\n\n{environment}\n\n{_EXIT_CODES}"
     for name, summary, text in (
         (
             "serve",
-            "HTTP API, worker pool and lease recovery in one process",
-            "Run the HTTP API, the worker pool and lease recovery in one process. Without "
-            "DATABASE_URL an embedded PostgreSQL is started in JOBQUEUE_DATA_DIR (shared "
-            "with other processes on the same directory, stopped when the last leaves). "
+            "HTTP API, worker pool, lease recovery and retention in one process",
+            "Run the HTTP API, the worker pool, lease recovery and retention (deleting old "
+            "finished jobs) in one process. Without DATABASE_URL an embedded PostgreSQL is "
+            "started in JOBQUEUE_DATA_DIR (shared with other processes on the same "
+            "directory, stopped when the last leaves). "
             "Migrations are applied first unless AUTO_MIGRATE=false.",
         ),
         (
@@ -86,9 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         (
             "worker",
-            "only the worker pool and lease recovery (no HTTP)",
-            "Run only the worker pool and lease recovery, for scaling workers apart from "
-            "the API. Any number of workers may share one database.",
+            "only the worker pool, lease recovery and retention (no HTTP)",
+            "Run only the worker pool, lease recovery and retention, for scaling workers "
+            "apart from the API. Any number of workers may share one database.",
         ),
     ):
         commands.add_parser(

@@ -18,6 +18,12 @@ from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import format_duration, parse_duration
 from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS
 from jobqueue.entrypoints.worker.pool import PoolConfig
+from jobqueue.entrypoints.worker.retention import (
+    DEFAULT_COMPLETED,
+    DEFAULT_FAILED,
+    RetentionPolicy,
+)
+from jobqueue.entrypoints.worker.retention import DEFAULT_INTERVAL as DEFAULT_RETENTION_INTERVAL
 
 # An attempt's outcome is written after its handler returns; the lease must outlast the
 # handler's timeout by at least this much, and the write is bounded by it.
@@ -58,7 +64,11 @@ ENVIRONMENT: tuple[tuple[str, str, str], ...] = (
     ("JOB_TIMEOUT", "30s", "limit of one attempt"),
     ("LEASE_DURATION", "1m", "claim lease; must exceed JOB_TIMEOUT + 5s"),
     ("RECOVERY_INTERVAL", "30s", "how often expired leases are recovered"),
+    ("RETENTION_COMPLETED", "168h", "delete completed jobs this long after; 0 keeps them"),
+    ("RETENTION_FAILED", "720h", "delete failed jobs this long after; 0 keeps them"),
+    ("RETENTION_INTERVAL", "1m", "how often old jobs are deleted (dead letters never are)"),
     ("POLL_INTERVAL", "1s", "idle workers look for due jobs at least this often"),
+    ("NOTIFY", "true", "instant wake-ups across processes (LISTEN/NOTIFY); false for PgBouncer"),
     ("BACKOFF_BASE", "1s", "delay before the 2nd attempt; doubles each retry, jittered"),
     ("BACKOFF_MAX", "5m", "cap of the retry delay"),
     ("SHUTDOWN_TIMEOUT", "20s", "running jobs' grace at shutdown before they are released"),
@@ -85,7 +95,12 @@ class Settings:
     job_timeout: timedelta = timedelta(seconds=30)
     lease_duration: timedelta = timedelta(minutes=1)
     recovery_interval: timedelta = timedelta(seconds=30)
+    # 0 keeps those jobs forever; dead-lettered jobs are never deleted automatically.
+    retention_completed: timedelta = DEFAULT_COMPLETED
+    retention_failed: timedelta = DEFAULT_FAILED
+    retention_interval: timedelta = DEFAULT_RETENTION_INTERVAL
     poll_interval: timedelta = timedelta(seconds=1)
+    notify: bool = True
     backoff_base: timedelta = timedelta(seconds=1)
     backoff_max: timedelta = timedelta(minutes=5)
     shutdown_timeout: timedelta = timedelta(seconds=20)
@@ -139,6 +154,13 @@ class Settings:
             shutdown_timeout=self.shutdown_timeout,
             outcome_timeout=LEASE_MARGIN,
             backoff=Backoff(self.backoff_base, self.backoff_max),
+        )
+
+    def retention_policy(self) -> RetentionPolicy:
+        # A zero duration is falsy: 0 configures "keep forever", which the policy spells None.
+        return RetentionPolicy(
+            completed=self.retention_completed or None,
+            failed=self.retention_failed or None,
         )
 
 
@@ -256,7 +278,11 @@ _PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "JOB_TIMEOUT": ("job_timeout", _duration),
     "LEASE_DURATION": ("lease_duration", _duration),
     "RECOVERY_INTERVAL": ("recovery_interval", _duration),
+    "RETENTION_COMPLETED": ("retention_completed", _duration),
+    "RETENTION_FAILED": ("retention_failed", _duration),
+    "RETENTION_INTERVAL": ("retention_interval", _duration),
     "POLL_INTERVAL": ("poll_interval", _duration),
+    "NOTIFY": ("notify", parse_bool),
     "BACKOFF_BASE": ("backoff_base", _duration),
     "BACKOFF_MAX": ("backoff_max", _duration),
     "SHUTDOWN_TIMEOUT": ("shutdown_timeout", _duration),
@@ -302,6 +328,7 @@ def _check(values: Mapping[str, Any], skip: frozenset[str]) -> list[str]:
         "job_timeout",
         "lease_duration",
         "recovery_interval",
+        "retention_interval",
         "poll_interval",
         "backoff_base",
     ):
@@ -313,6 +340,12 @@ def _check(values: Mapping[str, Any], skip: frozenset[str]) -> list[str]:
         f"{format_duration(LEASE_MARGIN)}, or an attempt near its timeout would lose its "
         "lease before recording its outcome",
     )
+    for attribute in ("retention_completed", "retention_failed"):
+        rule(
+            (attribute,),
+            lambda age: age >= timedelta(0),
+            f"{_NAMES[attribute]}: must not be negative, got {{}}; 0 keeps the jobs",
+        )
     rule(
         ("backoff_max", "backoff_base"),
         lambda cap, base: cap >= base,

@@ -8,8 +8,14 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.failures import store_failures
-from jobqueue.adapters.postgres.schema import jobs
-from jobqueue.domain.job import Status
+from jobqueue.adapters.postgres.schema import jobs, status_literal
+from jobqueue.domain.job import TERMINAL, Status
+
+# Each of these has a partial index holding only its rows (ix_jobs_due, ix_jobs_lease_expiry,
+# ix_jobs_dead_letter), so each count reads that small index, never the table. Finished jobs
+# are left out: counting them reads every one of them, every refresh, however many
+# retention keeps; the job counters say how many finish.
+COUNTED: tuple[Status, ...] = tuple(status for status in Status if status not in TERMINAL)
 
 
 class PostgresQueueStats:
@@ -17,10 +23,18 @@ class PostgresQueueStats:
         self._engine = engine
 
     async def count_by_status(self) -> Mapping[Status, int]:
-        """Jobs per status. One scan of the table: retention keeps finished rows few,
-        and the caller refreshes every few seconds, not per scrape."""
-        statement = select(jobs.c.status, func.count()).group_by(jobs.c.status)
+        """Jobs per status that is not terminal (pending, processing, dead_letter)."""
+        statement = select(
+            *(
+                select(func.count())
+                .select_from(jobs)
+                .where(jobs.c.status == status_literal(status))
+                .scalar_subquery()
+                .label(status.value)
+                for status in COUNTED
+            )
+        )
         with store_failures():
             async with self._engine.connect() as connection:
-                rows = (await connection.execute(statement)).all()
-        return {Status(status): count for status, count in rows}
+                row = (await connection.execute(statement)).one()
+        return dict(zip(COUNTED, row, strict=True))

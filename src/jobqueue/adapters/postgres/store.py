@@ -18,25 +18,35 @@ from typing import Any
 from uuid import UUID
 
 from sqlalchemy import (
+    ARRAY,
+    BigInteger,
     ColumnElement,
     Interval,
     RowMapping,
     Text,
     and_,
+    any_,
+    bindparam,
     case,
+    cast,
+    delete,
     func,
     literal,
     select,
     text,
+    union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
+from sqlalchemy.sql.dml import Update
 
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
+from jobqueue.adapters.postgres.schema import status_literal as _status
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidTransition,
@@ -44,7 +54,7 @@ from jobqueue.domain.errors import (
     LeaseLost,
     StoreUnavailable,
 )
-from jobqueue.domain.job import Job, Lease, NewJob, Operation, Status
+from jobqueue.domain.job import TERMINAL, Job, Lease, NewJob, Operation, Status
 from jobqueue.domain.ports import Submitted
 
 LEASE_EXPIRED_ERROR = (
@@ -54,6 +64,22 @@ LEASE_EXPIRED_ERROR = (
 # A job can leave dead_letter between a refused manual retry and the read that explains
 # the refusal, and come back to it; a few rounds settle any realistic race.
 _MANUAL_RETRY_ROUNDS = 3
+
+
+def check_prune_request(older_than: Mapping[Status, timedelta], limit: int) -> None:
+    """Raise `ValueError` unless `prune_finished` may act on these arguments.
+
+    Only terminal jobs are ever deleted: a dead letter awaits a person, and pending or
+    processing jobs are live work.
+    """
+    if limit < 1:
+        raise ValueError(f"prune limit must be at least 1, got {limit}")
+    for status, age in older_than.items():
+        if status not in TERMINAL:
+            allowed = ", ".join(sorted(TERMINAL))
+            raise ValueError(f"only finished jobs ({allowed}) can be pruned, not {status}")
+        if age < timedelta(0):
+            raise ValueError(f"the age of {status} jobs to prune must not be negative, got {age}")
 
 
 def storable_error(error: str) -> str:
@@ -66,12 +92,106 @@ def storable_error(error: str) -> str:
     return error.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
-def _status(status: Status) -> ColumnElement[str]:
-    return literal(status.value, Text, literal_execute=True)
-
-
 def _interval(value: timedelta) -> ColumnElement[timedelta]:
     return literal(value, Interval())
+
+
+# The hot path's statements are built once, with named parameters: building a Core
+# statement per call, and computing its cache key, cost more client CPU than the round
+# trip it makes.
+
+# MATERIALIZED fences the locking subquery: inlined, the planner may evaluate it more than
+# once and claim more rows than asked. SKIP LOCKED lets concurrent claimers pass each
+# other's rows instead of queueing behind them. FOR UPDATE rechecks the filter on the
+# newest row version, so every row locked here is still pending and stays so until this
+# statement commits: the UPDATE needs no guard.
+_due = (
+    select(jobs.c.id)
+    .where(jobs.c.status == _status(Status.PENDING), jobs.c.run_at <= func.now())
+    .order_by(jobs.c.run_at)
+    .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True)
+    .cte("due")
+    .prefix_with("MATERIALIZED")
+)
+_CLAIM = (
+    update(jobs)
+    .where(jobs.c.id == _due.c.id)
+    .values(
+        status=_status(Status.PROCESSING),
+        attempts=jobs.c.attempts + 1,
+        lease_token=jobs.c.lease_token + 1,
+        locked_until=func.now() + bindparam("lease", type_=Interval()),
+        updated_at=func.now(),
+    )
+    .returning(*jobs.c)
+)
+
+
+def _outcome_write(**changes: Any) -> Update:
+    # Fenced by status and token: a stale worker (its lease recovered, the job claimed
+    # again) matches no row. Leaving processing always ends the lease.
+    return (
+        update(jobs)
+        .where(
+            jobs.c.id == bindparam("job_id"),
+            jobs.c.status == _status(Status.PROCESSING),
+            jobs.c.lease_token == bindparam("token"),
+        )
+        .values(locked_until=None, updated_at=func.now(), **changes)
+        .returning(*jobs.c)
+    )
+
+
+# The due time comes from the database clock, the one the claim compares with.
+_delay = bindparam("delay", type_=Interval())
+_error = bindparam("error", type_=Text())
+_COMPLETE = _outcome_write(status=_status(Status.COMPLETED))
+_RETRY = _outcome_write(
+    status=_status(Status.PENDING), run_at=func.now() + _delay, last_error=_error
+)
+_FAIL = _outcome_write(status=_status(Status.FAILED), last_error=_error)
+_DEAD_LETTER = _outcome_write(status=_status(Status.DEAD_LETTER), last_error=_error)
+# The attempt counted at claim time is given back: shutdown is not the job's fault.
+# GREATEST only guards rows written by hand; a claim always counted one.
+_RELEASE = _outcome_write(
+    status=_status(Status.PENDING),
+    attempts=func.greatest(jobs.c.attempts - 1, 0),
+    run_at=func.now(),
+)
+
+# Many completions in one statement, each row still fenced by its own token: a lease
+# that was lost matches no row and is simply not returned. The arrays are cast because
+# unnest() is polymorphic: PostgreSQL cannot infer an untyped parameter's type there.
+_held = (
+    func.unnest(
+        cast(bindparam("ids"), ARRAY(PG_UUID(as_uuid=True))),
+        cast(bindparam("tokens"), ARRAY(BigInteger())),
+    )
+    .table_valued("id", "token")
+    .render_derived(name="held")
+)
+_COMPLETE_MANY = (
+    update(jobs)
+    .where(
+        jobs.c.id == _held.c.id,
+        jobs.c.lease_token == _held.c.token,
+        jobs.c.status == _status(Status.PROCESSING),
+    )
+    .values(status=_status(Status.COMPLETED), locked_until=None, updated_at=func.now())
+    .returning(jobs.c.id)
+)
+
+
+# The columns come from the parameters each call passes, typed by the table.
+_SUBMIT = (
+    insert(jobs)
+    .on_conflict_do_nothing(
+        index_elements=[jobs.c.idempotency_key],
+        index_where=jobs.c.idempotency_key.is_not(None),
+    )
+    .returning(*jobs.c)
+)
 
 
 async def submit_in(connection: AsyncConnection, new: NewJob) -> Submitted:
@@ -83,19 +203,14 @@ async def submit_in(connection: AsyncConnection, new: NewJob) -> Submitted:
     """
     with store_failures(), refused_values():
         inserted = await connection.execute(
-            insert(jobs)
-            .values(
-                type=new.type,
-                payload=new.payload,
-                max_attempts=new.max_attempts,
-                idempotency_key=new.idempotency_key,
-                traceparent=new.traceparent,
-            )
-            .on_conflict_do_nothing(
-                index_elements=[jobs.c.idempotency_key],
-                index_where=jobs.c.idempotency_key.is_not(None),
-            )
-            .returning(*jobs.c)
+            _SUBMIT,
+            {
+                "type": new.type,
+                "payload": new.payload,
+                "max_attempts": new.max_attempts,
+                "idempotency_key": new.idempotency_key,
+                "traceparent": new.traceparent,
+            },
         )
         row = inserted.mappings().one_or_none()
         if row is not None:
@@ -134,10 +249,15 @@ class PostgresJobStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        # Every operation is one statement, atomic on its own: an explicit transaction
+        # would only add a BEGIN and a COMMIT round trip to each. Shares engine's pool.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def submit(self, new: NewJob) -> Submitted:
+        # Autocommit too: the insert commits on its own, and the read that explains a key
+        # conflict needs no transaction, only to run after the insert saw the winner.
         with store_failures():
-            async with self._engine.begin() as connection:
+            async with self._autocommit.connect() as connection:
                 return await submit_in(connection, new)
 
     async def get(self, job_id: UUID) -> Job:
@@ -151,71 +271,37 @@ class PostgresJobStore:
             raise ValueError(f"claim limit must be at least 1, got {limit}")
         if lease <= timedelta(0):
             raise ValueError(f"lease must be positive, got {lease}")
-        # MATERIALIZED fences the locking subquery: inlined, the planner may evaluate it
-        # more than once and claim more rows than asked. SKIP LOCKED lets concurrent
-        # claimers pass each other's rows instead of queueing behind them. FOR UPDATE
-        # rechecks the filter on the newest row version, so every row locked here is still
-        # pending and stays so until this statement commits: the UPDATE needs no guard.
-        due = (
-            select(jobs.c.id)
-            .where(jobs.c.status == _status(Status.PENDING), jobs.c.run_at <= func.now())
-            .order_by(jobs.c.run_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-            .cte("due")
-            .prefix_with("MATERIALIZED")
-        )
-        claimed = await self._all(
-            update(jobs)
-            .where(jobs.c.id == due.c.id)
-            .values(
-                status=_status(Status.PROCESSING),
-                attempts=jobs.c.attempts + 1,
-                lease_token=jobs.c.lease_token + 1,
-                locked_until=func.now() + _interval(lease),
-                updated_at=func.now(),
-            )
-            .returning(*jobs.c)
-        )
+        claimed = await self._all(_CLAIM, {"limit": limit, "lease": lease})
         return sorted(claimed, key=lambda job: job.run_at)
 
     async def complete(self, lease: Lease) -> Job:
-        return await self._write_outcome(lease, {"status": _status(Status.COMPLETED)})
+        return await self._write_outcome(_COMPLETE, lease)
+
+    async def complete_many(self, leases: Sequence[Lease]) -> set[UUID]:
+        if not leases:
+            return set()
+        parameters = {
+            "ids": [lease.job_id for lease in leases],
+            "tokens": [lease.token for lease in leases],
+        }
+        with store_failures():
+            async with self._autocommit.connect() as connection:
+                result = await connection.execute(_COMPLETE_MANY, parameters)
+                return set(result.scalars())
 
     async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
         if delay < timedelta(0):
             raise ValueError(f"retry delay must not be negative, got {delay}")
-        # The due time comes from the database clock, the one the claim compares with.
-        return await self._write_outcome(
-            lease,
-            {
-                "status": _status(Status.PENDING),
-                "run_at": func.now() + _interval(delay),
-                "last_error": storable_error(error),
-            },
-        )
+        return await self._write_outcome(_RETRY, lease, delay=delay, error=storable_error(error))
 
     async def fail(self, lease: Lease, error: str) -> Job:
-        return await self._write_outcome(
-            lease, {"status": _status(Status.FAILED), "last_error": storable_error(error)}
-        )
+        return await self._write_outcome(_FAIL, lease, error=storable_error(error))
 
     async def dead_letter(self, lease: Lease, error: str) -> Job:
-        return await self._write_outcome(
-            lease, {"status": _status(Status.DEAD_LETTER), "last_error": storable_error(error)}
-        )
+        return await self._write_outcome(_DEAD_LETTER, lease, error=storable_error(error))
 
     async def release(self, lease: Lease) -> Job:
-        # The attempt counted at claim time is given back: shutdown is not the job's fault.
-        # GREATEST only guards rows written by hand; a claim always counted one.
-        return await self._write_outcome(
-            lease,
-            {
-                "status": _status(Status.PENDING),
-                "attempts": func.greatest(jobs.c.attempts - 1, 0),
-                "run_at": func.now(),
-            },
-        )
+        return await self._write_outcome(_RELEASE, lease)
 
     async def manual_retry(self, job_id: UUID) -> Job:
         # lease_token is left alone: it must keep growing so that claims from before the
@@ -279,23 +365,47 @@ class PostgresJobStore:
             .returning(*jobs.c)
         )
 
+    async def prune_finished(self, older_than: Mapping[Status, timedelta], limit: int) -> int:
+        check_prune_request(older_than, limit)
+        if not older_than:
+            return 0
+        # One locking scan per status, each a contiguous range of ix_jobs_finished in age
+        # order, so a status kept long never slows the pruning of another. Each takes at
+        # most `limit`, which holds the oldest `limit` of all: the outer LIMIT keeps those.
+        # SKIP LOCKED: processes pruning at once take different rows. A finished row is
+        # never updated, so nothing but another pruner can hold its lock.
+        aged = [
+            select(jobs.c.id, jobs.c.updated_at)
+            .where(
+                jobs.c.status == _status(status),
+                jobs.c.updated_at < func.now() - _interval(age),
+            )
+            .order_by(jobs.c.updated_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .cte(f"aged_{status.value}")
+            .prefix_with("MATERIALIZED")
+            for status, age in sorted(older_than.items())
+        ]
+        candidates = union_all(*(select(cte.c.id, cte.c.updated_at) for cte in aged)).subquery()
+        oldest = select(candidates.c.id).order_by(candidates.c.updated_at).limit(limit)
+        # `= ANY(ARRAY(…))`, not `IN (…)`: the ids are collected first and looked up in the
+        # primary key. Joined as a subquery, a batch of a thousand can tip the planner into
+        # hashing it and scanning the whole table to find the rows to delete.
+        doomed = jobs.c.id == any_(func.array(oldest.scalar_subquery()))
+        with store_failures():
+            async with self._engine.begin() as connection:
+                result = await connection.execute(delete(jobs).where(doomed))
+                return result.rowcount
+
     async def ping(self) -> None:
         with store_failures():
             async with self._engine.connect() as connection:
                 await connection.execute(text("SELECT 1"))
 
-    async def _write_outcome(self, lease: Lease, changes: Mapping[str, Any]) -> Job:
-        # Fenced by status and token: a stale worker (its lease recovered, the job claimed
-        # again) matches no row. Leaving processing always ends the lease.
+    async def _write_outcome(self, statement: Update, lease: Lease, **parameters: Any) -> Job:
         row = await self._one(
-            update(jobs)
-            .where(
-                jobs.c.id == lease.job_id,
-                jobs.c.status == _status(Status.PROCESSING),
-                jobs.c.lease_token == lease.token,
-            )
-            .values(locked_until=None, updated_at=func.now(), **changes)
-            .returning(*jobs.c)
+            statement, {"job_id": lease.job_id, "token": lease.token, **parameters}
         )
         if row is None:
             raise LeaseLost(lease.job_id, lease.token)
@@ -305,14 +415,18 @@ class PostgresJobStore:
         row = await self._one(select(jobs.c.status).where(jobs.c.id == job_id))
         return None if row is None else str(row["status"])
 
-    async def _one(self, statement: Executable) -> RowMapping | None:
+    async def _one(
+        self, statement: Executable, parameters: Mapping[str, Any] | None = None
+    ) -> RowMapping | None:
         with store_failures():
-            async with self._engine.begin() as connection:
-                result = await connection.execute(statement)
+            async with self._autocommit.connect() as connection:
+                result = await connection.execute(statement, parameters)
                 return result.mappings().one_or_none()
 
-    async def _all(self, statement: Executable) -> list[Job]:
+    async def _all(
+        self, statement: Executable, parameters: Mapping[str, Any] | None = None
+    ) -> list[Job]:
         with store_failures():
-            async with self._engine.begin() as connection:
-                result = await connection.execute(statement)
+            async with self._autocommit.connect() as connection:
+                result = await connection.execute(statement, parameters)
                 return [job_from_row(row) for row in result.mappings()]

@@ -22,7 +22,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from jobqueue.domain.job import Job, Status
+from jobqueue.domain.job import TERMINAL, Job, Status
 from jobqueue.domain.outcome import (
     Complete,
     DeadLetter,
@@ -40,6 +40,11 @@ EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Attempts run from milliseconds (no-op jobs) to minutes (JOB_TIMEOUT); the buckets cover
 # both ends rather than the library's web-request defaults.
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+# The queue-depth gauge's labels: jobs waiting, running, or awaiting a person. Finished
+# jobs are history, not depth, and counting them would read every one of them at each
+# refresh; jobs_completed_total, jobs_failed_total and jobs_pruned_total cover them.
+QUEUE_DEPTH_STATUSES: tuple[Status, ...] = tuple(s for s in Status if s not in TERMINAL)
 
 
 class Metrics:
@@ -86,13 +91,21 @@ class Metrics:
         )
         self._queue_depth = Gauge(
             "jobs_queue_depth",
-            "Jobs in the store by status, refreshed every few seconds.",
+            "Jobs pending, processing or dead-lettered, refreshed every few seconds.",
+            ["status"],
+            registry=self.registry,
+        )
+        self._pruned = Counter(
+            "jobs_pruned",
+            "Finished jobs deleted by retention, by the status they had.",
             ["status"],
             registry=self.registry,
         )
         # Pre-create every label value, so a dashboard sees zeros rather than gaps.
         for status in (Status.FAILED, Status.DEAD_LETTER):
             self._failed.labels(status=status.value)
+        for status in TERMINAL:
+            self._pruned.labels(status=status.value)
 
     def render(self) -> bytes:
         """The exposition text of every metric in this registry."""
@@ -131,16 +144,24 @@ class Metrics:
             if job.status is Status.DEAD_LETTER:
                 self._failed.labels(status=Status.DEAD_LETTER.value).inc()
 
+    # --- retention --------------------------------------------------------------------
+
+    def jobs_pruned(self, status: Status, count: int) -> None:
+        self._pruned.labels(status=status.value).inc(count)
+
     # --- queue depth ------------------------------------------------------------------
 
     def set_queue_depth(self, counts: Mapping[Status, int]) -> None:
-        for status in Status:
+        """Set each of `QUEUE_DEPTH_STATUSES` (absent ones to 0); other statuses are
+        not depth and are ignored."""
+        for status in QUEUE_DEPTH_STATUSES:
             self._queue_depth.labels(status=status.value).set(counts.get(status, 0))
 
 
 class QueueDepthSource(Protocol):
     async def count_by_status(self) -> Mapping[Status, int]:
-        """How many jobs the store holds in each status (absent statuses hold none)."""
+        """How many jobs the store holds in each of `QUEUE_DEPTH_STATUSES` (absent
+        statuses hold none)."""
         ...
 
 

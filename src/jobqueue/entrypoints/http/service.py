@@ -80,6 +80,9 @@ class JobService:
         return job
 
     def _announce(self, job: Job) -> None:
-        # Lets a worker pool in this process claim at once instead of at its next poll.
+        # Lets idle workers claim at once instead of at their next poll: the pool of this
+        # process directly, those of other processes through a coalesced NOTIFY. Must not
+        # block or raise: the job is stored already. Jobs the worker retries after a
+        # failure are due later and never announced; polling finds them when due.
         if self._on_enqueued is not None:
             self._on_enqueued(job)

@@ -8,13 +8,13 @@ attempt, so a job that kills its process every time still ends.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import timedelta
 
 from jobqueue.domain.job import Job
 from jobqueue.domain.ports import JobStore
 from jobqueue.entrypoints.worker.observer import PoolObserver, guarded
+from jobqueue.entrypoints.worker.periodic import Periodic
 
 _log = logging.getLogger("jobqueue.worker")
 
@@ -34,33 +34,19 @@ class LeaseRecovery:
         batch_size: int = 500,
         observer: PoolObserver | None = None,
     ) -> None:
-        if interval <= timedelta(0):
-            raise ValueError("the lease recovery interval must be positive")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self._store = store
-        self._interval = interval
         self._batch_size = batch_size
         self._observer = guarded(observer)
-        self._stopping = asyncio.Event()
+        self._periodic = Periodic(self.run_once, interval, name="lease recovery", logger=_log)
 
     def stop(self) -> None:
-        self._stopping.set()
+        self._periodic.stop()
 
     async def run(self) -> None:
         """Recover until `stop()`; store errors are logged and tried again next interval."""
-        while not self._stopping.is_set():
-            try:
-                await self.run_once()
-            except Exception:
-                _log.exception(
-                    "lease recovery failed; trying again in %gs", self._interval.total_seconds()
-                )
-            try:
-                async with asyncio.timeout(self._interval.total_seconds()):
-                    await self._stopping.wait()
-            except TimeoutError:
-                pass
+        await self._periodic.run()
 
     async def run_once(self) -> int:
         """Recover batch after batch until no expired lease is left; return how many."""

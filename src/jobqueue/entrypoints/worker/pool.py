@@ -43,6 +43,7 @@ from jobqueue.domain.outcome import (
 )
 from jobqueue.domain.ports import JobStore, PayloadDecoder
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.entrypoints.worker.completer import Completer
 from jobqueue.entrypoints.worker.observer import PoolObserver, guarded
 from jobqueue.entrypoints.worker.tracing import AttemptSpan, AttemptTracer, NullTracer
 
@@ -80,6 +81,8 @@ class _Attempt:
     started: float  # time.monotonic()
     # When the claim that returned the job ran (time.time_ns()), for its trace.
     claimed: tuple[int, int]
+    # The job's log fields, built once for every line the attempt logs.
+    fields: dict[str, Any]
     # Set once the outcome write has its own task; from then on cancelling the attempt
     # cannot lose the outcome.
     recording: bool = False
@@ -118,6 +121,7 @@ class WorkerPool:
         self._rand = rand
         self._attempts: dict[asyncio.Task[None], _Attempt] = {}
         self._writes: set[asyncio.Task[None]] = set()
+        self._completer = Completer(store, config.outcome_timeout)
         self._stopping = asyncio.Event()
         self._woken = asyncio.Event()
         self._slot_freed = asyncio.Event()
@@ -190,7 +194,7 @@ class WorkerPool:
                 await _first_of(self._woken, self._stopping, at_most=poll)
 
     def _start(self, job: Job, claimed: tuple[int, int]) -> None:
-        attempt = _Attempt(job, time.monotonic(), claimed)
+        attempt = _Attempt(job, time.monotonic(), claimed, _job_fields(job))
         if self._stopping.is_set():
             # Claimed while stop() was called: give it back at once rather than begin
             # work the shutdown may have to interrupt.
@@ -217,7 +221,7 @@ class WorkerPool:
                 "attempt failed inside the worker; the job stays processing until its "
                 "lease expires",
                 exc_info=error,
-                extra=_job_fields(attempt.job),
+                extra=attempt.fields,
             )
 
     # --- shutdown ---------------------------------------------------------------------------
@@ -244,6 +248,8 @@ class WorkerPool:
                 )
         while self._writes:
             await asyncio.wait(set(self._writes))
+        # A write that timed out stopped waiting for its batch; the batch may still land.
+        await self._completer.idle()
 
     # --- one attempt ----------------------------------------------------------------------
 
@@ -253,35 +259,36 @@ class WorkerPool:
         # Everything from here on, the outcome write's task included, runs with the
         # attempt's span current: the handler's spans and log lines belong to it.
         with span.activate():
-            _log.info("job started", extra=_job_fields(job))
+            _log.info("job started", extra=attempt.fields)
             self._observer.attempt_started(job)
-            ending = await self._execute(job, span)
+            ending = await self._execute(attempt, span)
             decision = decide(job, ending, self._config.backoff, self._rand)
             write = self._record(attempt, decision, time.monotonic() - attempt.started)
             # Shielded: a shutdown cancelling the attempt now must not lose its result.
             await asyncio.shield(write)
 
-    async def _execute(self, job: Job, span: AttemptSpan) -> Ending:
+    async def _execute(self, attempt: _Attempt, span: AttemptSpan) -> Ending:
         limit = self._config.job_timeout
         deadline = asyncio.timeout(limit.total_seconds())
         try:
             async with deadline:
-                await self._invoke(job)
+                await self._invoke(attempt)
         except asyncio.CancelledError as error:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 # Only the pool cancels attempts, and only to shut down.
                 task.uncancel()
                 return Interrupted()
-            return self._errored(job, error, span)
+            return self._errored(attempt, error, span)
         except BaseException as error:
             if isinstance(error, TimeoutError) and deadline.expired():
-                _log.warning("job timed out", extra=_job_fields(job))
+                _log.warning("job timed out", extra=attempt.fields)
                 return TimedOut(limit)
-            return self._errored(job, error, span)
+            return self._errored(attempt, error, span)
         return Succeeded()
 
-    async def _invoke(self, job: Job) -> None:
+    async def _invoke(self, attempt: _Attempt) -> None:
+        job = attempt.job
         spec = self._registry.get(job.type)
         payload: Any = job.payload
         if spec.payload_type is not None:
@@ -292,7 +299,8 @@ class WorkerPool:
             attempt=job.attempts,
             max_attempts=job.max_attempts,
             deadline=datetime.now(UTC) + self._config.job_timeout,
-            logger=logging.LoggerAdapter(_handler_log, _job_fields(job)),
+            # A copy: the handler may change its adapter's fields, not the pool's.
+            logger=logging.LoggerAdapter(_handler_log, dict(attempt.fields)),
         )
         if spec.is_async:
             pending = spec.func(context, payload)
@@ -305,8 +313,8 @@ class WorkerPool:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._threads, call, spec.func, context, payload)
 
-    def _errored(self, job: Job, error: BaseException, span: AttemptSpan) -> Errored:
-        _log.error("job raised %s", type(error).__name__, exc_info=error, extra=_job_fields(job))
+    def _errored(self, attempt: _Attempt, error: BaseException, span: AttemptSpan) -> Errored:
+        _log.error("job raised %s", type(error).__name__, exc_info=error, extra=attempt.fields)
         span.record_error(error)
         return Errored(
             f"{type(error).__name__}: {error}",
@@ -320,9 +328,7 @@ class WorkerPool:
         self, attempt: _Attempt, decision: Decision, duration: float, *, observe: bool = True
     ) -> asyncio.Task[None]:
         attempt.recording = True
-        task = asyncio.create_task(
-            self._write(attempt.job, decision, duration, observe, attempt.span)
-        )
+        task = asyncio.create_task(self._write(attempt, decision, duration, observe))
         # Kept here, not only by the attempt, so that shutdown waits for it even when
         # the attempt awaiting it was cancelled.
         self._writes.add(task)
@@ -330,13 +336,9 @@ class WorkerPool:
         return task
 
     async def _write(
-        self,
-        job: Job,
-        decision: Decision,
-        duration: float,
-        observe: bool,
-        span: AttemptSpan | None,
+        self, attempt: _Attempt, decision: Decision, duration: float, observe: bool
     ) -> None:
+        job, fields, span = attempt.job, attempt.fields, attempt.span
         outcome = outcome_name(decision)
         try:
             async with asyncio.timeout(self._config.outcome_timeout.total_seconds()):
@@ -345,7 +347,7 @@ class WorkerPool:
             _log.warning(
                 "lease lost: the job was recovered or claimed again; outcome %s dropped",
                 outcome,
-                extra=_job_fields(job),
+                extra=fields,
             )
             outcome = "lease_lost"
             self._observer.lease_lost(job)
@@ -353,22 +355,23 @@ class WorkerPool:
             _log.exception(
                 "recording outcome %s failed; the job stays processing until its lease expires",
                 outcome,
-                extra=_job_fields(job),
+                extra=fields,
             )
             outcome = "unrecorded"
         else:
             if observe:
                 self._observer.attempt_finished(job, decision, duration)
-        _log.info(
-            "job finished",
-            extra={
-                **_job_fields(job),
-                "outcome": outcome,
-                "duration_ms": duration * 1000,
-                "error": _error_of(decision),
-                "retry_in": _retry_in(decision),
-            },
-        )
+        if _log.isEnabledFor(logging.INFO):
+            _log.info(
+                "job finished",
+                extra={
+                    **fields,
+                    "outcome": outcome,
+                    "duration_ms": duration * 1000,
+                    "error": _error_of(decision),
+                    "retry_in": _retry_in(decision),
+                },
+            )
         if span is not None:
             span.end(outcome, _error_of(decision))
 
@@ -376,7 +379,9 @@ class WorkerPool:
         lease = job.lease
         match decision:
             case Complete():
-                await self._store.complete(lease)
+                # Batched with other attempts' completions, each still fenced by its lease.
+                if not await self._completer.complete(lease):
+                    raise LeaseLost(lease.job_id, lease.token)
             case Retry(delay=delay, error=error):
                 await self._store.retry(lease, delay, error)
             case Fail(error=error):

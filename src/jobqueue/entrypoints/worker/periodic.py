@@ -1,0 +1,55 @@
+"""Work repeated every interval until stopped: the loop every maintenance service shares."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from jobqueue.domain.durations import format_duration
+
+
+class Periodic:
+    """Runs `work` on start and then every `interval`, until `stop()`.
+
+    A failed pass is logged with its traceback and tried again next interval: a database
+    that is away for a while must not end the loop, nor the process with it.
+    """
+
+    def __init__(
+        self,
+        work: Callable[[], Awaitable[object]],
+        interval: timedelta,
+        *,
+        name: str,
+        logger: logging.Logger,
+    ) -> None:
+        if interval <= timedelta(0):
+            raise ValueError(f"the {name} interval must be positive")
+        self._work = work
+        self._interval = interval
+        self._log = logger
+        # Built once, not per failure: the interval never changes.
+        self._failed = f"{name} failed; trying again in {format_duration(interval)}"
+        self._stopping = asyncio.Event()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether `stop()` was called; long passes check it between steps."""
+        return self._stopping.is_set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self._work()
+            except Exception:
+                self._log.exception(self._failed)
+            try:
+                async with asyncio.timeout(self._interval.total_seconds()):
+                    await self._stopping.wait()
+            except TimeoutError:
+                pass

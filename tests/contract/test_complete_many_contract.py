@@ -1,0 +1,75 @@
+"""Batched completion: many attempts' completions in one write, each fenced by its lease."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+from jobqueue.domain.job import Lease, Operation, Status, sources
+from jobqueue.domain.ports import JobStore
+from tests.contract.steps import SHORT_LEASE, claim_only, eventually, job_in, only_target, submit
+
+
+async def test_complete_many_completes_every_held_job_and_returns_their_ids(
+    store: JobStore,
+) -> None:
+    held = [await job_in(store, Status.PROCESSING) for _ in range(3)]
+
+    completed = await store.complete_many([job.lease for job in held])
+
+    assert completed == {job.id for job in held}
+    for job in held:
+        written = await store.get(job.id)
+        assert written.status is only_target(Operation.COMPLETE, Status.PROCESSING)
+        assert written.locked_until is None
+        # The same record a single `complete` leaves: token, attempts and due time kept.
+        assert (written.attempts, written.lease_token, written.run_at) == (
+            job.attempts,
+            job.lease_token,
+            job.run_at,
+        )
+        assert written.updated_at >= job.updated_at
+
+
+async def test_stale_lease_in_a_batch_is_refused_while_the_others_complete(
+    store: JobStore,
+) -> None:
+    held = await job_in(store, Status.PROCESSING)
+    # Claimed, lost to recovery, claimed again: the first claim's lease is stale.
+    contested = await submit(store)
+    stale = await claim_only(store, contested, SHORT_LEASE)
+    await eventually(lambda: store.recover_expired(10), "the short lease to be recovered")
+    newer = await claim_only(store, contested)
+
+    completed = await store.complete_many([held.lease, stale.lease])
+
+    assert completed == {held.id}
+    assert (await store.get(held.id)).status is Status.COMPLETED
+    # The newer claim still holds the job, and can still record its own outcome.
+    assert await store.get(newer.id) == newer
+    assert await store.complete_many([newer.lease]) == {newer.id}
+
+
+async def test_complete_many_refuses_jobs_not_processing_and_unknown_ids(store: JobStore) -> None:
+    held = await job_in(store, Status.PROCESSING)
+    # Pending last: each job_in claims the one job it made, so none may be left due.
+    refusing = [Status.COMPLETED, Status.FAILED, Status.DEAD_LETTER, Status.PENDING]
+    assert set(refusing) == set(Status) - sources(Operation.COMPLETE)
+    others = [await job_in(store, status) for status in refusing]
+    unknown = Lease(uuid.uuid4(), 1)
+    never_taken = replace(held.lease, token=held.lease_token + 1)
+
+    completed = await store.complete_many(
+        [unknown, never_taken, *(job.lease for job in others), held.lease]
+    )
+
+    assert completed == {held.id}
+    for job in others:
+        assert await store.get(job.id) == job
+
+
+async def test_complete_many_of_no_leases_writes_nothing(store: JobStore) -> None:
+    held = await job_in(store, Status.PROCESSING)
+
+    assert await store.complete_many([]) == set()
+    assert await store.get(held.id) == held

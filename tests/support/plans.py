@@ -1,0 +1,72 @@
+"""Query plans of the statements the store really sends, for the plan tests.
+
+A statement is explained twice: as planned for the values given, and as the generic plan a
+prepared statement may switch to after a few runs, which cannot see bound values (so a
+status bound as a parameter would lose its partial index there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+@contextmanager
+def capture_statements(engine: AsyncEngine) -> Iterator[list[tuple[str, Sequence[Any]]]]:
+    """The SQL text and parameters of every statement the engine sends meanwhile."""
+    sent: list[tuple[str, Sequence[Any]]] = []
+
+    def capture(*args: Any) -> None:
+        _connection, _cursor, statement, parameters, _context, _many = args
+        sent.append((statement, parameters))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", capture)
+    try:
+        yield sent
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", capture)
+
+
+def sql_literal(value: object) -> str:
+    # For EXECUTE's arguments only, and only with the store's own test-made values.
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool | int):
+        return str(value)
+    if isinstance(value, timedelta):
+        return f"'{value.total_seconds()} seconds'"
+    if isinstance(value, str | UUID):
+        return "'" + str(value).replace("'", "''") + "'"
+    if isinstance(value, list) and all(isinstance(item, int | UUID) for item in value):
+        # An untyped array literal, which PostgreSQL coerces to the parameter's type.
+        return "'{" + ",".join(str(item) for item in value) + "}'"
+    raise TypeError(f"no literal for {value!r}")
+
+
+async def custom_and_generic_plans(
+    engine: AsyncEngine, statement: str, parameters: Sequence[Any]
+) -> list[str]:
+    """The plan for the given values, then the generic plan; nothing is executed."""
+    async with engine.connect() as connection:
+        custom = await connection.exec_driver_sql("EXPLAIN " + statement, tuple(parameters))
+        await connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+        await connection.exec_driver_sql("PREPARE explained AS " + statement)
+        arguments = ", ".join(sql_literal(value) for value in parameters)
+        call = f"explained({arguments})" if arguments else "explained"
+        generic = await connection.exec_driver_sql(f"EXPLAIN EXECUTE {call}")
+        plans = ["\n".join(row[0] for row in result) for result in (custom, generic)]
+        # Session state outlives the transaction; the pooled connection is reused.
+        await connection.exec_driver_sql("DEALLOCATE explained")
+        await connection.exec_driver_sql("RESET plan_cache_mode")
+        await connection.rollback()
+    return plans
+
+
+def uses_index(plan: str, index: str) -> bool:
+    return f"using {index} on jobs" in plan or f"Bitmap Index Scan on {index}" in plan

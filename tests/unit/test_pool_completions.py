@@ -1,0 +1,222 @@
+"""Completions are written in batches, each job still fenced by its own lease."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from jobqueue.domain.errors import StoreUnavailable
+from jobqueue.domain.job import Job, Lease, Status
+from jobqueue.domain.registry import JobContext, Registry
+from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver
+from tests.unit.pool_harness import (
+    DEADLINE_SECONDS,
+    FAST,
+    config,
+    eventually,
+    make_pool,
+    running,
+    settled,
+    submit,
+)
+
+
+class BatchRecordingStore(InMemoryJobStore):
+    """Records each batched completion; can fail the next ones or hold them at a gate."""
+
+    def __init__(self, clock: ManualClock | None = None) -> None:
+        super().__init__(clock)
+        self.batches: list[list[Lease]] = []
+        self.failures_left = 0
+        self.hold = False
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def complete_many(self, leases: Sequence[Lease]) -> set[UUID]:
+        self.batches.append(list(leases))
+        if self.hold:
+            self.entered.set()
+            await self.gate.wait()
+        if self.failures_left:
+            self.failures_left -= 1
+            raise StoreUnavailable("the job store failed: connection reset")
+        return await super().complete_many(leases)
+
+
+def gated_registry(gate: asyncio.Event, entered: list[UUID]) -> Registry:
+    registry = Registry()
+
+    @registry.handler("gated")
+    async def gated(ctx: JobContext, payload: Any) -> None:
+        entered.append(ctx.job_id)
+        await gate.wait()
+
+    @registry.handler("quick")
+    async def quick(ctx: JobContext, payload: Any) -> None:
+        pass
+
+    return registry
+
+
+def outcomes(caplog: pytest.LogCaptureFixture) -> dict[str, str]:
+    return {
+        str(getattr(r, "job_id", None)): str(getattr(r, "outcome", None))
+        for r in caplog.records
+        if r.getMessage() == "job finished"
+    }
+
+
+def current(store: InMemoryJobStore, job: Job) -> Job:
+    return next(j for j in store.jobs() if j.id == job.id)
+
+
+async def test_attempts_finishing_together_are_completed_in_one_write() -> None:
+    store = BatchRecordingStore()
+    gate = asyncio.Event()
+    entered: list[UUID] = []
+    jobs = [await submit(store, "gated") for _ in range(4)]
+    pool = make_pool(store, gated_registry(gate, entered), config(workers=4))
+
+    async with running(pool):
+        await eventually(lambda: len(entered) == 4, "all four attempts run")
+        gate.set()
+        for job in jobs:
+            await settled(store, job)
+
+    assert [len(batch) for batch in store.batches] == [4]
+    assert {lease.job_id for lease in store.batches[0]} == {job.id for job in jobs}
+
+
+async def test_stale_lease_in_a_batch_is_refused_while_the_others_complete(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobqueue.worker")
+    clock = ManualClock()
+    store = BatchRecordingStore(clock)
+    observer = RecordingObserver()
+    gate = asyncio.Event()
+    entered: list[UUID] = []
+    stale = await submit(store, "gated")
+    fresh = await submit(store, "gated")
+    pool = make_pool(store, gated_registry(gate, entered), observer=observer)
+
+    async with running(pool):
+        await eventually(lambda: len(entered) == 2, "both attempts run")
+        claimed = {job.id: job for job in store.jobs()}
+        # Another claim supersedes one attempt only: released behind its back, then
+        # claimed again (by a worker elsewhere) with a newer token.
+        await store.release(claimed[stale.id].lease)
+        [newer] = await store.claim(1, FAST.lease_duration)
+        assert newer.id == stale.id
+        gate.set()
+        await settled(store, fresh)
+        await eventually(lambda: len(observer.lost) == 1, "the stale outcome is refused")
+
+    assert [sorted(str(lease.job_id) for lease in batch) for batch in store.batches] == [
+        sorted([str(stale.id), str(fresh.id)])
+    ]
+    assert [job.id for job in observer.lost] == [stale.id]
+    assert current(store, stale) == newer
+    assert (current(store, fresh).status, current(store, fresh).locked_until) == (
+        Status.COMPLETED,
+        None,
+    )
+    assert outcomes(caplog) == {str(stale.id): "lease_lost", str(fresh.id): "completed"}
+
+
+async def test_failed_batch_write_is_reported_unrecorded_and_the_pool_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobqueue.worker")
+    store = BatchRecordingStore()
+    store.failures_left = 1
+    gate = asyncio.Event()
+    entered: list[UUID] = []
+    lost = [await submit(store, "gated") for _ in range(2)]
+    pool = make_pool(store, gated_registry(gate, entered))
+
+    async with running(pool) as pool_task:
+        await eventually(lambda: len(entered) == 2, "both attempts run")
+        gate.set()
+        await eventually(lambda: len(outcomes(caplog)) == 2, "both attempts are logged")
+        later = await submit(store, "quick")
+        pool.wake()
+        done = await settled(store, later)
+        assert not pool_task.done()
+
+    assert done.status is Status.COMPLETED
+    assert [len(batch) for batch in store.batches] == [2, 1]
+    # Left processing, for lease recovery to pick up.
+    assert {current(store, job).status for job in lost} == {Status.PROCESSING}
+    logged = outcomes(caplog)
+    assert [logged[str(job.id)] for job in lost] == ["unrecorded", "unrecorded"]
+    failures = [r for r in caplog.records if r.getMessage().startswith("recording outcome")]
+    assert len(failures) == 2
+    assert all(isinstance(r.exc_info[1], StoreUnavailable) for r in failures if r.exc_info)
+
+
+async def test_completions_waiting_behind_a_write_are_flushed_at_shutdown() -> None:
+    store = BatchRecordingStore()
+    store.hold = True
+    second_gate = asyncio.Event()
+    entered: list[UUID] = []
+    registry = Registry()
+
+    @registry.handler("first")
+    async def first(ctx: JobContext, payload: Any) -> None:
+        entered.append(ctx.job_id)
+
+    @registry.handler("second")
+    async def second(ctx: JobContext, payload: Any) -> None:
+        entered.append(ctx.job_id)
+        await second_gate.wait()
+
+    jobs = [await submit(store, "first"), await submit(store, "second")]
+    pool = make_pool(store, registry)
+    task = asyncio.create_task(pool.run())
+    # The first completion's write is in flight and held there...
+    await asyncio.wait_for(store.entered.wait(), DEADLINE_SECONDS)
+    # ...while the second attempt finishes and its completion queues behind it.
+    second_gate.set()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert len(entered) == 2
+    pool.stop()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not task.done()
+    store.gate.set()
+    await asyncio.wait_for(task, DEADLINE_SECONDS)
+
+    assert [len(batch) for batch in store.batches] == [1, 1]
+    assert {current(store, job).status for job in jobs} == {Status.COMPLETED}
+
+
+async def test_batch_write_that_never_answers_is_given_up_after_the_outcome_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobqueue.worker")
+    store = BatchRecordingStore()
+    store.hold = True  # and the gate never opens: the store stopped answering
+    job = await submit(store, "quick")
+    pool = make_pool(
+        store,
+        gated_registry(asyncio.Event(), []),
+        config(outcome_timeout=timedelta(milliseconds=50)),
+    )
+
+    task = asyncio.create_task(pool.run())
+    await asyncio.wait_for(store.entered.wait(), DEADLINE_SECONDS)
+    await eventually(lambda: str(job.id) in outcomes(caplog), "the attempt gives up on its write")
+    pool.stop()
+    # Shutdown waits for the batch, which its own timeout ends.
+    await asyncio.wait_for(task, DEADLINE_SECONDS)
+
+    assert outcomes(caplog) == {str(job.id): "unrecorded"}
+    assert current(store, job).status is Status.PROCESSING
