@@ -46,6 +46,7 @@ from jobqueue.domain.job import (
     check_transition,
     sources,
 )
+from jobqueue.domain.listing import JobPage, JobQuery, ListOrder, ListPosition
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import Submitted
 
@@ -286,6 +287,24 @@ class InMemoryJobStore:
                 del self._by_key[job.idempotency_key]
         return len(aged)
 
+    async def list_jobs(self, query: JobQuery) -> JobPage:
+        await self._enter()
+        order = query.order
+        matching = [
+            job
+            for job in self._jobs.values()
+            if job.status is query.status and (query.type is None or job.type == query.type)
+        ]
+        # (key, id) ascending, reversed as a whole when descending: PostgreSQL's uuid order
+        # is its bytes', which is the order of UUID.int.
+        matching.sort(key=lambda job: (order.key(job), job.id), reverse=order.descending)
+        if query.after is not None:
+            after = query.after
+            matching = [job for job in matching if _follows(order.position(job), after, order)]
+        page = tuple(_detached(job) for job in matching[: query.limit])
+        following = len(matching) > query.limit
+        return JobPage(page, order.position(page[-1]) if following else None)
+
     async def ping(self) -> None:
         await self._enter()
 
@@ -324,6 +343,11 @@ class InMemoryJobStore:
         assert (moved.status is Status.PROCESSING) == (moved.locked_until is not None)
         self._jobs[job.id] = moved
         return _detached(moved)
+
+
+def _follows(position: ListPosition, after: ListPosition, order: ListOrder) -> bool:
+    mine, theirs = (position.key, position.job_id), (after.key, after.job_id)
+    return mine < theirs if order.descending else mine > theirs
 
 
 def _detached(job: Job) -> Job:

@@ -11,47 +11,11 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.domain.errors import Permanent
-from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.entrypoints.config import Settings
-from tests.support.api import Api, build_api, eventually, metric_value
+from tests.support.api import Api, build_api, metric_value
+from tests.support.gated_jobs import RECORD_FIELDS, Gate, handlers_for, wait_for_status
 
 RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
-RECORD_FIELDS = {
-    "id",
-    "type",
-    "payload",
-    "status",
-    "attempts",
-    "max_attempts",
-    "run_at",
-    "last_error",
-    "idempotency_key",
-    "created_at",
-    "updated_at",
-}
-
-
-class Gate:
-    """A handler that fails (retryably) until the test opens the gate."""
-
-    def __init__(self) -> None:
-        self.open = False
-
-    async def __call__(self, ctx: JobContext, payload: Any) -> None:
-        if not self.open:
-            raise RuntimeError("gate closed")
-
-
-def handlers_for(gate: Gate) -> Registry:
-    registry = Registry()
-    registry.handler("gated")(gate)
-
-    @registry.handler("broken")
-    async def broken(ctx: JobContext, payload: Any) -> None:
-        raise Permanent("broken on purpose")
-
-    return registry
 
 
 @pytest.fixture
@@ -74,17 +38,6 @@ def api(engine: AsyncEngine, database_url: str, gate: Gate) -> Api:
 async def client(api: Api) -> AsyncIterator[AsyncTestClient[Any]]:
     async with AsyncTestClient(app=api.app) as client:
         yield client
-
-
-async def status_of(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
-    response = await client.get(f"/jobs/{job_id}/status")
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
-async def wait_for_status(client: httpx.AsyncClient, job_id: str, status: str) -> dict[str, Any]:
-    return await eventually(lambda: status_of(client, job_id), lambda s: s["status"] == status)
 
 
 async def metrics_text(client: httpx.AsyncClient) -> str:

@@ -231,6 +231,7 @@ async def test_openapi_lists_every_route_with_its_error_responses(
     }
     assert routes == {
         ("POST", "/jobs"),
+        ("GET", "/jobs"),
         ("GET", "/jobs/{job_id}"),
         ("GET", "/jobs/{job_id}/status"),
         ("POST", "/jobs/{job_id}/retry"),
@@ -241,6 +242,7 @@ async def test_openapi_lists_every_route_with_its_error_responses(
     paths = document["paths"]
     expected_errors = {
         ("post", "/jobs"): {"400", "409", "413", "503"},
+        ("get", "/jobs"): {"400", "503"},
         ("get", "/jobs/{job_id}"): {"400", "404", "503"},
         ("get", "/jobs/{job_id}/status"): {"400", "404", "503"},
         ("post", "/jobs/{job_id}/retry"): {"400", "404", "409", "503"},
@@ -295,6 +297,7 @@ async def test_jobs_routes_refuse_requests_without_a_valid_token(
 
     responses = [
         await guarded.post("/jobs", json=SLEEP, headers=headers),
+        await guarded.get("/jobs?status=pending", headers=headers),
         await guarded.get(f"/jobs/{uuid.uuid4()}", headers=headers),
         await guarded.get(f"/jobs/{uuid.uuid4()}/status", headers=headers),
         await guarded.post(f"/jobs/{uuid.uuid4()}/retry", headers=headers),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -41,6 +41,8 @@ def sql_literal(value: object) -> str:
         return str(value)
     if isinstance(value, timedelta):
         return f"'{value.total_seconds()} seconds'"
+    if isinstance(value, datetime):
+        return f"'{value.isoformat()}'"
     if isinstance(value, str | UUID):
         return "'" + str(value).replace("'", "''") + "'"
     if isinstance(value, list) and all(isinstance(item, int | UUID) for item in value):

@@ -23,6 +23,7 @@ _OURS = {
     "DATABASE_URL",
     "JOBQUEUE_DATA_DIR",
     "HTTP_ADDR",
+    "METRICS_ADDR",
     "WORKERS",
     "MAX_ATTEMPTS",
     "JOB_TIMEOUT",
@@ -55,6 +56,9 @@ def free_port() -> int:
 def environment(**settings: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key not in _OURS}
     env["PYTHONUNBUFFERED"] = "1"
+    # A worker's default metrics port is fixed (:9090): tests running in parallel would
+    # fight over it. A test that wants the listener gives it a free port.
+    env["METRICS_ADDR"] = "off"
     env.update(settings)
     return env
 

@@ -29,6 +29,7 @@ def test_an_empty_environment_gives_the_documented_defaults() -> None:
     assert settings.database_url is None
     assert settings.data_dir == Path(".jobqueue/pgdata")
     assert settings.http_addr == HttpAddress("0.0.0.0", 8080, ":8080")
+    assert settings.metrics_addr is None
     assert settings.workers == 4
     assert settings.max_attempts == 5
     assert settings.job_timeout == timedelta(seconds=30)
@@ -57,6 +58,7 @@ def test_every_documented_variable_is_read() -> None:
         "DATABASE_URL": "postgresql://u:p@db:5432/jobs",
         "JOBQUEUE_DATA_DIR": "/var/lib/jq",
         "HTTP_ADDR": "127.0.0.1:9000",
+        "METRICS_ADDR": "127.0.0.1:9100",
         "WORKERS": "8",
         "MAX_ATTEMPTS": "7",
         "JOB_TIMEOUT": "10s",
@@ -85,6 +87,7 @@ def test_every_documented_variable_is_read() -> None:
     assert settings.database_url == "postgresql://u:p@db:5432/jobs"
     assert settings.data_dir == Path("/var/lib/jq")
     assert settings.http_addr == HttpAddress("127.0.0.1", 9000, "127.0.0.1:9000")
+    assert settings.metrics_addr == HttpAddress("127.0.0.1", 9100, "127.0.0.1:9100")
     assert settings.workers == 8
     assert settings.max_attempts == 7
     assert settings.job_timeout == timedelta(seconds=10)
@@ -179,6 +182,67 @@ def test_http_addr_refusals(raw: str, why: str) -> None:
 
     assert problem.startswith("HTTP_ADDR: ")
     assert why in problem
+
+
+def test_unset_metrics_addr_gives_a_worker_its_own_listener_on_9090() -> None:
+    settings = Settings.from_env({})
+
+    assert settings.metrics_listener(serves_api=False) == HttpAddress("0.0.0.0", 9090, ":9090")
+
+
+def test_unset_metrics_addr_opens_no_extra_listener_beside_the_api() -> None:
+    # serve and api already answer /metrics, /healthz and /readyz on HTTP_ADDR.
+    assert Settings.from_env({}).metrics_listener(serves_api=True) is None
+
+
+@pytest.mark.parametrize("serves_api", [False, True])
+def test_a_configured_metrics_addr_is_used_with_or_without_the_api(serves_api: bool) -> None:
+    settings = Settings.from_env({"METRICS_ADDR": "127.0.0.1:9100"})
+
+    listener = settings.metrics_listener(serves_api=serves_api)
+
+    assert listener == HttpAddress("127.0.0.1", 9100, "127.0.0.1:9100")
+
+
+@pytest.mark.parametrize("raw", ["off", "OFF", " Off "])
+@pytest.mark.parametrize("serves_api", [False, True])
+def test_metrics_addr_off_opens_no_metrics_listener(raw: str, serves_api: bool) -> None:
+    settings = Settings.from_env({"METRICS_ADDR": raw})
+
+    assert settings.metrics_addr == "off"
+    assert settings.metrics_listener(serves_api=serves_api) is None
+
+
+def test_an_empty_metrics_addr_counts_as_unset_not_as_off() -> None:
+    # Like every variable: a template rendering an empty value must not silently hide
+    # a worker's metrics.
+    settings = Settings.from_env({"METRICS_ADDR": ""})
+
+    assert settings.metrics_listener(serves_api=False) == HttpAddress("0.0.0.0", 9090, ":9090")
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("9090", "has no port"),
+        (":0", "the port must be a number from 1 to 65535"),
+        ("::1:9090", "write IPv6 hosts in brackets"),
+        ("false", "has no port"),
+        ("no", "has no port"),
+    ],
+)
+def test_metrics_addr_refusals_name_the_variable_and_the_off_switch(raw: str, why: str) -> None:
+    [problem] = problems_of({"METRICS_ADDR": raw})
+
+    assert problem.startswith("METRICS_ADDR: ")
+    assert why in problem
+    assert problem.endswith("; or off for no metrics listener")
+
+
+def test_metrics_addr_accepts_the_forms_of_http_addr() -> None:
+    settings = Settings.from_env({"METRICS_ADDR": "[::1]:9100"})
+
+    assert settings.metrics_addr == HttpAddress("::1", 9100, "[::1]:9100")
 
 
 @pytest.mark.parametrize(

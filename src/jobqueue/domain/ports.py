@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from jobqueue.domain.job import Job, JsonValue, Lease, NewJob, Status
+from jobqueue.domain.listing import JobPage, JobQuery
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,11 @@ class JobStore(Protocol):
         Raises `ValueError` for a status that is not terminal: dead letters await a person
         and pending or processing jobs are live work, so none of them is ever pruned.
         """
+        ...
+
+    async def list_jobs(self, query: JobQuery) -> JobPage:
+        """One page of the jobs `query` asks for, in its status's order (`LIST_ORDERS`),
+        ties broken by id; `next` is set only when more jobs follow the page."""
         ...
 
     async def ping(self) -> None:

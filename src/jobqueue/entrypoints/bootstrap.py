@@ -9,7 +9,9 @@ retention) in one event loop, and owns the shutdown sequence:
    connections and finishes the requests in flight.
 3. Running jobs get SHUTDOWN_TIMEOUT (counted from the signal) to finish; then the pool
    cancels them and releases their jobs, giving the attempt back.
-4. The process exits 0 once every worker has returned. A second signal cancels all of
+4. The METRICS_ADDR listener (`/metrics` and the probes, for `jobqueue worker`) stops
+   once everything else has returned, so the last counters can still be scraped.
+5. The process exits 0 once every worker has returned. A second signal cancels all of
    that and exits 130 at once.
 """
 
@@ -39,15 +41,16 @@ from jobqueue.adapters.postgres.notify import Listener, Notifier, asyncpg_connec
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.job_spans import JobSpans
-from jobqueue.adapters.telemetry.metrics import Metrics
+from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthRefresher
 from jobqueue.adapters.telemetry.tracing import start_tracing, trace_engine
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.domain.job import Job
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints import exit_codes
-from jobqueue.entrypoints.config import Settings
+from jobqueue.entrypoints.config import HttpAddress, Settings
 from jobqueue.entrypoints.http.app import create_app
 from jobqueue.entrypoints.http.health import Readiness
+from jobqueue.entrypoints.http.ops import create_ops_app
 from jobqueue.entrypoints.runtime import (
     Signals,
     StartupError,
@@ -61,6 +64,11 @@ from jobqueue.entrypoints.worker.pool import WorkerPool
 from jobqueue.entrypoints.worker.retention import RetentionLoop
 
 _log = logging.getLogger("jobqueue")
+
+# Component names of the metrics listener's tasks, which stop after all the others.
+_METRICS_SERVER = "metrics server"
+_QUEUE_DEPTH = "queue depth"
+_OPS_TASKS = frozenset({_METRICS_SERVER, _QUEUE_DEPTH})
 
 
 # --- handlers --------------------------------------------------------------------------
@@ -204,9 +212,50 @@ async def run_service(settings: Settings, roles: Roles) -> int:
             raise
 
 
+@dataclass(frozen=True, slots=True)
+class Listeners:
+    """The bound sockets of the process: the API's on HTTP_ADDR, the metrics server's
+    on METRICS_ADDR; either may be absent."""
+
+    api: socket.socket | None
+    metrics: socket.socket | None
+
+    def close(self) -> None:
+        for sock in (self.api, self.metrics):
+            if sock is not None:
+                sock.close()
+
+
+def bind_listeners(settings: Settings, roles: Roles) -> Listeners:
+    """Bind every port first, so a taken one stops the process before anything starts."""
+    api = bind(settings.http_addr) if roles.http else None
+    metrics_addr = settings.metrics_listener(serves_api=roles.http)
+    if metrics_addr is None:
+        return Listeners(api, None)
+    try:
+        if roles.http and _same_port(metrics_addr, settings.http_addr):
+            raise StartupError(
+                f"METRICS_ADDR {metrics_addr} is the port of HTTP_ADDR {settings.http_addr}, "
+                "which serves /metrics already; choose another port, or unset METRICS_ADDR"
+            )
+        return Listeners(api, bind(metrics_addr, "METRICS_ADDR"))
+    except StartupError:
+        if api is not None:
+            api.close()
+        raise
+
+
+def _same_port(one: HttpAddress, other: HttpAddress) -> bool:
+    # Both sockets are bound before either listens, and Linux lets SO_REUSEADDR sockets
+    # share a port until then: the clash would surface later, inside uvicorn.
+    wildcards = {"0.0.0.0", "::"}
+    hosts_overlap = one.host == other.host or bool({one.host, other.host} & wildcards)
+    return one.port == other.port and hosts_overlap
+
+
 async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> int:
     registry = build_registry(settings)
-    sock = bind(settings.http_addr) if roles.http else None
+    listeners = bind_listeners(settings, roles)
     tracing = start_tracing(settings.tracing)
     # Handlers using the OpenTelemetry API themselves find this provider, so their spans
     # join the attempt's trace; jobqueue's own components are handed it explicitly.
@@ -220,13 +269,12 @@ async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> in
                 trace_engine(engine, tracing.provider)
             try:
                 await _run_components(
-                    settings, roles, registry, engine, sock, signals, tracing.provider
+                    settings, roles, registry, engine, listeners, signals, tracing.provider
                 )
             finally:
                 await asyncio.shield(engine.dispose())
     finally:
-        if sock is not None:
-            sock.close()
+        listeners.close()
         # Last, so the spans of the final attempts and requests are exported too.
         await asyncio.shield(asyncio.to_thread(tracing.shutdown))
     _log.info("stopped")
@@ -238,7 +286,7 @@ async def _run_components(
     roles: Roles,
     registry: Registry,
     engine: AsyncEngine,
-    sock: socket.socket | None,
+    listeners: Listeners,
     signals: Signals,
     tracer_provider: TracerProvider | None,
 ) -> None:
@@ -250,6 +298,8 @@ async def _run_components(
     recovery: LeaseRecovery | None = None
     retention: RetentionLoop | None = None
     server: uvicorn.Server | None = None
+    metrics_server: uvicorn.Server | None = None
+    queue_depth: QueueDepthRefresher | None = None
     tasks: dict[str, asyncio.Task[None]] = {}
     # Wake-ups across processes: the API side announces new jobs, workers listen.
     notifier = Notifier(pg_notify(engine)) if roles.http and settings.notify else None
@@ -278,7 +328,7 @@ async def _run_components(
                 store, policy, settings.retention_interval, on_pruned=metrics.jobs_pruned
             )
             start("retention", retention.run())
-    if roles.http and sock is not None:
+    if roles.http and listeners.api is not None:
         app = create_app(
             settings,
             store=store,
@@ -291,12 +341,22 @@ async def _run_components(
             tracer_provider=tracer_provider,
         )
         server = http_server(app, settings)
-        start("http", serve_http(server, sock))
+        start("http", serve_http(server, listeners.api))
+    metrics_addr = settings.metrics_listener(serves_api=roles.http)
+    if listeners.metrics is not None:
+        metrics_server = http_server(create_ops_app(metrics=metrics, readiness=readiness), settings)
+        start(_METRICS_SERVER, serve_http(metrics_server, listeners.metrics))
+        if not roles.http:
+            # The API refreshes the gauge where it runs; a worker-only deployment (jobs
+            # enqueued in-process) would have none without this.
+            queue_depth = QueueDepthRefresher(PostgresQueueStats(engine), metrics)
+            start(_QUEUE_DEPTH, queue_depth.run())
     _log.info(
         "jobqueue %s running",
         roles.name,
         extra={
             "http_addr": str(settings.http_addr) if roles.http else None,
+            "metrics_addr": str(metrics_addr) if metrics_addr is not None else None,
             "workers": settings.workers if roles.workers else 0,
             "job_types": list(registry),
         },
@@ -322,6 +382,15 @@ async def _run_components(
                 _log.info("draining: still serving HTTP for %gs", delay)
                 await asyncio.sleep(delay)
             server.should_exit = True
+        if metrics_server is not None:
+            # Last, so the counters of the final attempts stay scrapeable while the pool
+            # drains and the probes keep answering (/readyz with 503).
+            others = [task for name, task in tasks.items() if name not in _OPS_TASKS]
+            if others:
+                await asyncio.wait(others)
+            if queue_depth is not None:
+                queue_depth.stop()
+            metrics_server.should_exit = True
         await asyncio.wait(tasks.values())
     finally:
         for task in tasks.values():

@@ -30,6 +30,7 @@ _SHUTDOWN = """\
 shutdown (SIGINT or SIGTERM): claiming stops and /readyz answers 503; HTTP keeps
 serving for DRAIN_DELAY, then finishes the requests in flight; running jobs get
 SHUTDOWN_TIMEOUT, then are cancelled and released without using up an attempt.
+The METRICS_ADDR listener stops last, so the final counters can still be scraped.
 A second signal exits at once with status 130."""
 
 _WAKE_UPS = """\
@@ -93,9 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         (
             "worker",
-            "only the worker pool, lease recovery and retention (no HTTP)",
+            "only the worker pool, lease recovery and retention (no API)",
             "Run only the worker pool, lease recovery and retention, for scaling workers "
-            "apart from the API. Any number of workers may share one database.",
+            "apart from the API. Any number of workers may share one database. "
+            "/metrics, /healthz and /readyz are served on METRICS_ADDR (default :9090; "
+            "off: no listener), with the meaning they have in the API.",
         ),
     ):
         commands.add_parser(

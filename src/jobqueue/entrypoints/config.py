@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
 from jobqueue.domain.backoff import Backoff
@@ -33,6 +33,8 @@ MIN_BODY_BYTES = 64
 MAX_BODY_BYTES = 1 << 30
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 TRACING_OFF = TracingConfig()
+# The value of METRICS_ADDR that turns the separate metrics listener off.
+METRICS_OFF: Literal["off"] = "off"
 
 
 class ConfigError(ValueError):
@@ -54,11 +56,21 @@ class HttpAddress:
         return self.text
 
 
+# `jobqueue worker` serves no API: without a listener of its own its metrics and probes
+# would be invisible. serve and api have them on HTTP_ADDR already, so they open none.
+WORKER_METRICS_ADDR = HttpAddress("0.0.0.0", 9090, ":9090")
+
+
 # (variable, default shown in help, meaning). The order is the order of `--help`.
 ENVIRONMENT: tuple[tuple[str, str, str], ...] = (
     ("DATABASE_URL", "unset", "PostgreSQL URL; unset: an embedded server in JOBQUEUE_DATA_DIR"),
     ("JOBQUEUE_DATA_DIR", ".jobqueue/pgdata", "data directory of the embedded server"),
-    ("HTTP_ADDR", ":8080", "listen address, host:port or :port (all interfaces)"),
+    ("HTTP_ADDR", ":8080", "API listen address, host:port or :port (all interfaces)"),
+    (
+        "METRICS_ADDR",
+        ":9090 for worker, none for serve/api",
+        "extra listener for /metrics, /healthz, /readyz only; off: none",
+    ),
     ("WORKERS", "4", "attempts run at once by this process"),
     ("MAX_ATTEMPTS", "5", "default attempt budget of a job (1-100)"),
     ("JOB_TIMEOUT", "30s", "limit of one attempt"),
@@ -90,6 +102,8 @@ class Settings:
     database_url: str | None = field(default=None, repr=False)
     data_dir: Path = Path(".jobqueue/pgdata")
     http_addr: HttpAddress = HttpAddress("0.0.0.0", 8080, ":8080")
+    # None: the command's default (`metrics_listener`); METRICS_OFF: no listener.
+    metrics_addr: HttpAddress | Literal["off"] | None = None
     workers: int = 4
     max_attempts: int = 5
     job_timeout: timedelta = timedelta(seconds=30)
@@ -156,6 +170,18 @@ class Settings:
             backoff=Backoff(self.backoff_base, self.backoff_max),
         )
 
+    def metrics_listener(self, *, serves_api: bool) -> HttpAddress | None:
+        """Where the separate metrics server listens, or None for no such server.
+
+        Unset, it runs only in a process without the API (`jobqueue worker`): the API
+        serves the same endpoints on HTTP_ADDR.
+        """
+        if isinstance(self.metrics_addr, HttpAddress):
+            return self.metrics_addr
+        if self.metrics_addr is None and not serves_api:
+            return WORKER_METRICS_ADDR
+        return None
+
     def retention_policy(self) -> RetentionPolicy:
         # A zero duration is falsy: 0 configures "keep forever", which the policy spells None.
         return RetentionPolicy(
@@ -184,6 +210,15 @@ def parse_http_addr(raw: str) -> HttpAddress:
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
         raise ValueError(f"{raw!r}: the port must be a number from 1 to 65535")
     return HttpAddress(host or "0.0.0.0", int(port_text), raw)
+
+
+def parse_metrics_addr(raw: str) -> HttpAddress | Literal["off"]:
+    if raw.lower() == METRICS_OFF:
+        return METRICS_OFF
+    try:
+        return parse_http_addr(raw)
+    except ValueError as error:
+        raise ValueError(f"{error}; or {METRICS_OFF} for no metrics listener") from None
 
 
 def parse_bool(raw: str) -> bool:
@@ -273,6 +308,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "DATABASE_URL": ("database_url", parse_database_url),
     "JOBQUEUE_DATA_DIR": ("data_dir", _path),
     "HTTP_ADDR": ("http_addr", parse_http_addr),
+    "METRICS_ADDR": ("metrics_addr", parse_metrics_addr),
     "WORKERS": ("workers", parse_int),
     "MAX_ATTEMPTS": ("max_attempts", parse_int),
     "JOB_TIMEOUT": ("job_timeout", _duration),

@@ -28,15 +28,15 @@ class StartupError(Exception):
 # --- HTTP -----------------------------------------------------------------------------------
 
 
-def bind(address: HttpAddress) -> socket.socket:
+def bind(address: HttpAddress, variable: str = "HTTP_ADDR") -> socket.socket:
     """A socket bound to `address`, so a taken port stops the process before it starts
-    anything else."""
+    anything else. Errors name `variable`, the setting the operator has to change."""
     try:
         family, kind, protocol, _, sockaddr = socket.getaddrinfo(
             address.host, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
     except socket.gaierror as error:
-        raise StartupError(f"HTTP_ADDR {address}: cannot resolve the host: {error}") from None
+        raise StartupError(f"{variable} {address}: cannot resolve the host: {error}") from None
     sock = socket.socket(family, kind, protocol)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -44,8 +44,8 @@ def bind(address: HttpAddress) -> socket.socket:
     except OSError as error:
         sock.close()
         if error.errno == errno.EADDRINUSE:
-            raise StartupError(f"HTTP_ADDR {address} is already in use") from None
-        raise StartupError(f"HTTP_ADDR {address}: cannot listen: {error.strerror}") from None
+            raise StartupError(f"{variable} {address} is already in use") from None
+        raise StartupError(f"{variable} {address}: cannot listen: {error.strerror}") from None
     return sock
 
 

@@ -32,6 +32,7 @@ from sqlalchemy import (
     delete,
     func,
     literal,
+    or_,
     select,
     text,
     union_all,
@@ -55,6 +56,7 @@ from jobqueue.domain.errors import (
     StoreUnavailable,
 )
 from jobqueue.domain.job import TERMINAL, Job, Lease, NewJob, Operation, Status
+from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.ports import Submitted
 
 LEASE_EXPIRED_ERROR = (
@@ -397,6 +399,30 @@ class PostgresJobStore:
             async with self._engine.begin() as connection:
                 result = await connection.execute(delete(jobs).where(doomed))
                 return result.rowcount
+
+    async def list_jobs(self, query: JobQuery) -> JobPage:
+        order = query.order
+        column = jobs.c[order.column.value]
+        # The status inlined, so that the status's partial index serves the statement.
+        conditions = [jobs.c.status == _status(query.status)]
+        if query.type is not None:
+            conditions.append(jobs.c.type == query.type)
+        if query.after is not None:
+            # Spelled out rather than as a row comparison: the bound on the sort column
+            # alone is what the index can seek to; the id only settles ties at the boundary.
+            key, job_id = query.after.key, query.after.job_id
+            if order.descending:
+                conditions += [column <= key, or_(column < key, jobs.c.id < job_id)]
+            else:
+                conditions += [column >= key, or_(column > key, jobs.c.id > job_id)]
+        ordering = (column.desc(), jobs.c.id.desc()) if order.descending else (column, jobs.c.id)
+        # One row more than the page: whether it exists says if there is a next page.
+        listed = await self._all(
+            select(jobs).where(*conditions).order_by(*ordering).limit(query.limit + 1)
+        )
+        page = tuple(listed[: query.limit])
+        following = len(listed) > query.limit
+        return JobPage(page, order.position(page[-1]) if following else None)
 
     async def ping(self) -> None:
         with store_failures():

@@ -76,6 +76,14 @@ class JobStatusView(msgspec.Struct, frozen=True):
         )
 
 
+class JobList(msgspec.Struct, frozen=True):
+    """One page of `GET /jobs`."""
+
+    jobs: list[JobRecord]
+    # Pass it back as `cursor` for the next page; null on the last page.
+    next_cursor: str | None
+
+
 class ErrorBody(msgspec.Struct, frozen=True):
     """Every error response: what went wrong, in words a client can act on."""
 

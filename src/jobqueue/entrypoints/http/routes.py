@@ -1,4 +1,4 @@
-"""The `/jobs` resource: submit, read, and requeue jobs."""
+"""The `/jobs` resource: submit, read, list and requeue jobs."""
 
 from __future__ import annotations
 
@@ -12,16 +12,25 @@ from litestar.di import NamedDependency
 from litestar.exceptions import ClientException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPIMediaType, Operation, RequestBody
-from litestar.params import HeaderParameter, PathParameter
+from litestar.params import HeaderParameter, PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from jobqueue.domain.job import MAX_TYPE_LENGTH, Status
+from jobqueue.domain.listing import (
+    DEFAULT_LIST_LIMIT,
+    LIST_ORDERS,
+    MAX_LIST_LIMIT,
+    MIN_LIST_LIMIT,
+)
 from jobqueue.entrypoints.http.dto import (
     CreateJobRequest,
     ErrorBody,
+    JobList,
     JobRecord,
     JobStatusView,
     create_job_request_schema,
 )
+from jobqueue.entrypoints.http.listing import encode_cursor, parse_list_query
 from jobqueue.entrypoints.http.service import JobService
 
 _EXAMPLE_BODY = '{"type": "sleep", "payload": {"duration": "2s"}, "max_attempts": 3}'
@@ -36,6 +45,57 @@ IdempotencyKey = Annotated[
         required=False,
         description="Makes retries of this request safe: the same key with the same "
         "request returns the first job (200); with a different request, 409.",
+    ),
+]
+
+# Declared as plain strings, for the OpenAPI document only: `list_jobs` parses the query
+# string itself, so that every refusal is a 400 saying exactly what to change.
+ListStatus = Annotated[
+    str | None,
+    QueryParameter(
+        name="status",
+        required=True,
+        description="Required: list jobs of this status. Order: "
+        + "; ".join(
+            f"{status.value} by {order.column.value} "
+            f"{'newest' if order.descending else 'soonest'} first"
+            for status, order in LIST_ORDERS.items()
+        )
+        + "; ties by id.",
+        schema_extra={"enum": [status.value for status in Status]},
+    ),
+]
+ListType = Annotated[
+    str | None,
+    QueryParameter(
+        name="type",
+        required=False,
+        description="Only jobs of this type; not with status=completed (no index holds "
+        "completed jobs by type).",
+        schema_extra={"minLength": 1, "maxLength": MAX_TYPE_LENGTH},
+    ),
+]
+ListLimit = Annotated[
+    str | None,
+    QueryParameter(
+        name="limit",
+        required=False,
+        description=f"Jobs per page, {MIN_LIST_LIMIT} to {MAX_LIST_LIMIT}; "
+        f"{DEFAULT_LIST_LIMIT} when absent.",
+        schema_extra={
+            "type": "integer",
+            "minimum": MIN_LIST_LIMIT,
+            "maximum": MAX_LIST_LIMIT,
+            "default": DEFAULT_LIST_LIMIT,
+        },
+    ),
+]
+ListCursor = Annotated[
+    str | None,
+    QueryParameter(
+        name="cursor",
+        required=False,
+        description="The previous page's next_cursor, unchanged, for the page after it.",
     ),
 ]
 
@@ -125,6 +185,40 @@ class JobsController(Controller):
             JobRecord.of(job),
             status_code=HTTP_200_OK if submitted.replayed else HTTP_201_CREATED,
             headers={"Location": f"/jobs/{job.id}"},
+        )
+
+    @get(
+        "/",
+        summary="List jobs of one status, a page at a time",
+        response_description="A page of jobs, and the cursor of the next page (null on the last)",
+        description="Keyset pagination: follow next_cursor until it is null. Pages are read "
+        "live, not from a snapshot: a job that changes status meanwhile may be missed or "
+        "listed twice.",
+        responses={
+            400: _error(
+                "A missing or unknown status, type with status=completed, a limit out of "
+                "range, a malformed cursor or one from another status, an unknown or "
+                "repeated query parameter"
+            ),
+            503: _STORE_DOWN,
+        },
+    )
+    async def list_jobs(
+        self,
+        request: Request[Any, Any, Any],
+        jobs: NamedDependency[JobService],
+        status: ListStatus = None,
+        job_type: ListType = None,
+        limit: ListLimit = None,
+        cursor: ListCursor = None,
+    ) -> JobList:
+        # The declared parameters document the query; the parser reads every value of
+        # every parameter, to refuse unknown and repeated ones.
+        query = parse_list_query(request.query_params.dict())
+        page = await jobs.list_jobs(query)
+        return JobList(
+            jobs=[JobRecord.of(job) for job in page.jobs],
+            next_cursor=None if page.next is None else encode_cursor(query.status, page.next),
         )
 
     @get(

@@ -11,6 +11,7 @@ import msgspec
 from jobqueue.adapters.telemetry.metrics import Metrics
 from jobqueue.adapters.telemetry.trace_context import current_traceparent
 from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.http.dto import CreateJobRequest
@@ -19,7 +20,7 @@ _log = logging.getLogger("jobqueue.http")
 
 
 class JobService:
-    """Submits, reads and requeues jobs; counts and announces those entering the queue.
+    """Submits, reads, lists and requeues jobs; counts and announces those entering the queue.
 
     A job is validated against the same registry and payload types the workers use,
     so a job the worker would refuse at once is refused here, with a 400, instead.
@@ -71,6 +72,9 @@ class JobService:
 
     async def get(self, job_id: UUID) -> Job:
         return await self._store.get(job_id)
+
+    async def list_jobs(self, query: JobQuery) -> JobPage:
+        return await self._store.list_jobs(query)
 
     async def requeue(self, job_id: UUID) -> Job:
         """A dead-lettered job back to pending with a fresh attempt budget."""
