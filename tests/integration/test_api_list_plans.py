@@ -7,21 +7,19 @@ planned for the values given and as a reused generic plan (see `tests/support/pl
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import Status
 from jobqueue.domain.listing import TYPE_FILTERABLE, JobQuery
-from tests.support.job_rows import seed_many
-from tests.support.plans import capture_statements, custom_and_generic_plans, uses_index
-
-FINISHED_ROWS = 200_000
+from tests.support.plans import (
+    FINISHED_ROWS,
+    capture_statements,
+    custom_and_generic_plans,
+    fill_table,
+    uses_index,
+)
 
 INDEXES = {
     Status.PENDING: "ix_jobs_due",
@@ -39,43 +37,15 @@ TYPES = (None, "done", "rare")
 @pytest.fixture(scope="module")
 def big_table(database_url: str) -> str:
     """This module's database: many finished jobs, a few of every other status."""
-
-    async def seed() -> None:
-        engine = create_engine(database_url, pool_size=1)
-        try:
-            async with engine.begin() as connection:
-                for status, rows in (
-                    ("completed", FINISHED_ROWS),
-                    ("failed", FINISHED_ROWS // 100),
-                    ("dead_letter", 50),
-                ):
-                    await connection.execute(
-                        text(
-                            "INSERT INTO jobs (type, status, attempts, max_attempts, run_at,"
-                            "                  updated_at)"
-                            " SELECT 'done', :status, 1, 3, now() - make_interval(secs => n),"
-                            "        now() - make_interval(secs => n)"
-                            " FROM generate_series(1, :rows) AS n"
-                        ),
-                        {"status": status, "rows": rows},
-                    )
-            await seed_many(engine, 20, Status.PENDING)
-            await seed_many(engine, 20, Status.PROCESSING)
-            async with engine.connect() as connection:
-                await connection.execute(text("ANALYZE jobs"))
-                await connection.commit()
-        finally:
-            await engine.dispose()
-
-    asyncio.run(seed())
+    fill_table(
+        database_url,
+        [
+            ("completed", FINISHED_ROWS, 1),
+            ("failed", FINISHED_ROWS // 100, 1),
+            ("dead_letter", 50, 1),
+        ],
+    )
     return database_url
-
-
-@pytest.fixture
-async def plan_engine(big_table: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(big_table, pool_size=1)
-    yield engine
-    await engine.dispose()
 
 
 async def test_every_listing_reads_its_status_index_among_many_finished_rows(

@@ -7,23 +7,23 @@ engine, explained as planned and as a reused generic plan (`tests/support/plans.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import Status
 from jobqueue.entrypoints.worker.retention import DEFAULT_BATCH_SIZE
-from tests.support.job_rows import seed_many
-from tests.support.plans import capture_statements, custom_and_generic_plans
+from tests.support.plans import (
+    FINISHED_ROWS,
+    capture_statements,
+    custom_and_generic_plans,
+    fill_table,
+)
 
-FINISHED_ROWS = 200_000
 WEEK = timedelta(days=7)
 MONTH = timedelta(days=30)
 
@@ -31,45 +31,17 @@ MONTH = timedelta(days=30)
 @pytest.fixture(scope="module")
 def big_table(database_url: str) -> str:
     """This module's database: many finished jobs of every age, a few of the others."""
-
-    async def seed() -> None:
-        engine = create_engine(database_url, pool_size=1)
-        try:
-            async with engine.begin() as connection:
-                # Completed over the last two weeks (half past the default week), failed
-                # over two months: retention has plenty to do, as after a long outage.
-                for status, rows, spacing in (
-                    ("completed", FINISHED_ROWS, 6),
-                    ("failed", FINISHED_ROWS // 100, 2_600),
-                    ("dead_letter", 50, 100_000),
-                ):
-                    await connection.execute(
-                        text(
-                            "INSERT INTO jobs (type, status, attempts, max_attempts, run_at,"
-                            "                  updated_at)"
-                            " SELECT 'done', :status, 1, 3, now() - make_interval(secs => n),"
-                            "        now() - make_interval(secs => n * :spacing)"
-                            " FROM generate_series(1, :rows) AS n"
-                        ),
-                        {"status": status, "rows": rows, "spacing": spacing},
-                    )
-            await seed_many(engine, 20, Status.PENDING)
-            await seed_many(engine, 20, Status.PROCESSING)
-            async with engine.connect() as connection:
-                await connection.execute(text("ANALYZE jobs"))
-                await connection.commit()
-        finally:
-            await engine.dispose()
-
-    asyncio.run(seed())
+    # Completed over the last two weeks (half past the default week), failed over two
+    # months: retention has plenty to do, as after a long outage.
+    fill_table(
+        database_url,
+        [
+            ("completed", FINISHED_ROWS, 6),
+            ("failed", FINISHED_ROWS // 100, 2_600),
+            ("dead_letter", 50, 100_000),
+        ],
+    )
     return database_url
-
-
-@pytest.fixture
-async def plan_engine(big_table: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(big_table, pool_size=1)
-    yield engine
-    await engine.dispose()
 
 
 PRUNES: dict[str, Mapping[Status, timedelta]] = {

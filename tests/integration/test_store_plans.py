@@ -8,23 +8,23 @@ bound as a parameter would lose the partial index there).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from uuid import uuid4
 
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import LeaseLost
-from jobqueue.domain.job import Lease, Status
-from tests.support.job_rows import seed_many
-from tests.support.plans import capture_statements, custom_and_generic_plans, uses_index
-
-FINISHED_ROWS = 200_000
+from jobqueue.domain.job import Lease
+from tests.support.plans import (
+    FINISHED_ROWS,
+    capture_statements,
+    custom_and_generic_plans,
+    fill_table,
+    uses_index,
+)
 
 StoreCall = Callable[[PostgresJobStore], Awaitable[object]]
 
@@ -55,36 +55,8 @@ HOT_PATH: dict[str, tuple[StoreCall, tuple[str, ...]]] = {
 @pytest.fixture(scope="module")
 def big_table(database_url: str) -> str:
     """This module's database holding many finished jobs and a few live ones."""
-
-    async def seed() -> None:
-        engine = create_engine(database_url, pool_size=1)
-        try:
-            async with engine.begin() as connection:
-                await connection.execute(
-                    text(
-                        "INSERT INTO jobs (type, status, attempts, max_attempts, run_at)"
-                        " SELECT 'done', 'completed', 1, 3, now() - make_interval(secs => n)"
-                        " FROM generate_series(1, :rows) AS n"
-                    ),
-                    {"rows": FINISHED_ROWS},
-                )
-            await seed_many(engine, 20, Status.PENDING)
-            await seed_many(engine, 20, Status.PROCESSING)
-            async with engine.connect() as connection:
-                await connection.execute(text("ANALYZE jobs"))
-                await connection.commit()
-        finally:
-            await engine.dispose()
-
-    asyncio.run(seed())
+    fill_table(database_url, [("completed", FINISHED_ROWS, 1)])
     return database_url
-
-
-@pytest.fixture
-async def plan_engine(big_table: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(big_table, pool_size=1)
-    yield engine
-    await engine.dispose()
 
 
 async def test_hot_path_uses_its_index_among_many_finished_rows(plan_engine: AsyncEngine) -> None:

@@ -7,14 +7,19 @@ status bound as a parameter would lose its partial index there).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from jobqueue.adapters.postgres.database import create_engine
+from jobqueue.domain.job import Status
+from tests.support.job_rows import seed_many
 
 
 @contextmanager
@@ -72,3 +77,37 @@ async def custom_and_generic_plans(
 
 def uses_index(plan: str, index: str) -> bool:
     return f"using {index} on jobs" in plan or f"Bitmap Index Scan on {index}" in plan
+
+
+FINISHED_ROWS = 200_000
+
+
+def fill_table(database_url: str, history: Sequence[tuple[str, int, int]]) -> None:
+    """Seed `jobs` for plan tests: for each (status, rows, spacing) `rows` jobs of type
+    'done' finished `spacing` seconds apart going back from now, then 20 pending and 20
+    processing jobs, then ANALYZE, so the planner sees the real proportions."""
+
+    async def seed() -> None:
+        engine = create_engine(database_url, pool_size=1)
+        try:
+            async with engine.begin() as connection:
+                for status, rows, spacing in history:
+                    await connection.execute(
+                        text(
+                            "INSERT INTO jobs (type, status, attempts, max_attempts, run_at,"
+                            "                  updated_at)"
+                            " SELECT 'done', :status, 1, 3, now() - make_interval(secs => n),"
+                            "        now() - make_interval(secs => n * :spacing)"
+                            " FROM generate_series(1, :rows) AS n"
+                        ),
+                        {"status": status, "rows": rows, "spacing": spacing},
+                    )
+            await seed_many(engine, 20, Status.PENDING)
+            await seed_many(engine, 20, Status.PROCESSING)
+            async with engine.connect() as connection:
+                await connection.execute(text("ANALYZE jobs"))
+                await connection.commit()
+        finally:
+            await engine.dispose()
+
+    asyncio.run(seed())
