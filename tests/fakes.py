@@ -163,17 +163,17 @@ class InMemoryJobStore:
             job, Operation.COMPLETE, Status.COMPLETED, self.clock(), locked_until=None
         )
 
-    async def complete_many(self, leases: Sequence[Lease]) -> set[UUID]:
+    async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
         await self._enter()
         now = self.clock()
-        completed: set[UUID] = set()
+        completed: set[Lease] = set()
         for lease in leases:
             try:
                 job = self._fenced(lease, Operation.COMPLETE)
             except LeaseLost:
                 continue
             self._move(job, Operation.COMPLETE, Status.COMPLETED, now, locked_until=None)
-            completed.add(job.id)
+            completed.add(lease)
         return completed
 
     async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:

@@ -10,14 +10,14 @@ from jobqueue.domain.ports import JobStore
 from tests.contract.steps import SHORT_LEASE, claim_only, eventually, job_in, only_target, submit
 
 
-async def test_complete_many_completes_every_held_job_and_returns_their_ids(
+async def test_complete_many_completes_every_held_job_and_returns_their_leases(
     store: JobStore,
 ) -> None:
     held = [await job_in(store, Status.PROCESSING) for _ in range(3)]
 
     completed = await store.complete_many([job.lease for job in held])
 
-    assert completed == {job.id for job in held}
+    assert completed == {job.lease for job in held}
     for job in held:
         written = await store.get(job.id)
         assert written.status is only_target(Operation.COMPLETE, Status.PROCESSING)
@@ -43,11 +43,11 @@ async def test_stale_lease_in_a_batch_is_refused_while_the_others_complete(
 
     completed = await store.complete_many([held.lease, stale.lease])
 
-    assert completed == {held.id}
+    assert completed == {held.lease}
     assert (await store.get(held.id)).status is Status.COMPLETED
     # The newer claim still holds the job, and can still record its own outcome.
     assert await store.get(newer.id) == newer
-    assert await store.complete_many([newer.lease]) == {newer.id}
+    assert await store.complete_many([newer.lease]) == {newer.lease}
 
 
 async def test_complete_many_refuses_jobs_not_processing_and_unknown_ids(store: JobStore) -> None:
@@ -63,7 +63,7 @@ async def test_complete_many_refuses_jobs_not_processing_and_unknown_ids(store: 
         [unknown, never_taken, *(job.lease for job in others), held.lease]
     )
 
-    assert completed == {held.id}
+    assert completed == {held.lease}
     for job in others:
         assert await store.get(job.id) == job
 
@@ -73,3 +73,19 @@ async def test_complete_many_of_no_leases_writes_nothing(store: JobStore) -> Non
 
     assert await store.complete_many([]) == set()
     assert await store.get(held.id) == held
+
+
+async def test_stale_and_current_lease_of_one_job_in_one_batch_complete_only_the_current(
+    store: JobStore,
+) -> None:
+    # The attempt that lost its lease and the one that took the job over can finish in
+    # the same moment and land in one batch: only the current lease may count.
+    contested = await submit(store)
+    stale = await claim_only(store, contested, SHORT_LEASE)
+    await eventually(lambda: store.recover_expired(10), "the short lease to be recovered")
+    newer = await claim_only(store, contested)
+
+    completed = await store.complete_many([stale.lease, newer.lease])
+
+    assert completed == {newer.lease}
+    assert (await store.get(newer.id)).status is Status.COMPLETED

@@ -37,7 +37,7 @@ async def completed_together(store: JobStore, count: int) -> list[Job]:
     claimed = await store.claim(count, LEASE)
     assert len(claimed) == count
     done = await store.complete_many([job.lease for job in claimed])
-    assert done == {job.id for job in claimed}
+    assert done == {job.lease for job in claimed}
     return [await store.get(job.id) for job in claimed]
 
 

@@ -14,6 +14,7 @@ import pytest
 from jobqueue.domain.errors import StoreUnavailable
 from jobqueue.domain.job import Job, Lease, Status
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.entrypoints.worker.completer import Completer
 from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver
 from tests.unit.pool_harness import (
     DEADLINE_SECONDS,
@@ -38,7 +39,7 @@ class BatchRecordingStore(InMemoryJobStore):
         self.entered = asyncio.Event()
         self.gate = asyncio.Event()
 
-    async def complete_many(self, leases: Sequence[Lease]) -> set[UUID]:
+    async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
         self.batches.append(list(leases))
         if self.hold:
             self.entered.set()
@@ -220,3 +221,22 @@ async def test_batch_write_that_never_answers_is_given_up_after_the_outcome_time
 
     assert outcomes(caplog) == {str(job.id): "unrecorded"}
     assert current(store, job).status is Status.PROCESSING
+
+
+async def test_stale_and_current_lease_of_one_job_in_one_batch_are_told_apart() -> None:
+    # The attempt that lost its lease and the one that took the job over may finish in
+    # the same loop turn; the stale one must hear it lost, not that the job completed.
+    clock = ManualClock()
+    store = InMemoryJobStore(clock)
+    job = await submit(store, "any")
+    (first,) = await store.claim(1, timedelta(seconds=1))
+    clock.advance(timedelta(seconds=2))
+    await store.recover_expired(10)
+    (second,) = await store.claim(1, timedelta(seconds=1))
+    completer = Completer(store, timedelta(seconds=5))
+
+    stale = completer.complete(first.lease)
+    current = completer.complete(second.lease)
+
+    assert (await stale, await current) == (False, True)
+    assert (await store.get(job.id)).status is Status.COMPLETED

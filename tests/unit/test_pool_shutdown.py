@@ -8,7 +8,6 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
 
 import pytest
 
@@ -45,7 +44,7 @@ class GatedStore(InMemoryJobStore):
             await self.complete_gate.wait()
         return await super().complete(lease)
 
-    async def complete_many(self, leases: Sequence[Lease]) -> set[UUID]:
+    async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
         if self.hold_completes:
             self.complete_entered.set()
             await self.complete_gate.wait()

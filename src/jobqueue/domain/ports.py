@@ -41,11 +41,14 @@ class JobStore(Protocol):
 
     async def complete(self, lease: Lease) -> Job: ...
 
-    async def complete_many(self, leases: Sequence[Lease]) -> set[UUID]:
-        """Complete, in one write, every job still held by its lease; return their ids.
+    async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
+        """Complete, in one write, every job still held by its lease; return the leases
+        that held.
 
         Each job is fenced by its own lease: one not returned was lost, exactly as
         `complete` would have raised `LeaseLost` for it, and the others are unaffected.
+        Leases, not ids, are returned: a batch may hold a stale attempt's lease and the
+        current one for the same job, and only the current one may count as completed.
         """
         ...
 

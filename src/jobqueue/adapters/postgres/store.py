@@ -181,7 +181,7 @@ _COMPLETE_MANY = (
         jobs.c.status == _status(Status.PROCESSING),
     )
     .values(status=_status(Status.COMPLETED), locked_until=None, updated_at=func.now())
-    .returning(jobs.c.id)
+    .returning(jobs.c.id, jobs.c.lease_token)
 )
 
 
@@ -279,7 +279,7 @@ class PostgresJobStore:
     async def complete(self, lease: Lease) -> Job:
         return await self._write_outcome(_COMPLETE, lease)
 
-    async def complete_many(self, leases: Sequence[Lease]) -> set[UUID]:
+    async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
         if not leases:
             return set()
         parameters = {
@@ -289,7 +289,7 @@ class PostgresJobStore:
         with store_failures():
             async with self._autocommit.connect() as connection:
                 result = await connection.execute(_COMPLETE_MANY, parameters)
-                return set(result.scalars())
+                return {Lease(job_id, token) for job_id, token in result}
 
     async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
         if delay < timedelta(0):

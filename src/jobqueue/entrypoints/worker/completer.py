@@ -76,4 +76,4 @@ class Completer:
             return
         for lease, done in batch:
             if not done.done():
-                done.set_result(lease.job_id in completed)
+                done.set_result(lease in completed)
