@@ -22,6 +22,7 @@ from tests.support.plans import (
     capture_statements,
     custom_and_generic_plans,
     fill_table,
+    uses_index,
 )
 
 WEEK = timedelta(days=7)
@@ -85,6 +86,7 @@ async def test_queue_depth_counts_read_only_the_small_partial_indexes(
     assert counts == {Status.PENDING: 20, Status.PROCESSING: 20, Status.DEAD_LETTER: 50}
     for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
         for index in ("ix_jobs_due", "ix_jobs_lease_expiry", "ix_jobs_dead_letter"):
-            assert f"{index} on jobs" in plan, plan
+            # An index scan or a bitmap scan of the index: both read only its few rows.
+            assert uses_index(plan, index), plan
         assert "Seq Scan on jobs" not in plan, plan
         assert "ix_jobs_finished" not in plan, plan
