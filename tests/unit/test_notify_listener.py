@@ -10,7 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from jobqueue.adapters.postgres.notify import CHANNEL, Listener, driver_arguments
+from jobqueue.adapters.postgres.database import driver_arguments
+from jobqueue.adapters.postgres.notify import CHANNEL, Listener
 from jobqueue.domain.backoff import Backoff
 from tests.unit.pool_harness import eventually
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 _ACCEPTED_SCHEMES = {"postgres", "postgresql", "postgresql+asyncpg"}
+# Arguments the SQLAlchemy asyncpg adapter consumes itself; asyncpg.connect refuses them.
+_ADAPTER_ONLY_ARGUMENTS = (
+    "async_creator_fn",
+    "prepared_statement_cache_size",
+    "prepared_statement_name_func",
+)
 
 
 def normalize_url(url: str) -> str:
@@ -41,3 +49,14 @@ def create_engine(
         max_overflow=pool_size,
         connect_args={"server_settings": {"application_name": application_name}},
     )
+
+
+def driver_arguments(url: str) -> dict[str, Any]:
+    """The arguments the engine's own connections get for `url` (host, Unix socket
+    directory, ssl, …), for a raw asyncpg connection that must reach the server exactly
+    the way they do (the LISTEN connection lives outside the pool)."""
+    parsed = make_url(normalize_url(url))
+    _, arguments = parsed.get_dialect()().create_connect_args(parsed)
+    for name in _ADAPTER_ONLY_ARGUMENTS:
+        arguments.pop(name, None)
+    return dict(arguments)

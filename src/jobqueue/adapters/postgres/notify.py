@@ -30,10 +30,9 @@ from typing import Any, Protocol, Self
 
 import asyncpg
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.adapters.postgres.database import normalize_url
+from jobqueue.adapters.postgres.database import driver_arguments
 from jobqueue.adapters.postgres.failures import reason
 from jobqueue.domain.backoff import Backoff
 
@@ -54,12 +53,6 @@ _CONNECT_TIMEOUT = timedelta(seconds=10)
 # A half-open TCP connection never reports itself lost; a periodic query finds it.
 _CHECK_EVERY = timedelta(seconds=15)
 _CHECK_TIMEOUT = timedelta(seconds=5)
-# Arguments the SQLAlchemy asyncpg adapter consumes itself; asyncpg.connect refuses them.
-_ADAPTER_ONLY_ARGUMENTS = (
-    "async_creator_fn",
-    "prepared_statement_cache_size",
-    "prepared_statement_name_func",
-)
 
 
 # --- the submitting side -------------------------------------------------------------------
@@ -307,16 +300,6 @@ def asyncpg_connect(
         )
 
     return connect
-
-
-def driver_arguments(url: str) -> dict[str, Any]:
-    """The arguments the engine's own connections get for `url` (host, Unix socket
-    directory, ssl, …), so the listener reaches the server exactly the way they do."""
-    parsed = make_url(normalize_url(url))
-    _, arguments = parsed.get_dialect()().create_connect_args(parsed)
-    for name in _ADAPTER_ONLY_ARGUMENTS:
-        arguments.pop(name, None)
-    return dict(arguments)
 
 
 class _AsyncpgListenConnection:
