@@ -15,7 +15,8 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import Job
 from jobqueue.entrypoints.config import Settings
-from tests.support.api import build_api, captured_json_log
+from tests.support.api import build_api
+from tests.support.logs import captured_json_log
 from tests.support.postgres import with_database
 
 BODY_LIMIT = 16 * 1024

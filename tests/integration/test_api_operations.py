@@ -14,7 +14,8 @@ from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import NewJob
 from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.http.dto import CreateJobRequest
-from tests.support.api import Api, build_api, captured_json_log, eventually, metric_value
+from tests.support.api import Api, build_api, eventually, metric_value
+from tests.support.logs import captured_json_log
 from tests.support.postgres import with_database
 
 SLEEP = {"type": "sleep", "payload": {"duration": "1s"}}

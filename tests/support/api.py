@@ -4,12 +4,9 @@ JSON log capture, and polling for a condition with a deadline."""
 from __future__ import annotations
 
 import asyncio
-import io
-import json
-import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -24,7 +21,6 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.job_spans import JobSpans
-from jobqueue.adapters.telemetry.logging import JsonFormatter, RequestIdFilter
 from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthSource
 from jobqueue.adapters.telemetry.tracing import trace_engine
 from jobqueue.domain.backoff import Backoff
@@ -168,36 +164,3 @@ def metric_value(exposition: str, name: str, labels: dict[str, str] | None = Non
         if sample == wanted:
             return float(value)
     return 0.0
-
-
-class JsonLog:
-    def __init__(self, stream: io.StringIO) -> None:
-        self._stream = stream
-
-    def lines(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self._stream.getvalue().splitlines() if line]
-
-    def find(self, **fields: Any) -> list[dict[str, Any]]:
-        return [
-            line
-            for line in self.lines()
-            if all(line.get(key) == value for key, value in fields.items())
-        ]
-
-
-@contextmanager
-def captured_json_log(logger_name: str = "jobqueue") -> Iterator[JsonLog]:
-    """The lines `logger_name` writes, through the service's own formatter and filter."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    handler.addFilter(RequestIdFilter())
-    logger = logging.getLogger(logger_name)
-    previous = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield JsonLog(stream)
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)

@@ -4,42 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import logging
 import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
 from jobqueue.adapters.telemetry.logging import (
-    JsonFormatter,
-    RequestIdFilter,
     configure_logging,
     request_context,
 )
+from tests.support.logs import captured_json_log
+from tests.support.logs import json_lines as lines
 
 RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
 @pytest.fixture
 def log() -> Iterator[tuple[logging.Logger, io.StringIO]]:
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    handler.addFilter(RequestIdFilter())
-    logger = logging.getLogger(f"test.logging.{uuid.uuid4().hex}")
-    logger.propagate = False
-    logger.setLevel(logging.DEBUG)
-    logger.addHandler(handler)
-    yield logger, stream
-    logger.removeHandler(handler)
-
-
-def lines(stream: io.StringIO) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stream.getvalue().splitlines()]
+    name = f"test.logging.{uuid.uuid4().hex}"
+    with captured_json_log(name, level=logging.DEBUG, propagate=False) as captured:
+        yield logging.getLogger(name), captured.stream
 
 
 def test_a_line_has_time_level_logger_and_message(

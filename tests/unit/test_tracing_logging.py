@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import io
-import json
 import logging
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from jobqueue.adapters.telemetry.logging import (
-    JsonFormatter,
     TraceContextFilter,
     configure_logging,
 )
+from tests.support.logs import captured_json_log
+from tests.support.logs import json_lines as lines
 
 TRACE_ID = 0x4BF92F3577B34DA6A3CE929D0E0E4736
 SPAN_ID = 0x00F067AA0BA902B7
@@ -26,20 +25,9 @@ SPAN = NonRecordingSpan(SpanContext(TRACE_ID, SPAN_ID, False, TraceFlags(TraceFl
 
 @pytest.fixture
 def log() -> Iterator[tuple[logging.Logger, io.StringIO]]:
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    handler.addFilter(TraceContextFilter())
-    logger = logging.getLogger(f"test.tracing.{uuid.uuid4().hex}")
-    logger.propagate = False
-    logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
-    yield logger, stream
-    logger.removeHandler(handler)
-
-
-def lines(stream: io.StringIO) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stream.getvalue().splitlines()]
+    name = f"test.tracing.{uuid.uuid4().hex}"
+    with captured_json_log(name, filters=(TraceContextFilter(),), propagate=False) as captured:
+        yield logging.getLogger(name), captured.stream
 
 
 def test_line_inside_a_span_carries_its_ids_in_hex(

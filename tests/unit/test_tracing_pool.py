@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -18,12 +17,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from jobqueue.adapters.telemetry.job_spans import JobSpans
-from jobqueue.adapters.telemetry.logging import JsonFormatter, TraceContextFilter
+from jobqueue.adapters.telemetry.logging import TraceContextFilter
 from jobqueue.domain.errors import Permanent
 from jobqueue.domain.job import Job, NewJob, Status
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
 from tests.fakes import DataclassDecoder, InMemoryJobStore, wall_clock
+from tests.support.logs import captured_json_log
 from tests.unit.pool_harness import FAST, config, eventually, running, settled
 
 TRACE_ID = 0x4BF92F3577B34DA6A3CE929D0E0E4736
@@ -222,19 +222,8 @@ async def test_shutdown_release_is_a_released_span_without_error() -> None:
 
 @pytest.fixture
 def json_log() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    handler.addFilter(TraceContextFilter())
-    logger = logging.getLogger("jobqueue")
-    logger.addHandler(handler)
-    previous = logger.level
-    logger.setLevel(logging.INFO)
-    try:
-        yield stream
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
+    with captured_json_log(filters=(TraceContextFilter(),)) as captured:
+        yield captured.stream
 
 
 async def test_attempt_log_lines_carry_its_trace_and_span_ids(json_log: io.StringIO) -> None:
