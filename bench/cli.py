@@ -41,9 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description=(
-            "Benchmark jobqueue on PostgreSQL: enqueue and drain throughput, pickup latency, "
-            "and the same with many finished rows. Uses DATABASE_URL's server (in a scratch "
-            "database it creates and drops) or else a temporary embedded PostgreSQL."
+            "Benchmark jobqueue on PostgreSQL: worker start-up, enqueue and drain throughput, "
+            "pickup latency, and the same with many finished rows. Uses DATABASE_URL's "
+            "server (in a scratch database it creates and drops) or else a temporary "
+            "embedded PostgreSQL."
         ),
     )
     parser.add_argument("--jobs", type=_at_least(1), help="jobs per enqueue run and per drain")
@@ -57,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
         "--latency-samples", type=_at_least(2), help="jobs submitted per pickup latency run"
     )
     parser.add_argument(
+        "--startup-runs",
+        type=_at_least(1),
+        help="timed worker start-ups (spawn to first handler call), after an untimed one",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="tiny sizes: a few seconds, to check it works"
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here")
@@ -67,7 +73,7 @@ def _sizes(arguments: argparse.Namespace) -> Sizes:
     sizes = QUICK_SIZES if arguments.quick else DEFAULT_SIZES
     chosen = {
         field: getattr(arguments, field)
-        for field in ("jobs", "workers", "finished_rows", "latency_samples")
+        for field in ("jobs", "workers", "finished_rows", "latency_samples", "startup_runs")
         if getattr(arguments, field) is not None
     }
     return replace(sizes, **chosen)

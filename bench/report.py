@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.results import Latency, Measurement, Throughput
+from bench.results import Latency, Measurement, StartupTime, Throughput
 from bench.runner import Run
 
 NOISE_NOTE = (
@@ -130,7 +130,8 @@ def render(run: Run) -> str:
     sizes = run.sizes
     lines = [
         f"jobqueue benchmark: PostgreSQL {env['postgresql']} ({env['database_source']}), "
-        f"{env['cpu_count']} CPU cores, Python {env['python']}",
+        f"{env['cpu_count']} CPU cores, Python {env['python']}, "
+        f"jobqueue from {env['jobqueue_package']}",
         f"fsync={env['fsync']} synchronous_commit={env['synchronous_commit']} "
         f"shared_buffers={env['shared_buffers']}; {sizes.jobs:,} jobs per run, "
         f"{sizes.workers} workers per pool, {sizes.latency_samples} pickups per latency run",
@@ -141,6 +142,8 @@ def render(run: Run) -> str:
             f"{env['history_table_size']} (built in {env['history_seed_seconds']:.1f}s)"
         )
     lines += ["", NOISE_NOTE, ""]
+    lines += _startup_table([m for m in run.measurements if isinstance(m.result, StartupTime)])
+    lines += [""]
     lines += _throughput_table([m for m in run.measurements if isinstance(m.result, Throughput)])
     lines += [
         "client CPU: this process's CPU time over wall time (100% = one core busy all along);",
@@ -153,6 +156,22 @@ def render(run: Run) -> str:
     width = max((len(each.label) for each in found), default=0)
     lines += [f"  {each.label.ljust(width)}  {each.value:7.2f}×" for each in found]
     return "\n".join(lines)
+
+
+def _startup_table(rows: list[Measurement]) -> list[str]:
+    title = "Start-up, spawn → first handler call"
+    width = max([len(title)] + [len(row.label) for row in rows])
+    columns = ("runs", "median ms", "min ms", "max ms")
+    lines = [title.ljust(width) + "".join(f"  {column:>9}" for column in columns)]
+    for row in rows:
+        result = row.result
+        assert isinstance(result, StartupTime)
+        values = (result.median_ms, result.min_ms, result.max_ms)
+        lines.append(
+            f"{row.label.ljust(width)}  {result.runs:>9}"
+            + "".join(f"  {value:>9.0f}" for value in values)
+        )
+    return lines
 
 
 def _throughput_table(rows: list[Measurement]) -> list[str]:

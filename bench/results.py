@@ -1,4 +1,5 @@
-"""What a scenario measured: a throughput or a latency distribution, and its JSON form."""
+"""What a scenario measured: a throughput, a latency distribution or a few start-up times,
+and its JSON form."""
 
 from __future__ import annotations
 
@@ -82,7 +83,38 @@ class Latency:
 
 
 @dataclass(frozen=True, slots=True)
+class StartupTime:
+    """Wall times of a few process start-ups: too few runs for percentiles, so the median
+    (the figure to quote) and the fastest (the least disturbed by a busy machine)."""
+
+    runs: int
+    median_ms: float
+    min_ms: float
+    max_ms: float
+
+    @classmethod
+    def of(cls, seconds: Sequence[float]) -> StartupTime:
+        if not seconds:
+            raise ValueError("a start-up time needs at least 1 run")
+        return cls(
+            runs=len(seconds),
+            median_ms=statistics.median(seconds) * 1000,
+            min_ms=min(seconds) * 1000,
+            max_ms=max(seconds) * 1000,
+        )
+
+    def as_json(self) -> dict[str, float | int | str]:
+        return {
+            "kind": "startup",
+            "runs": self.runs,
+            "median_ms": self.median_ms,
+            "min_ms": self.min_ms,
+            "max_ms": self.max_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Measurement:
     name: str  # stable key in the JSON, e.g. "drain.history.2pools"
     label: str  # what a reader of the table sees
-    result: Throughput | Latency
+    result: Throughput | Latency | StartupTime

@@ -1,5 +1,5 @@
 """One benchmark run: the scenarios in order, on an empty table and then on one holding
-many finished jobs."""
+many finished jobs; first of all, how long a worker process takes to start."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import platform
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+import jobqueue
 from bench.database import Server, engine_on, scratch_database
 from bench.drain import drain
 from bench.enqueue import multi_row_insert, submit_in_batches, submit_one_per_call
@@ -20,6 +22,7 @@ from bench.pools import POLL_INTERVAL
 from bench.probe import noop_job
 from bench.progress import progress
 from bench.results import Measurement
+from bench.startup import worker_startup
 from bench.table import reset, seed_history, server_facts, table_size
 from jobqueue.adapters.postgres.migrations import upgrade
 
@@ -30,12 +33,17 @@ class Sizes:
     workers: int  # per pool
     finished_rows: int  # history for the second round of drains and pickups; 0 skips it
     latency_samples: int  # per pickup run
+    startup_runs: int  # timed worker start-ups
     submitters: tuple[int, ...] = (1, 8)
     batch: int = 1_000  # jobs per transaction in the bulk enqueues
 
 
-DEFAULT_SIZES = Sizes(jobs=10_000, workers=8, finished_rows=1_000_000, latency_samples=200)
-QUICK_SIZES = Sizes(jobs=100, workers=4, finished_rows=2_000, latency_samples=10, batch=25)
+DEFAULT_SIZES = Sizes(
+    jobs=10_000, workers=8, finished_rows=1_000_000, latency_samples=200, startup_runs=5
+)
+QUICK_SIZES = Sizes(
+    jobs=100, workers=4, finished_rows=2_000, latency_samples=10, startup_runs=2, batch=25
+)
 
 
 @dataclass(slots=True)
@@ -68,7 +76,10 @@ async def run(server: Server, sizes: Sizes) -> Run:
                 database=scratch.name,
                 cpu_count=os.cpu_count() or 0,
                 python=platform.python_version(),
+                jobqueue_package=_jobqueue_package(),
             )
+            # First, while nothing else has run: a start-up is sensitive to a busy machine.
+            await _startup(engine, scratch.url, sizes, result.measurements)
             await _enqueue(engine, sizes, result.measurements)
             await _warm_up(engine, sizes)
             await _workers(engine, sizes, "empty", "empty table", result.measurements)
@@ -84,6 +95,12 @@ async def run(server: Server, sizes: Sizes) -> Run:
                 history = f"{sizes.finished_rows:,} finished rows"
                 await _workers(engine, sizes, "history", history, result.measurements)
     return result
+
+
+async def _startup(engine: AsyncEngine, url: str, sizes: Sizes, into: list[Measurement]) -> None:
+    label = "worker start-up: spawn → first handler call (METRICS_ADDR=off, AUTO_MIGRATE=false)"
+    result = await worker_startup(engine, url, sizes.startup_runs, label)
+    into.append(Measurement("startup.worker", label, result))
 
 
 async def _enqueue(engine: AsyncEngine, sizes: Sizes, into: list[Measurement]) -> None:
@@ -132,6 +149,11 @@ async def _workers(
         label = f"pickup: {how}, {table}"
         latency = await pickup(engine, sizes.latency_samples, workers, wake=wake, label=label)
         into.append(Measurement(f"pickup.{phase}.{mode}", label, latency))
+
+
+def _jobqueue_package() -> str:
+    """Where the measured code came from: a run against another checkout says so."""
+    return str(Path(jobqueue.__file__).resolve().parent)
 
 
 def _milliseconds(value: timedelta) -> float:

@@ -11,12 +11,14 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
+import jobqueue
 from tests.support.postgres import Server, dsn
 from tests.support.processes import REPO_ROOT, environment
 
@@ -38,6 +40,7 @@ LATENCIES = {
     "pickup.history.poll",
     "pickup.history.wake",
 }
+STARTUPS = {"startup.worker"}
 RATIOS = {
     "enqueue_single_c8_vs_c1",
     "enqueue_bulk_vs_single_c1",
@@ -125,13 +128,33 @@ def test_quick_run_reports_every_pickup_latency_as_ordered_positive_percentiles(
     metrics = quick_run.report["metrics"]
     samples = quick_run.report["settings"]["latency_samples"]
 
-    assert set(metrics) == THROUGHPUTS | LATENCIES
+    assert set(metrics) == THROUGHPUTS | LATENCIES | STARTUPS
     for name in LATENCIES:
         metric = metrics[name]
         assert metric["kind"] == "latency", name
         assert all(math.isfinite(v) and v > 0 for v in numbers(metric).values()), metric
         assert metric["samples"] == samples, name
         assert metric["p50_ms"] <= metric["p95_ms"] <= metric["p99_ms"] <= metric["max_ms"]
+
+
+@pytest.mark.slow
+def test_quick_run_reports_worker_startup_as_ordered_positive_times_of_this_checkout(
+    quick_run: QuickRun,
+) -> None:
+    metrics = quick_run.report["metrics"]
+    runs = quick_run.report["settings"]["startup_runs"]
+    package = quick_run.report["environment"]["jobqueue_package"]
+
+    for name in STARTUPS:
+        metric = metrics[name]
+        assert metric["kind"] == "startup", name
+        assert all(math.isfinite(v) and v > 0 for v in numbers(metric).values()), metric
+        assert metric["runs"] == runs, name
+        assert metric["min_ms"] <= metric["median_ms"] <= metric["max_ms"]
+        assert f"{metric['median_ms']:.0f}" in quick_run.result.stdout
+    # The worker subprocesses ran the code under test, which the report names.
+    assert Path(package) == Path(jobqueue.__file__).resolve().parent
+    assert f"jobqueue from {package}" in quick_run.result.stdout
 
 
 @pytest.mark.slow
