@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from jobqueue.adapters.telemetry.logging import configure_logging
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.entrypoints import exit_codes
-from jobqueue.entrypoints.config import ENVIRONMENT, ConfigError, Settings, parse_modules
+from jobqueue.entrypoints.config import SETTINGS, TRACING_COMMANDS, ConfigError, Settings
+from jobqueue.entrypoints.variables import Command, parse_modules
 
 _log = logging.getLogger("jobqueue")
 
@@ -40,11 +41,20 @@ it they find new jobs within POLL_INTERVAL. Set NOTIFY=false when the database i
 reached through a pooler in transaction mode (PgBouncer), where LISTEN does not work."""
 
 
-def _environment_help() -> str:
-    lines = ["environment (all optional; durations as in Go: 500ms, 30s, 1m30s):"]
-    lines += _variable_lines(ENVIRONMENT)
-    lines += ["", "tracing (standard OpenTelemetry variables; off unless an exporter is set):"]
-    lines += _variable_lines(TRACING_ENVIRONMENT)
+def _environment_help(command: Command | None = None) -> str:
+    """The variables `command` reads (all of them for None), from the settings table."""
+    read = "" if command is None else f" read by {command}"
+    lines = [f"environment{read} (all optional; durations as in Go: 500ms, 30s, 1m30s):"]
+    lines += _variable_lines(
+        [
+            (row.env, row.shown, row.help)
+            for row in SETTINGS
+            if command is None or command in row.commands
+        ]
+    )
+    if command is None or command in TRACING_COMMANDS:
+        lines += ["", "tracing (standard OpenTelemetry variables; off unless an exporter is set):"]
+        lines += _variable_lines(TRACING_ENVIRONMENT)
     return "\n".join(lines)
 
 
@@ -56,13 +66,12 @@ def _variable_lines(variables: Sequence[tuple[str, str, str]]) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    environment = _environment_help()
     parser = argparse.ArgumentParser(
         prog="jobqueue",
         description="A PostgreSQL-backed job service: submit jobs over HTTP, run them "
         "with a bounded pool of workers, retry with backoff, dead-letter what keeps "
         "failing, recover what crashed workers left behind.",
-        epilog=f"{environment}\n\n{_EXIT_CODES}",
+        epilog=f"{_environment_help()}\n\n{_EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -75,8 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the built-in handlers; repeat or separate with commas. Overrides "
         "JOBQUEUE_HANDLERS. Resolved from the working directory too.",
     )
-    details = f"{_SHUTDOWN}\n\n{_WAKE_UPS}\n\n{environment}\n\n{_EXIT_CODES}"
-    for name, summary, text in (
+    service: tuple[tuple[Command, str, str], ...] = (
         (
             "serve",
             "HTTP API, worker pool, lease recovery and retention in one process",
@@ -100,12 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
             "/metrics, /healthz and /readyz are served on METRICS_ADDR (default :9090; "
             "off: no listener), with the meaning they have in the API.",
         ),
-    ):
+    )
+    for name, summary, text in service:
         commands.add_parser(
             name,
             help=summary,
             description=text,
-            epilog=details,
+            epilog=f"{_SHUTDOWN}\n\n{_WAKE_UPS}\n\n{_environment_help(name)}\n\n{_EXIT_CODES}",
             parents=[handlers],
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
@@ -114,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply database migrations and exit",
         description="Apply the database migrations (safe to run from several processes at "
         "once: they take turns on an advisory lock) and exit 0.",
-        epilog=f"{environment}\n\n{_EXIT_CODES}",
+        epilog=f"{_environment_help('migrate')}\n\n{_EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser

@@ -1,14 +1,21 @@
 """Settings: one frozen object built from the environment at the entrypoint, passed down.
 
+Each setting is declared once, as a field of `Settings` made by `setting(...)`: its
+variable, parser, default, help and the commands that use it. `SETTINGS`, the table read
+back from those fields, drives `from_env`, the messages naming variables, `--help` and
+the check that the README's configuration table agrees.
+
 Every variable is optional. A bad value stops the process before it starts anything,
 with every problem listed at once, so a misconfigured deployment is fixed in one round.
 """
 
+# `setting(...)` returns a `dataclasses.field`, which ruff cannot see through:
+# ruff: noqa: RUF009
+
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +24,30 @@ from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingCon
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import format_duration, parse_duration
 from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS
+from jobqueue.entrypoints.variables import (
+    ALL_COMMANDS,
+    LOG_LEVELS,
+    SERVICES,
+    SETTING_KEY,
+    WITH_API,
+    WITH_WORKERS,
+    Setting,
+    format_size,
+    parse_bool,
+    parse_database_url,
+    parse_int,
+    parse_log_level,
+    parse_metrics_addr,
+    parse_path,
+    parse_size,
+    parse_tokens,
+    setting,
+    show,
+)
+from jobqueue.entrypoints.variables import METRICS_OFF as METRICS_OFF
+from jobqueue.entrypoints.variables import HttpAddress as HttpAddress
+from jobqueue.entrypoints.variables import parse_http_addr as parse_http_addr
+from jobqueue.entrypoints.variables import parse_modules as parse_modules
 from jobqueue.entrypoints.worker.pool import PoolConfig
 from jobqueue.entrypoints.worker.retention import (
     DEFAULT_COMPLETED,
@@ -31,10 +62,14 @@ LEASE_MARGIN = timedelta(seconds=5)
 MAX_WORKERS = 10_000
 MIN_BODY_BYTES = 64
 MAX_BODY_BYTES = 1 << 30
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 TRACING_OFF = TracingConfig()
-# The value of METRICS_ADDR that turns the separate metrics listener off.
-METRICS_OFF: Literal["off"] = "off"
+
+# `jobqueue worker` serves no API: without a listener of its own its metrics and probes
+# would be invisible. serve and api have them on HTTP_ADDR already, so they open none.
+WORKER_METRICS_ADDR = parse_http_addr(":9090")
+
+# The OTEL_* variables (TRACING_ENVIRONMENT) matter where the service runs.
+TRACING_COMMANDS = SERVICES
 
 
 class ConfigError(ValueError):
@@ -46,85 +81,182 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class HttpAddress:
-    host: str
-    port: int
-    # As configured (":8080"), for messages that the operator will recognise.
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
-
-
-# `jobqueue worker` serves no API: without a listener of its own its metrics and probes
-# would be invisible. serve and api have them on HTTP_ADDR already, so they open none.
-WORKER_METRICS_ADDR = HttpAddress("0.0.0.0", 9090, ":9090")
-
-
-# (variable, default shown in help, meaning). The order is the order of `--help`.
-ENVIRONMENT: tuple[tuple[str, str, str], ...] = (
-    ("DATABASE_URL", "unset", "PostgreSQL URL; unset: an embedded server in JOBQUEUE_DATA_DIR"),
-    ("JOBQUEUE_DATA_DIR", ".jobqueue/pgdata", "data directory of the embedded server"),
-    ("HTTP_ADDR", ":8080", "API listen address, host:port or :port (all interfaces)"),
-    (
-        "METRICS_ADDR",
-        ":9090 for worker, none for serve/api",
-        "extra listener for /metrics, /healthz, /readyz only; off: none",
-    ),
-    ("WORKERS", "4", "attempts run at once by this process"),
-    ("MAX_ATTEMPTS", "5", "default attempt budget of a job (1-100)"),
-    ("JOB_TIMEOUT", "30s", "limit of one attempt"),
-    ("LEASE_DURATION", "1m", "claim lease; must exceed JOB_TIMEOUT + 5s"),
-    ("RECOVERY_INTERVAL", "30s", "how often expired leases are recovered"),
-    ("RETENTION_COMPLETED", "168h", "delete completed jobs this long after; 0 keeps them"),
-    ("RETENTION_FAILED", "720h", "delete failed jobs this long after; 0 keeps them"),
-    ("RETENTION_INTERVAL", "1m", "how often old jobs are deleted (dead letters never are)"),
-    ("POLL_INTERVAL", "1s", "idle workers look for due jobs at least this often"),
-    ("NOTIFY", "true", "instant wake-ups across processes (LISTEN/NOTIFY); false for PgBouncer"),
-    ("BACKOFF_BASE", "1s", "delay before the 2nd attempt; doubles each retry, jittered"),
-    ("BACKOFF_MAX", "5m", "cap of the retry delay"),
-    ("SHUTDOWN_TIMEOUT", "20s", "running jobs' grace at shutdown before they are released"),
-    ("DRAIN_DELAY", "0s", "keep serving HTTP this long after /readyz turns 503"),
-    ("MAX_BODY_BYTES", "1MiB", "request body limit (bytes, or with KiB/MiB/KB/MB)"),
-    ("WEBHOOK_ALLOW_PRIVATE", "false", "let webhook jobs call private/loopback addresses"),
-    ("LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING, ERROR or CRITICAL"),
-    ("AUTO_MIGRATE", "true", "apply database migrations at start (serve, api, worker)"),
-    ("JOBQUEUE_HANDLERS", "unset", "module(s) with a `registry` of handlers, comma-separated"),
-    ("API_TOKENS", "unset", "comma-separated bearer tokens required by /jobs routes"),
-)
-
-
-@dataclass(frozen=True, slots=True)
 class Settings:
     """The service's configuration. Construct with `from_env`, or directly in tests;
-    either way an unusable combination raises `ConfigError`."""
+    either way an unusable combination raises `ConfigError`.
 
-    database_url: str | None = field(default=None, repr=False)
-    data_dir: Path = Path(".jobqueue/pgdata")
-    http_addr: HttpAddress = HttpAddress("0.0.0.0", 8080, ":8080")
+    The order of the fields is the order of `--help` and of the README's table."""
+
+    database_url: str | None = setting(
+        "DATABASE_URL",
+        parse_database_url,
+        None,
+        "PostgreSQL URL; unset: an embedded server in JOBQUEUE_DATA_DIR",
+        commands=ALL_COMMANDS,
+        secret=True,
+    )
+    data_dir: Path = setting(
+        "JOBQUEUE_DATA_DIR",
+        parse_path,
+        Path(".jobqueue/pgdata"),
+        "data directory of the embedded server",
+        commands=ALL_COMMANDS,
+    )
+    http_addr: HttpAddress = setting(
+        "HTTP_ADDR",
+        parse_http_addr,
+        parse_http_addr(":8080"),
+        "API listen address, host:port or :port (all interfaces)",
+        commands=WITH_API,
+    )
     # None: the command's default (`metrics_listener`); METRICS_OFF: no listener.
-    metrics_addr: HttpAddress | Literal["off"] | None = None
-    workers: int = 4
-    max_attempts: int = 5
-    job_timeout: timedelta = timedelta(seconds=30)
-    lease_duration: timedelta = timedelta(minutes=1)
-    recovery_interval: timedelta = timedelta(seconds=30)
+    metrics_addr: HttpAddress | Literal["off"] | None = setting(
+        "METRICS_ADDR",
+        parse_metrics_addr,
+        None,
+        f"extra listener for /metrics, /healthz, /readyz only; {METRICS_OFF}: none",
+        commands=SERVICES,
+        shown=f"{WORKER_METRICS_ADDR} for worker, none for serve/api",
+    )
+    workers: int = setting(
+        "WORKERS", parse_int, 4, "attempts run at once by this process", commands=WITH_WORKERS
+    )
+    max_attempts: int = setting(
+        "MAX_ATTEMPTS",
+        parse_int,
+        5,
+        f"default attempt budget of a job ({MIN_ATTEMPTS}-{MAX_ATTEMPTS})",
+        commands=WITH_API,
+    )
+    job_timeout: timedelta = setting(
+        "JOB_TIMEOUT",
+        parse_duration,
+        timedelta(seconds=30),
+        "limit of one attempt",
+        commands=WITH_WORKERS,
+    )
+    lease_duration: timedelta = setting(
+        "LEASE_DURATION",
+        parse_duration,
+        timedelta(minutes=1),
+        f"claim lease; must exceed JOB_TIMEOUT + {format_duration(LEASE_MARGIN)}",
+        commands=WITH_WORKERS,
+    )
+    recovery_interval: timedelta = setting(
+        "RECOVERY_INTERVAL",
+        parse_duration,
+        timedelta(seconds=30),
+        "how often expired leases are recovered",
+        commands=WITH_WORKERS,
+    )
     # 0 keeps those jobs forever; dead-lettered jobs are never deleted automatically.
-    retention_completed: timedelta = DEFAULT_COMPLETED
-    retention_failed: timedelta = DEFAULT_FAILED
-    retention_interval: timedelta = DEFAULT_RETENTION_INTERVAL
-    poll_interval: timedelta = timedelta(seconds=1)
-    notify: bool = True
-    backoff_base: timedelta = timedelta(seconds=1)
-    backoff_max: timedelta = timedelta(minutes=5)
-    shutdown_timeout: timedelta = timedelta(seconds=20)
-    drain_delay: timedelta = timedelta(0)
-    max_body_bytes: int = 1 << 20
-    webhook_allow_private: bool = False
-    log_level: str = "INFO"
-    auto_migrate: bool = True
-    handler_modules: tuple[str, ...] = ()
-    api_tokens: frozenset[str] = field(default=frozenset(), repr=False)
+    retention_completed: timedelta = setting(
+        "RETENTION_COMPLETED",
+        parse_duration,
+        DEFAULT_COMPLETED,
+        "delete completed jobs this long after; 0 keeps them",
+        commands=WITH_WORKERS,
+    )
+    retention_failed: timedelta = setting(
+        "RETENTION_FAILED",
+        parse_duration,
+        DEFAULT_FAILED,
+        "delete failed jobs this long after; 0 keeps them",
+        commands=WITH_WORKERS,
+    )
+    retention_interval: timedelta = setting(
+        "RETENTION_INTERVAL",
+        parse_duration,
+        DEFAULT_RETENTION_INTERVAL,
+        "how often old jobs are deleted (dead letters never are)",
+        commands=WITH_WORKERS,
+    )
+    poll_interval: timedelta = setting(
+        "POLL_INTERVAL",
+        parse_duration,
+        timedelta(seconds=1),
+        "idle workers look for due jobs at least this often",
+        commands=WITH_WORKERS,
+    )
+    notify: bool = setting(
+        "NOTIFY",
+        parse_bool,
+        True,
+        "instant wake-ups across processes (LISTEN/NOTIFY); false for PgBouncer",
+        commands=SERVICES,
+    )
+    backoff_base: timedelta = setting(
+        "BACKOFF_BASE",
+        parse_duration,
+        timedelta(seconds=1),
+        "delay before the 2nd attempt; doubles each retry, jittered",
+        commands=WITH_WORKERS,
+    )
+    backoff_max: timedelta = setting(
+        "BACKOFF_MAX",
+        parse_duration,
+        timedelta(minutes=5),
+        "cap of the retry delay",
+        commands=WITH_WORKERS,
+    )
+    shutdown_timeout: timedelta = setting(
+        "SHUTDOWN_TIMEOUT",
+        parse_duration,
+        timedelta(seconds=20),
+        "running jobs' grace at shutdown before they are released",
+        commands=SERVICES,
+    )
+    drain_delay: timedelta = setting(
+        "DRAIN_DELAY",
+        parse_duration,
+        timedelta(0),
+        "keep serving HTTP this long after /readyz turns 503",
+        commands=WITH_API,
+    )
+    max_body_bytes: int = setting(
+        "MAX_BODY_BYTES",
+        parse_size,
+        1 << 20,
+        "request body limit (bytes, or with KiB/MiB/KB/MB)",
+        commands=WITH_API,
+        shown=format_size,
+    )
+    webhook_allow_private: bool = setting(
+        "WEBHOOK_ALLOW_PRIVATE",
+        parse_bool,
+        False,
+        "let webhook jobs call private/loopback addresses",
+        commands=WITH_WORKERS,
+    )
+    log_level: str = setting(
+        "LOG_LEVEL",
+        parse_log_level,
+        "INFO",
+        f"{', '.join(LOG_LEVELS[:-1])} or {LOG_LEVELS[-1]}",
+        commands=ALL_COMMANDS,
+    )
+    auto_migrate: bool = setting(
+        "AUTO_MIGRATE",
+        parse_bool,
+        True,
+        "apply database migrations at start (serve, api, worker)",
+        commands=SERVICES,
+    )
+    handler_modules: tuple[str, ...] = setting(
+        "JOBQUEUE_HANDLERS",
+        parse_modules,
+        (),
+        "module(s) with a `registry` of handlers, comma-separated",
+        commands=SERVICES,
+    )
+    api_tokens: frozenset[str] = setting(
+        "API_TOKENS",
+        parse_tokens,
+        frozenset(),
+        "comma-separated bearer tokens required by /jobs routes",
+        commands=WITH_API,
+        secret=True,
+    )
     # From the standard OTEL_* variables (TRACING_ENVIRONMENT); off by default.
     tracing: TracingConfig = TRACING_OFF
 
@@ -135,20 +267,20 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        """Read every variable of `ENVIRONMENT`, and the tracing ones; an empty value
-        counts as unset."""
+        """Read every variable of `SETTINGS`, and the tracing ones; an empty value counts
+        as unset."""
         problems: list[str] = []
         values: dict[str, Any] = {}
         failed: set[str] = set()
-        for name, (attribute, parse) in _PARSERS.items():
-            raw = environ.get(name, "").strip()
+        for row in SETTINGS:
+            raw = environ.get(row.env, "").strip()
             if not raw:
                 continue
             try:
-                values[attribute] = parse(raw)
+                values[row.attribute] = row.parse(raw)
             except ValueError as error:
-                problems.append(f"{name}: {error}")
-                failed.add(attribute)
+                problems.append(f"{row.env}: {error}")
+                failed.add(row.attribute)
         try:
             values["tracing"] = TracingConfig.from_env(environ)
         except TracingConfigError as error:
@@ -190,147 +322,13 @@ class Settings:
         )
 
 
-# --- parsing one variable ------------------------------------------------------------
-
-
-def parse_http_addr(raw: str) -> HttpAddress:
-    if raw.startswith("["):
-        host, bracket, rest = raw[1:].partition("]")
-        if not bracket or not rest.startswith(":"):
-            raise ValueError(f"{raw!r} is not host:port; write IPv6 hosts as [::1]:8080")
-        port_text = rest[1:]
-    else:
-        host, colon, port_text = raw.rpartition(":")
-        if not colon:
-            raise ValueError(f"{raw!r} has no port; use host:port or :port, e.g. ':8080'")
-        if ":" in host:
-            raise ValueError(f"{raw!r}: write IPv6 hosts in brackets, as in [::1]:8080")
-    if any(character.isspace() for character in host):
-        raise ValueError(f"{raw!r}: the host contains whitespace")
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise ValueError(f"{raw!r}: the port must be a number from 1 to 65535")
-    return HttpAddress(host or "0.0.0.0", int(port_text), raw)
-
-
-def parse_metrics_addr(raw: str) -> HttpAddress | Literal["off"]:
-    if raw.lower() == METRICS_OFF:
-        return METRICS_OFF
-    try:
-        return parse_http_addr(raw)
-    except ValueError as error:
-        raise ValueError(f"{error}; or {METRICS_OFF} for no metrics listener") from None
-
-
-def parse_bool(raw: str) -> bool:
-    lowered = raw.lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError(f"{raw!r} is not a boolean; use true or false")
-
-
-def parse_int(raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a whole number") from None
-
-
-_SIZE = re.compile(r"(\d+)\s*([KMG]i?B|B)?", re.IGNORECASE)
-_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9}
-_SIZE_UNITS |= {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
-
-
-def parse_size(raw: str) -> int:
-    match = _SIZE.fullmatch(raw)
-    if match is None:
-        raise ValueError(f"{raw!r} is not a size; use bytes or a unit, e.g. 1048576 or 1MiB")
-    unit = (match.group(2) or "b").lower()
-    return int(match.group(1)) * _SIZE_UNITS[unit]
-
-
-def parse_log_level(raw: str) -> str:
-    level = raw.upper()
-    if level == "WARN":
-        return "WARNING"
-    if level not in LOG_LEVELS:
-        raise ValueError(f"{raw!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
-    return level
-
-
-def parse_database_url(raw: str) -> str:
-    # Imported here: SQLAlchemy takes long to import, and `--help` needs none of it.
-    from jobqueue.adapters.postgres.database import normalize_url
-
-    try:
-        normalize_url(raw)
-    except ValueError as error:
-        # The message never repeats the URL: it may hold a password.
-        raise ValueError(str(error)) from None
-    return raw
-
-
-_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
-
-
-def parse_modules(raw: str) -> tuple[str, ...]:
-    modules = tuple(part.strip() for part in raw.split(",") if part.strip())
-    for module in modules:
-        if not _MODULE.fullmatch(module):
-            raise ValueError(f"{module!r} is not a module path such as 'mypackage.jobs'")
-    return modules
-
-
-def parse_tokens(raw: str) -> frozenset[str]:
-    tokens = [part.strip() for part in raw.split(",") if part.strip()]
-    if not tokens:
-        raise ValueError("holds no token; unset it to turn authentication off")
-    for position, token in enumerate(tokens, start=1):
-        # Tokens are never echoed: they are secrets. Their position is enough.
-        if not all("!" <= character <= "~" for character in token):
-            raise ValueError(
-                f"token {position} contains characters other than visible ASCII; an "
-                "Authorization header cannot carry it"
-            )
-    return frozenset(tokens)
-
-
-def _duration(raw: str) -> timedelta:
-    return parse_duration(raw)
-
-
-def _path(raw: str) -> Path:
-    return Path(raw).expanduser()
-
-
-_PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "DATABASE_URL": ("database_url", parse_database_url),
-    "JOBQUEUE_DATA_DIR": ("data_dir", _path),
-    "HTTP_ADDR": ("http_addr", parse_http_addr),
-    "METRICS_ADDR": ("metrics_addr", parse_metrics_addr),
-    "WORKERS": ("workers", parse_int),
-    "MAX_ATTEMPTS": ("max_attempts", parse_int),
-    "JOB_TIMEOUT": ("job_timeout", _duration),
-    "LEASE_DURATION": ("lease_duration", _duration),
-    "RECOVERY_INTERVAL": ("recovery_interval", _duration),
-    "RETENTION_COMPLETED": ("retention_completed", _duration),
-    "RETENTION_FAILED": ("retention_failed", _duration),
-    "RETENTION_INTERVAL": ("retention_interval", _duration),
-    "POLL_INTERVAL": ("poll_interval", _duration),
-    "NOTIFY": ("notify", parse_bool),
-    "BACKOFF_BASE": ("backoff_base", _duration),
-    "BACKOFF_MAX": ("backoff_max", _duration),
-    "SHUTDOWN_TIMEOUT": ("shutdown_timeout", _duration),
-    "DRAIN_DELAY": ("drain_delay", _duration),
-    "MAX_BODY_BYTES": ("max_body_bytes", parse_size),
-    "WEBHOOK_ALLOW_PRIVATE": ("webhook_allow_private", parse_bool),
-    "LOG_LEVEL": ("log_level", parse_log_level),
-    "AUTO_MIGRATE": ("auto_migrate", parse_bool),
-    "JOBQUEUE_HANDLERS": ("handler_modules", parse_modules),
-    "API_TOKENS": ("api_tokens", parse_tokens),
-}
-_NAMES = {attribute: name for name, (attribute, _) in _PARSERS.items()}
+# The settings table, in declaration order.
+SETTINGS: tuple[Setting, ...] = tuple(
+    replace(f.metadata[SETTING_KEY], attribute=f.name)
+    for f in fields(Settings)
+    if SETTING_KEY in f.metadata
+)
+_VARIABLE = {row.attribute: row.env for row in SETTINGS}
 
 
 # --- checking the whole ------------------------------------------------------------------
@@ -340,25 +338,23 @@ def _check(values: Mapping[str, Any], skip: frozenset[str]) -> list[str]:
     """Range and consistency problems of a complete set of values.
 
     A check is skipped when a value it reads failed to parse (`skip`): its problem is
-    reported already, and comparing against a default would only confuse.
+    reported already, and comparing against a default would only confuse. A problem
+    starts with the variable of the first value it reads.
     """
     problems: list[str] = []
 
     def rule(attributes: tuple[str, ...], ok: Callable[..., bool], message: str) -> None:
         if skip.intersection(attributes):
             return
-        if not ok(*(values[attribute] for attribute in attributes)):
-            problems.append(message.format(*(_shown(values[a]) for a in attributes)))
+        read = [values[attribute] for attribute in attributes]
+        if not ok(*read):
+            problems.append(f"{_VARIABLE[attributes[0]]}: {message.format(*map(show, read))}")
 
-    rule(
-        ("workers",),
-        lambda n: 1 <= n <= MAX_WORKERS,
-        f"WORKERS: {{}} is not between 1 and {MAX_WORKERS}",
-    )
+    rule(("workers",), lambda n: 1 <= n <= MAX_WORKERS, f"{{}} is not between 1 and {MAX_WORKERS}")
     rule(
         ("max_attempts",),
         lambda n: MIN_ATTEMPTS <= n <= MAX_ATTEMPTS,
-        f"MAX_ATTEMPTS: {{}} is not between {MIN_ATTEMPTS} and {MAX_ATTEMPTS}",
+        f"{{}} is not between {MIN_ATTEMPTS} and {MAX_ATTEMPTS}",
     )
     for attribute in (
         "job_timeout",
@@ -368,11 +364,11 @@ def _check(values: Mapping[str, Any], skip: frozenset[str]) -> list[str]:
         "poll_interval",
         "backoff_base",
     ):
-        rule((attribute,), _positive, f"{_NAMES[attribute]}: must be longer than 0, got {{}}")
+        rule((attribute,), _positive, "must be longer than 0, got {}")
     rule(
         ("lease_duration", "job_timeout"),
         lambda lease, timeout: lease > timeout + LEASE_MARGIN,
-        "LEASE_DURATION: {} must exceed JOB_TIMEOUT ({}) + "
+        f"{{}} must exceed {_VARIABLE['job_timeout']} ({{}}) + "
         f"{format_duration(LEASE_MARGIN)}, or an attempt near its timeout would lose its "
         "lease before recording its outcome",
     )
@@ -380,27 +376,23 @@ def _check(values: Mapping[str, Any], skip: frozenset[str]) -> list[str]:
         rule(
             (attribute,),
             lambda age: age >= timedelta(0),
-            f"{_NAMES[attribute]}: must not be negative, got {{}}; 0 keeps the jobs",
+            "must not be negative, got {}; 0 keeps the jobs",
         )
     rule(
         ("backoff_max", "backoff_base"),
         lambda cap, base: cap >= base,
-        "BACKOFF_MAX: {} is shorter than BACKOFF_BASE ({})",
+        f"{{}} is shorter than {_VARIABLE['backoff_base']} ({{}})",
     )
     rule(
         ("max_body_bytes",),
         lambda n: MIN_BODY_BYTES <= n <= MAX_BODY_BYTES,
-        f"MAX_BODY_BYTES: {{}} is not between {MIN_BODY_BYTES} and {MAX_BODY_BYTES} bytes",
+        f"{{}} is not between {MIN_BODY_BYTES} and {MAX_BODY_BYTES} bytes",
     )
     return problems
 
 
 def _positive(value: timedelta) -> bool:
     return value > timedelta(0)
-
-
-def _shown(value: object) -> str:
-    return format_duration(value) if isinstance(value, timedelta) else str(value)
 
 
 def _values_of(settings: Settings) -> dict[str, Any]:

@@ -26,19 +26,25 @@ HTTP_PROTOBUF = "http/protobuf"
 T = TypeVar("T")
 
 
-# (variable, default shown in help, meaning), for `--help`. The OpenTelemetry SDK's
-# own variables (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, and
-# their TRACES_ forms) are honoured by the exporter itself.
+# (variable, default shown in help, meaning): every variable read here, for `--help` and
+# the README's tracing table (a test compares them). The OpenTelemetry SDK's own
+# variables (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, and their
+# TRACES_ forms) are honoured by the exporter itself.
 TRACING_ENVIRONMENT: tuple[tuple[str, str, str], ...] = (
     ("OTEL_TRACES_EXPORTER", "none", "otlp, console (stderr) or none; comma-separated"),
     ("OTEL_EXPORTER_OTLP_ENDPOINT", DEFAULT_OTLP_ENDPOINT, "collector base URL (/v1/traces added)"),
     ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "unset", "full traces URL, used as given"),
     ("OTEL_EXPORTER_OTLP_PROTOCOL", HTTP_PROTOBUF, "only http/protobuf is installed"),
+    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "unset", "the same for traces only; wins if set"),
     ("OTEL_SERVICE_NAME", DEFAULT_SERVICE_NAME, "service.name of the spans"),
     ("OTEL_RESOURCE_ATTRIBUTES", "unset", "more resource attributes, key=value,..."),
     ("OTEL_TRACES_SAMPLER", "parentbased_always_on", "always_on, traceidratio, parentbased_*..."),
     ("OTEL_TRACES_SAMPLER_ARG", "1.0", "ratio of the traceidratio samplers, 0 to 1"),
     ("OTEL_BSP_SCHEDULE_DELAY", "5000", "milliseconds between span exports"),
+    ("OTEL_BSP_EXPORT_TIMEOUT", "30000", "milliseconds one export may take"),
+    ("OTEL_BSP_MAX_QUEUE_SIZE", "2048", "spans waiting for export; more are dropped"),
+    ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512", "spans per export; at most the queue size"),
+    ("OTEL_SDK_DISABLED", "false", "true: tracing off, whatever else is set"),
 )
 
 
