@@ -20,11 +20,6 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from jobqueue.adapters.postgres.store import (
-    LEASE_EXPIRED_ERROR,
-    check_prune_request,
-    storable_error,
-)
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -42,13 +37,14 @@ from jobqueue.domain.job import (
     Lease,
     NewJob,
     Operation,
-    Status,
-    check_transition,
     sources,
+    targets,
 )
-from jobqueue.domain.listing import JobPage, JobQuery, ListOrder, ListPosition
-from jobqueue.domain.outcome import Decision
+from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of, sort_key
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.ports import Submitted
+from jobqueue.domain.retention import check_prune_request
+from jobqueue.domain.status import ListOrder, Status
 
 Clock = Callable[[], datetime]
 
@@ -156,11 +152,19 @@ class InMemoryJobStore:
             for job in due
         ]
 
-    async def complete(self, lease: Lease) -> Job:
+    async def record(self, lease: Lease, decision: Decision) -> Job:
         await self._enter()
-        job = self._fenced(lease, Operation.COMPLETE)
+        job = self._fenced(lease, decision.operation)
+        now = self.clock()
         return self._move(
-            job, Operation.COMPLETE, Status.COMPLETED, self.clock(), locked_until=None
+            job,
+            decision.operation,
+            decision.status,
+            now,
+            locked_until=None,
+            run_at=job.run_at if decision.delay is None else now + decision.delay,
+            last_error=job.last_error if decision.error is None else decision.error,
+            attempts=max(job.attempts - 1, 0) if decision.gives_back_attempt else job.attempts,
         )
 
     async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
@@ -176,67 +180,13 @@ class InMemoryJobStore:
             completed.add(lease)
         return completed
 
-    async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
-        await self._enter()
-        if delay < timedelta(0):
-            raise ValueError(f"retry delay must not be negative, got {delay}")
-        job = self._fenced(lease, Operation.RETRY)
-        now = self.clock()
-        return self._move(
-            job,
-            Operation.RETRY,
-            Status.PENDING,
-            now,
-            locked_until=None,
-            run_at=now + delay,
-            last_error=storable_error(error),
-        )
-
-    async def fail(self, lease: Lease, error: str) -> Job:
-        await self._enter()
-        job = self._fenced(lease, Operation.FAIL)
-        return self._move(
-            job,
-            Operation.FAIL,
-            Status.FAILED,
-            self.clock(),
-            locked_until=None,
-            last_error=storable_error(error),
-        )
-
-    async def dead_letter(self, lease: Lease, error: str) -> Job:
-        await self._enter()
-        job = self._fenced(lease, Operation.DEAD_LETTER)
-        return self._move(
-            job,
-            Operation.DEAD_LETTER,
-            Status.DEAD_LETTER,
-            self.clock(),
-            locked_until=None,
-            last_error=storable_error(error),
-        )
-
-    async def release(self, lease: Lease) -> Job:
-        await self._enter()
-        job = self._fenced(lease, Operation.RELEASE)
-        now = self.clock()
-        return self._move(
-            job,
-            Operation.RELEASE,
-            Status.PENDING,
-            now,
-            locked_until=None,
-            attempts=max(job.attempts - 1, 0),
-            run_at=now,
-        )
-
-    async def manual_retry(self, job_id: UUID) -> Job:
+    async def retry(self, job_id: UUID) -> Job:
         await self._enter()
         job = self._existing(job_id)
-        if job.status not in sources(Operation.MANUAL_RETRY):
-            raise InvalidTransition(job_id, Operation.MANUAL_RETRY, job.status)
+        if job.status not in sources(Operation.RETRY):
+            raise InvalidTransition(job_id, Operation.RETRY, job.status)
         now = self.clock()
-        return self._move(job, Operation.MANUAL_RETRY, Status.PENDING, now, attempts=0, run_at=now)
+        return self._move(job, Operation.RETRY, Status.PENDING, now, attempts=0, run_at=now)
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         await self._enter()
@@ -297,13 +247,13 @@ class InMemoryJobStore:
         ]
         # (key, id) ascending, reversed as a whole when descending: PostgreSQL's uuid order
         # is its bytes', which is the order of UUID.int.
-        matching.sort(key=lambda job: (order.key(job), job.id), reverse=order.descending)
+        matching.sort(key=lambda job: (sort_key(job, order), job.id), reverse=order.descending)
         if query.after is not None:
             after = query.after
-            matching = [job for job in matching if _follows(order.position(job), after, order)]
+            matching = [job for job in matching if _follows(position_of(job), after, order)]
         page = tuple(_detached(job) for job in matching[: query.limit])
         following = len(matching) > query.limit
-        return JobPage(page, order.position(page[-1]) if following else None)
+        return JobPage(page, position_of(page[-1]) if following else None)
 
     async def ping(self) -> None:
         await self._enter()
@@ -337,7 +287,8 @@ class InMemoryJobStore:
         # `now` is read once per operation by the caller: PostgreSQL's now() is one instant
         # per statement, so every time an operation writes (updated_at, run_at,
         # locked_until) is derived from the same moment.
-        check_transition(job.id, operation, job.status, target)
+        if target not in targets(operation, job.status):
+            raise InvalidTransition(job.id, operation, job.status)
         moved = replace(job, status=target, updated_at=now, **changes)
         # The schema's lease_while_processing constraint.
         assert (moved.status is Status.PROCESSING) == (moved.locked_until is not None)

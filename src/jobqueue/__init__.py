@@ -13,8 +13,9 @@ from jobqueue.domain.errors import (
     Permanent,
     UnknownJobType,
 )
-from jobqueue.domain.job import Job, NewJob, Status
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.domain.status import Status
 
 __all__ = [
     "IdempotencyConflict",

@@ -13,8 +13,10 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from jobqueue.domain.job import Job, JsonValue, Lease, NewJob, Operation, Status, targets
+from jobqueue.domain.job import Job, JsonValue, Lease, NewJob, Operation, targets
+from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.status import Status
 
 T = TypeVar("T")
 
@@ -34,15 +36,19 @@ DEAD_LETTER_ERROR = "gave up after the last attempt"
 
 # The lease-fenced outcome writes, and the error text each one records.
 OUTCOME_WRITES: dict[Operation, OutcomeWrite] = {
-    Operation.COMPLETE: lambda store, lease: store.complete(lease),
-    Operation.RETRY: lambda store, lease: store.retry(lease, RETRY_DELAY, RETRY_ERROR),
-    Operation.FAIL: lambda store, lease: store.fail(lease, FAIL_ERROR),
-    Operation.DEAD_LETTER: lambda store, lease: store.dead_letter(lease, DEAD_LETTER_ERROR),
-    Operation.RELEASE: lambda store, lease: store.release(lease),
+    Operation.COMPLETE: lambda store, lease: store.record(lease, Decision.complete()),
+    Operation.BACKOFF: lambda store, lease: store.record(
+        lease, Decision.backoff(RETRY_DELAY, RETRY_ERROR)
+    ),
+    Operation.FAIL: lambda store, lease: store.record(lease, Decision.fail(FAIL_ERROR)),
+    Operation.DEAD_LETTER: lambda store, lease: store.record(
+        lease, Decision.dead_letter(DEAD_LETTER_ERROR)
+    ),
+    Operation.RELEASE: lambda store, lease: store.record(lease, Decision.release()),
 }
 OUTCOME_ERRORS: dict[Operation, str | None] = {
     Operation.COMPLETE: None,
-    Operation.RETRY: RETRY_ERROR,
+    Operation.BACKOFF: RETRY_ERROR,
     Operation.FAIL: FAIL_ERROR,
     Operation.DEAD_LETTER: DEAD_LETTER_ERROR,
     Operation.RELEASE: None,
@@ -89,7 +95,7 @@ async def job_in(store: JobStore, status: Status, *, max_attempts: int = 3) -> J
     job = await submit(store, max_attempts=max_attempts)
     if status is Status.PENDING:
         # Claimed and released: pending, yet holding the token of its last claim.
-        return await store.release((await claim_only(store, job)).lease)
+        return await store.record((await claim_only(store, job)).lease, Decision.release())
     claimed = await claim_only(store, job)
     if status is Status.PROCESSING:
         return claimed

@@ -7,8 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from jobqueue.domain.job import Job, Operation, Status, sources
+from jobqueue.domain.job import Job, Operation, sources
+from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.status import Status
 from tests.contract.steps import (
     LEASE,
     claim_only,
@@ -56,7 +58,9 @@ async def test_claim_takes_jobs_in_run_at_order_not_creation_order(store: JobSto
     older_claim = await claim_only(store, older)
     newer = await submit(store, job_type="newer")
     # Retried after `newer` was created, `older` is now due after it.
-    retried = await store.retry(older_claim.lease, timedelta(milliseconds=1), "again")
+    retried = await store.record(
+        older_claim.lease, Decision.backoff(timedelta(milliseconds=1), "again")
+    )
     assert retried.run_at > newer.run_at
     await store_time_after(store, retried.run_at)
 
@@ -80,7 +84,7 @@ async def test_claim_returns_its_jobs_in_run_at_order(store: JobStore) -> None:
 
 async def test_claim_passes_over_a_job_that_is_not_due_yet(store: JobStore) -> None:
     later = await claim_only(store, await submit(store, job_type="later"))
-    await store.retry(later.lease, timedelta(hours=1), "try again in an hour")
+    await store.record(later.lease, Decision.backoff(timedelta(hours=1), "try again in an hour"))
     due = await submit(store, job_type="due")
 
     claimed = await store.claim(10, LEASE)
@@ -93,7 +97,7 @@ async def test_job_retried_with_a_delay_is_claimed_only_once_due(store: JobStore
     first = await claim_only(store, await submit(store))
     delay = timedelta(milliseconds=200)
 
-    retried = await store.retry(first.lease, delay, "flaky")
+    retried = await store.record(first.lease, Decision.backoff(delay, "flaky"))
     assert retried.run_at == retried.updated_at + delay
 
     async def claim_it() -> list[Job]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-from jobqueue.domain.job import Lease, Operation, Status, sources
+from jobqueue.domain.job import Lease, Operation, sources
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.status import Status
 from tests.contract.steps import SHORT_LEASE, claim_only, eventually, job_in, only_target, submit
 
 

@@ -8,15 +8,17 @@ from datetime import timedelta
 
 import pytest
 
-from jobqueue.domain.job import Job, Status
-from jobqueue.domain.listing import LIST_ORDERS, JobPage, JobQuery
+from jobqueue.domain.job import Job
+from jobqueue.domain.listing import JobPage, JobQuery, position_of, sort_key
+from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.status import TRAITS, Status
 from tests.contract.steps import LEASE, claim_only, job_in, submit
 
 
 def in_list_order(jobs: Sequence[Job], status: Status) -> list[Job]:
-    order = LIST_ORDERS[status]
-    return sorted(jobs, key=lambda job: (order.key(job), job.id), reverse=order.descending)
+    order = TRAITS[status].order
+    return sorted(jobs, key=lambda job: (sort_key(job, order), job.id), reverse=order.descending)
 
 
 async def all_pages(store: JobStore, query: JobQuery) -> list[JobPage]:
@@ -73,7 +75,9 @@ async def test_dead_letters_are_listed_newest_first(store: JobStore) -> None:
 async def test_pending_jobs_are_listed_soonest_due_first(store: JobStore) -> None:
     later = await submit(store)
     # Retried with a delay: due after a job submitted after it.
-    await store.retry((await claim_only(store, later)).lease, timedelta(hours=1), "not yet")
+    await store.record(
+        (await claim_only(store, later)).lease, Decision.backoff(timedelta(hours=1), "not yet")
+    )
     sooner = await submit(store)
 
     page = await store.list_jobs(JobQuery(Status.PENDING))
@@ -107,7 +111,7 @@ async def test_type_filter_narrows_failed_jobs(store: JobStore) -> None:
     failed = await job_in(store, Status.FAILED)
     await submit(store, job_type="sms")
     [sms] = await store.claim(10, LEASE)
-    await store.fail(sms.lease, "no")
+    await store.record(sms.lease, Decision.fail("no"))
 
     page = await store.list_jobs(JobQuery(Status.FAILED, type="email"))
 
@@ -120,7 +124,7 @@ async def test_limit_caps_the_page_and_says_where_the_next_one_starts(store: Job
     page = await store.list_jobs(JobQuery(Status.PENDING, limit=2))
 
     assert list(page.jobs) == jobs[:2]
-    assert page.next == LIST_ORDERS[Status.PENDING].position(jobs[1])
+    assert page.next == position_of(jobs[1])
 
 
 async def test_a_page_ending_at_the_last_job_has_no_next(store: JobStore) -> None:

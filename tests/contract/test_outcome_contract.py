@@ -1,4 +1,4 @@
-"""Outcome writes, their lease fencing, manual retry: the state machine through the port.
+"""Outcome writes, their lease fencing, operator retry: the state machine through the port.
 
 Which operation may start from which status, and where it leads, is read from the
 domain's `TRANSITIONS` (through `sources`/`targets`), never restated here.
@@ -13,8 +13,10 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.domain.errors import InvalidTransition, JobNotFound, LeaseLost
-from jobqueue.domain.job import Job, Lease, Operation, Status, sources, targets
+from jobqueue.domain.job import Job, Lease, Operation, sources, targets
+from jobqueue.domain.outcome import MAX_ERROR_LENGTH, Decision
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.status import Status
 from tests.contract.steps import (
     OUTCOME_ERRORS,
     OUTCOME_WRITES,
@@ -54,7 +56,7 @@ async def test_outcome_write_records_its_status_and_ends_the_lease(
 @pytest.mark.parametrize(
     ("operation", "due_after"),
     [
-        (Operation.RETRY, RETRY_DELAY),
+        (Operation.BACKOFF, RETRY_DELAY),
         (Operation.RELEASE, timedelta(0)),
     ],
     ids=["retry", "release"],
@@ -85,7 +87,7 @@ async def test_finishing_a_job_leaves_its_due_time_alone(
 async def test_retry_with_no_delay_is_due_at_once(store: JobStore) -> None:
     claimed = await job_in(store, Status.PROCESSING)
 
-    retried = await store.retry(claimed.lease, timedelta(0), "again")
+    retried = await store.record(claimed.lease, Decision.backoff(timedelta(0), "again"))
 
     again = await claim_only(store, retried)
     assert (again.attempts, again.lease_token) == (2, 2)
@@ -96,7 +98,7 @@ async def test_released_job_gives_its_attempt_back_and_is_claimable_at_once(
 ) -> None:
     claimed = await job_in(store, Status.PROCESSING, max_attempts=1)
 
-    released = await store.release(claimed.lease)
+    released = await store.record(claimed.lease, Decision.release())
     again = await claim_only(store, released)
 
     assert (released.status, released.attempts) == (Status.PENDING, 0)
@@ -108,7 +110,8 @@ async def test_released_job_gives_its_attempt_back_and_is_claimable_at_once(
     ("error", "recorded"),
     [
         ("Traceback (most recent call last):\n  ...\nValueError: ü ✓ 東京", None),
-        ("x" * 100_000, None),
+        # Clipped by the decision (domain), stored whole from there.
+        ("x" * 100_000, "x" * (MAX_ERROR_LENGTH - 1) + "…"),
         ("NUL \x00 inside", "NUL \\x00 inside"),
         ("lone \ud800 surrogate", "lone \\ud800 surrogate"),
     ],
@@ -117,9 +120,9 @@ async def test_released_job_gives_its_attempt_back_and_is_claimable_at_once(
 @pytest.mark.parametrize(
     "write",
     [
-        lambda store, lease, error: store.retry(lease, timedelta(0), error),
-        lambda store, lease, error: store.fail(lease, error),
-        lambda store, lease, error: store.dead_letter(lease, error),
+        lambda store, lease, error: store.record(lease, Decision.backoff(timedelta(0), error)),
+        lambda store, lease, error: store.record(lease, Decision.fail(error)),
+        lambda store, lease, error: store.record(lease, Decision.dead_letter(error)),
     ],
     ids=["retry", "fail", "dead_letter"],
 )
@@ -144,10 +147,10 @@ async def test_retry_refuses_a_negative_delay_and_keeps_the_lease(store: JobStor
     claimed = await job_in(store, Status.PROCESSING)
 
     with pytest.raises(ValueError, match="must not be negative"):
-        await store.retry(claimed.lease, timedelta(seconds=-1), "back in time")
+        await store.record(claimed.lease, Decision.backoff(timedelta(seconds=-1), "back in time"))
 
     assert await store.get(claimed.id) == claimed
-    assert (await store.complete(claimed.lease)).status is Status.COMPLETED
+    assert (await store.record(claimed.lease, Decision.complete())).status is Status.COMPLETED
 
 
 # --- which statuses accept which write ---------------------------------------------------
@@ -171,33 +174,33 @@ async def test_outcome_write_applies_exactly_from_the_statuses_the_domain_allows
 
 
 @pytest.mark.parametrize("status", list(Status))
-async def test_manual_retry_applies_exactly_from_the_statuses_the_domain_allows(
+async def test_operator_retry_applies_exactly_from_the_statuses_the_domain_allows(
     store: JobStore, status: Status
 ) -> None:
     job = await job_in(store, status)
 
-    if status in sources(Operation.MANUAL_RETRY):
-        retried = await store.manual_retry(job.id)
-        assert retried.status in targets(Operation.MANUAL_RETRY, status)
+    if status in sources(Operation.RETRY):
+        retried = await store.retry(job.id)
+        assert retried.status in targets(Operation.RETRY, status)
     else:
         with pytest.raises(InvalidTransition) as raised:
-            await store.manual_retry(job.id)
+            await store.retry(job.id)
         assert (raised.value.job_id, raised.value.status) == (job.id, status)
         assert await store.get(job.id) == job
 
 
-# --- manual retry --------------------------------------------------------------------------
+# --- operator retry --------------------------------------------------------------------------
 
 
-async def test_manual_retry_gives_a_fresh_attempt_budget_and_keeps_the_token_growing(
+async def test_operator_retry_gives_a_fresh_attempt_budget_and_keeps_the_token_growing(
     store: JobStore,
 ) -> None:
     dead = await job_in(store, Status.DEAD_LETTER, max_attempts=1)
 
-    retried = await store.manual_retry(dead.id)
+    retried = await store.retry(dead.id)
     again = await claim_only(store, retried)
 
-    assert retried.status is only_target(Operation.MANUAL_RETRY, Status.DEAD_LETTER)
+    assert retried.status is only_target(Operation.RETRY, Status.DEAD_LETTER)
     assert (retried.attempts, retried.lease_token, retried.locked_until) == (0, 1, None)
     assert retried.run_at == retried.updated_at
     # Why it was dead-lettered stays readable until the next outcome replaces it.
@@ -205,11 +208,11 @@ async def test_manual_retry_gives_a_fresh_attempt_budget_and_keeps_the_token_gro
     assert (again.attempts, again.lease_token) == (1, 2)
 
 
-async def test_manual_retry_of_an_unknown_job_is_not_found(store: JobStore) -> None:
+async def test_operator_retry_of_an_unknown_job_is_not_found(store: JobStore) -> None:
     missing = uuid.uuid4()
 
     with pytest.raises(JobNotFound) as raised:
-        await store.manual_retry(missing)
+        await store.retry(missing)
 
     assert raised.value.job_id == missing
 
@@ -219,15 +222,15 @@ async def test_manual_retry_of_an_unknown_job_is_not_found(store: JobStore) -> N
 
 async def _released_and_reclaimed(store: JobStore) -> tuple[Lease, Job]:
     first = await job_in(store, Status.PROCESSING)
-    await store.release(first.lease)
+    await store.record(first.lease, Decision.release())
     return first.lease, await claim_only(store, first)
 
 
 async def _manually_retried_and_reclaimed(store: JobStore) -> tuple[Lease, Job]:
-    # Attempt numbers repeat after a manual retry: only the token tells the claims apart.
+    # Attempt numbers repeat after a operator retry: only the token tells the claims apart.
     first = await job_in(store, Status.PROCESSING, max_attempts=1)
-    await store.dead_letter(first.lease, "gave up")
-    await store.manual_retry(first.id)
+    await store.record(first.lease, Decision.dead_letter("gave up"))
+    await store.retry(first.id)
     newer = await claim_only(store, first)
     assert newer.attempts == first.attempts
     return first.lease, newer
@@ -259,7 +262,7 @@ async def test_stale_lease_cannot_overwrite_a_newer_claim(
     assert (raised.value.job_id, raised.value.lease_token) == (stale.job_id, stale.token)
     assert await store.get(newer.id) == newer
     # The newer claim still owns the job, and its outcome lands.
-    assert (await store.complete(newer.lease)).status is Status.COMPLETED
+    assert (await store.record(newer.lease, Decision.complete())).status is Status.COMPLETED
 
 
 @pytest.mark.parametrize("operation", OUTCOMES, ids=OUTCOME_IDS)

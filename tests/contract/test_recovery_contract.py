@@ -10,9 +10,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from jobqueue.adapters.postgres.store import LEASE_EXPIRED_ERROR
-from jobqueue.domain.job import Job, Operation, Status, targets
+from jobqueue.domain.job import Job, Operation, targets
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.status import Status
 from tests.contract.steps import LEASE, SHORT_LEASE, claim_only, eventually, submit
 
 
@@ -51,8 +52,8 @@ async def test_expired_lease_on_the_last_attempt_is_dead_lettered(store: JobStor
     assert recovered.last_error == LEASE_EXPIRED_ERROR
     assert recovered.run_at == claimed.run_at
     assert await store.claim(10, LEASE) == []
-    # Dead-lettered like any other: a manual retry brings it back.
-    assert (await store.manual_retry(claimed.id)).status is Status.PENDING
+    # Dead-lettered like any other: a operator retry brings it back.
+    assert (await store.retry(claimed.id)).status is Status.PENDING
 
 
 async def test_live_leases_are_left_alone(store: JobStore) -> None:

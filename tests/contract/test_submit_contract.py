@@ -7,8 +7,9 @@ import uuid
 import pytest
 
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, JobNotFound
-from jobqueue.domain.job import JsonValue, NewJob, Status
+from jobqueue.domain.job import JsonValue, NewJob
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.status import Status
 from tests.contract.steps import LEASE, TRACEPARENT, claim_only, new_job
 
 

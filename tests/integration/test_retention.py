@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.metrics import Metrics
-from jobqueue.domain.job import Status
+from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.retention import RetentionLoop, RetentionPolicy
 from tests.support.job_rows import seed_many
 from tests.support.processes import free_port, start

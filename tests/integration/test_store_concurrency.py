@@ -20,8 +20,9 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import IdempotencyConflict
-from jobqueue.domain.job import Job, NewJob, Status
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.ports import Submitted
+from jobqueue.domain.status import Status
 from tests.support.job_rows import count_jobs, seed_many
 
 ENGINES = 4

@@ -1,6 +1,6 @@
 """A stale worker can never overwrite the outcome of a newer claim.
 
-Attempt numbers repeat after a manual retry or a shutdown release, so only the lease
+Attempt numbers repeat after a operator retry or a shutdown release, so only the lease
 token, which grows at every claim, can tell the claims apart.
 """
 
@@ -14,7 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import LeaseLost
-from jobqueue.domain.job import Job, Lease, Status
+from jobqueue.domain.job import Job, Lease
+from jobqueue.domain.outcome import Decision
+from jobqueue.domain.status import Status
 from tests.support.job_rows import expire_lease, read_row, seed_job
 
 LEASE = timedelta(minutes=5)
@@ -22,11 +24,11 @@ LEASE = timedelta(minutes=5)
 StaleWrite = Callable[[PostgresJobStore, Lease], Awaitable[Job]]
 
 STALE_WRITES: list[StaleWrite] = [
-    lambda store, lease: store.complete(lease),
-    lambda store, lease: store.retry(lease, timedelta(0), "stale retry"),
-    lambda store, lease: store.fail(lease, "stale failure"),
-    lambda store, lease: store.dead_letter(lease, "stale dead letter"),
-    lambda store, lease: store.release(lease),
+    lambda store, lease: store.record(lease, Decision.complete()),
+    lambda store, lease: store.record(lease, Decision.backoff(timedelta(0), "stale retry")),
+    lambda store, lease: store.record(lease, Decision.fail("stale failure")),
+    lambda store, lease: store.record(lease, Decision.dead_letter("stale dead letter")),
+    lambda store, lease: store.record(lease, Decision.release()),
 ]
 STALE_IDS = ["complete", "retry", "fail", "dead_letter", "release"]
 
@@ -44,7 +46,7 @@ async def _assert_stale_write_is_dropped(
         await write(store, stale)
     assert await read_row(engine, newer.id) == before
     # The newer claim still owns the job and its outcome lands.
-    assert (await store.complete(newer.lease)).status == "completed"
+    assert (await store.record(newer.lease, Decision.complete())).status == "completed"
 
 
 @pytest.mark.parametrize("write", STALE_WRITES, ids=STALE_IDS)
@@ -70,8 +72,8 @@ async def test_stale_worker_cannot_overwrite_newer_claim_after_manual_retry(
     store = PostgresJobStore(engine)
     await seed_job(engine, Status.PENDING, attempts=0, max_attempts=1, lease_token=0)
     first = await _claim(store)
-    await store.dead_letter(first.lease, "gave up")
-    await store.manual_retry(first.id)
+    await store.record(first.lease, Decision.dead_letter("gave up"))
+    await store.retry(first.id)
     second = await _claim(store)
 
     # The reset repeats the attempt number: only the token tells the claims apart.
@@ -86,7 +88,7 @@ async def test_stale_worker_cannot_overwrite_newer_claim_after_shutdown_release(
     store = PostgresJobStore(engine)
     await seed_job(engine, Status.PENDING, attempts=0, lease_token=0)
     first = await _claim(store)
-    await store.release(first.lease)
+    await store.record(first.lease, Decision.release())
     second = await _claim(store)
 
     assert second.attempts == first.attempts
@@ -98,7 +100,7 @@ async def test_outcome_with_a_future_token_is_refused(engine: AsyncEngine) -> No
     await seed_job(engine, Status.PENDING, attempts=0)
     job = await _claim(store)
     with pytest.raises(LeaseLost):
-        await store.complete(Lease(job.id, job.lease_token + 1))
+        await store.record(Lease(job.id, job.lease_token + 1), Decision.complete())
     assert (await store.get(job.id)).status == "processing"
 
 
@@ -106,7 +108,7 @@ async def test_a_finished_job_refuses_a_second_outcome(engine: AsyncEngine) -> N
     store = PostgresJobStore(engine)
     await seed_job(engine, Status.PENDING, attempts=0)
     job = await _claim(store)
-    done = await store.complete(job.lease)
+    done = await store.record(job.lease, Decision.complete())
     with pytest.raises(LeaseLost):
-        await store.fail(job.lease, "too late")
+        await store.record(job.lease, Decision.fail("too late"))
     assert await store.get(job.id) == done

@@ -21,8 +21,10 @@ from jobqueue.domain.errors import (
     JobNotFound,
     StoreUnavailable,
 )
-from jobqueue.domain.job import Job, JsonValue, NewJob, Status
+from jobqueue.domain.job import Job, JsonValue, NewJob
+from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.status import Status
 from tests.support.job_rows import SEEDED_TOKEN, count_jobs, database_now, seed_job
 from tests.support.postgres import with_database
 
@@ -260,7 +262,7 @@ async def test_retry_due_time_is_computed_by_the_database_clock(
     delay = timedelta(hours=2)
 
     before = await database_now(engine)
-    retried = await store.retry(job.lease, delay, "connection reset")
+    retried = await store.record(job.lease, Decision.backoff(delay, "connection reset"))
     after = await database_now(engine)
 
     assert (retried.status, retried.attempts, retried.locked_until) == ("pending", 1, None)
@@ -274,7 +276,7 @@ async def test_release_gives_the_attempt_back_and_is_due_at_once(
 ) -> None:
     job = await _claim_one(store, engine)
     before = await database_now(engine)
-    released = await store.release(job.lease)
+    released = await store.record(job.lease, Decision.release())
     after = await database_now(engine)
 
     assert (released.status, released.attempts, released.locked_until) == ("pending", 0, None)
@@ -287,9 +289,13 @@ async def test_release_gives_the_attempt_back_and_is_due_at_once(
 @pytest.mark.parametrize(
     ("write", "status", "error"),
     [
-        (lambda s, lease: s.complete(lease), "completed", None),
-        (lambda s, lease: s.fail(lease, "bad input"), "failed", "bad input"),
-        (lambda s, lease: s.dead_letter(lease, "gave up"), "dead_letter", "gave up"),
+        (lambda s, lease: s.record(lease, Decision.complete()), "completed", None),
+        (lambda s, lease: s.record(lease, Decision.fail("bad input")), "failed", "bad input"),
+        (
+            lambda s, lease: s.record(lease, Decision.dead_letter("gave up")),
+            "dead_letter",
+            "gave up",
+        ),
     ],
     ids=["complete", "fail", "dead_letter"],
 )
@@ -311,19 +317,19 @@ async def test_finishing_ends_the_lease_and_records_the_error(
 async def test_retry_refuses_a_negative_delay(store: JobStore, engine: AsyncEngine) -> None:
     job = await _claim_one(store, engine)
     with pytest.raises(ValueError, match="negative"):
-        await store.retry(job.lease, timedelta(seconds=-1), "boom")
+        await store.record(job.lease, Decision.backoff(timedelta(seconds=-1), "boom"))
     assert await store.get(job.id) == job
 
 
-# --- manual retry -----------------------------------------------------------------------
+# --- operator retry -----------------------------------------------------------------------
 
 
-async def test_manual_retry_restores_the_attempt_budget_but_not_the_lease_token(
+async def test_operator_retry_restores_the_attempt_budget_but_not_the_lease_token(
     store: JobStore, engine: AsyncEngine
 ) -> None:
     job_id = await seed_job(engine, Status.DEAD_LETTER, attempts=3, lease_token=5)
     before = await database_now(engine)
-    retried = await store.manual_retry(job_id)
+    retried = await store.retry(job_id)
     after = await database_now(engine)
 
     assert (retried.status, retried.attempts, retried.lease_token) == ("pending", 0, 5)
@@ -354,9 +360,9 @@ def _closed_loopback_port() -> int:
         lambda s: s.submit(new_job()),
         lambda s: s.claim(1, LEASE),
         lambda s: s.recover_expired(1),
-        lambda s: s.manual_retry(uuid4()),
+        lambda s: s.retry(uuid4()),
     ],
-    ids=["ping", "get", "submit", "claim", "recover_expired", "manual_retry"],
+    ids=["ping", "get", "submit", "claim", "recover_expired", "retry"],
 )
 async def test_unreachable_database_is_store_unavailable(
     call: Callable[[JobStore], Awaitable[object]],

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import LeaseLost
 from jobqueue.domain.job import Lease
+from jobqueue.domain.outcome import Decision
 from tests.support.plans import (
     FINISHED_ROWS,
     capture_statements,
@@ -29,9 +30,9 @@ from tests.support.plans import (
 StoreCall = Callable[[PostgresJobStore], Awaitable[object]]
 
 
-async def _complete_unknown(store: PostgresJobStore) -> None:
+async def _record_unknown(store: PostgresJobStore) -> None:
     with pytest.raises(LeaseLost):
-        await store.complete(Lease(uuid4(), 1))
+        await store.record(Lease(uuid4(), 1), Decision.complete())
 
 
 async def _complete_many_unknown(store: PostgresJobStore) -> None:
@@ -47,7 +48,7 @@ HOT_PATH: dict[str, tuple[StoreCall, tuple[str, ...]]] = {
     "recover": (lambda store: store.recover_expired(5), ("ix_jobs_lease_expiry",)),
     # With few jobs processing, a lookup through the small lease index costs the planner
     # the same as one through the primary key; either keeps finished rows out of reach.
-    "complete": (_complete_unknown, ("pk_jobs", "ix_jobs_lease_expiry")),
+    "record": (_record_unknown, ("pk_jobs", "ix_jobs_lease_expiry")),
     "complete_many": (_complete_many_unknown, ("pk_jobs", "ix_jobs_lease_expiry")),
 }
 

@@ -10,8 +10,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.adapters.postgres.store import LEASE_EXPIRED_ERROR, PostgresJobStore
-from jobqueue.domain.job import Job, Status
+from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.domain.job import Job
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
+from jobqueue.domain.status import Status
 from tests.support.job_rows import database_now, expire_lease, read_row, seed_job
 
 

@@ -15,7 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import InvalidTransition, JobNotFound, JobQueueError, LeaseLost
-from jobqueue.domain.job import Job, Lease, Operation, Status, targets
+from jobqueue.domain.job import Job, Lease, Operation, targets
+from jobqueue.domain.outcome import Decision
+from jobqueue.domain.status import Status
 from tests.support.job_rows import SEEDED_TOKEN, read_row, seed_job
 
 MAX_ATTEMPTS = 3
@@ -24,11 +26,15 @@ LeasedCall = Callable[[PostgresJobStore, Lease], Awaitable[Job]]
 
 # The outcome writes, each called with the lease the seeded job holds.
 LEASED: dict[Operation, LeasedCall] = {
-    Operation.COMPLETE: lambda store, lease: store.complete(lease),
-    Operation.RETRY: lambda store, lease: store.retry(lease, timedelta(seconds=30), "flaky"),
-    Operation.FAIL: lambda store, lease: store.fail(lease, "bad input"),
-    Operation.DEAD_LETTER: lambda store, lease: store.dead_letter(lease, "gave up"),
-    Operation.RELEASE: lambda store, lease: store.release(lease),
+    Operation.COMPLETE: lambda store, lease: store.record(lease, Decision.complete()),
+    Operation.BACKOFF: lambda store, lease: store.record(
+        lease, Decision.backoff(timedelta(seconds=30), "flaky")
+    ),
+    Operation.FAIL: lambda store, lease: store.record(lease, Decision.fail("bad input")),
+    Operation.DEAD_LETTER: lambda store, lease: store.record(
+        lease, Decision.dead_letter("gave up")
+    ),
+    Operation.RELEASE: lambda store, lease: store.record(lease, Decision.release()),
 }
 
 
@@ -67,8 +73,8 @@ async def _apply(
     outcomes: dict[UUID, Job | JobQueueError | None] = {}
     for job_id in job_ids:
         try:
-            if operation is Operation.MANUAL_RETRY:
-                outcomes[job_id] = await store.manual_retry(job_id)
+            if operation is Operation.RETRY:
+                outcomes[job_id] = await store.retry(job_id)
             else:
                 outcomes[job_id] = await LEASED[operation](store, Lease(job_id, SEEDED_TOKEN))
         except JobQueueError as error:
@@ -79,7 +85,7 @@ async def _apply(
 def _is_expected_refusal(operation: Operation, source: Status, outcome: object) -> bool:
     if operation in (Operation.CLAIM, Operation.RECOVER):
         return outcome is None
-    if operation is Operation.MANUAL_RETRY:
+    if operation is Operation.RETRY:
         return isinstance(outcome, InvalidTransition) and outcome.status == source
     return isinstance(outcome, LeaseLost)
 
@@ -118,8 +124,8 @@ async def test_outcome_write_for_a_missing_job_is_a_lost_lease(
     assert (raised.value.job_id, raised.value.lease_token) == (missing.job_id, 1)
 
 
-async def test_manual_retry_of_a_missing_job_is_not_found(engine: AsyncEngine) -> None:
+async def test_operator_retry_of_a_missing_job_is_not_found(engine: AsyncEngine) -> None:
     missing = uuid4()
     with pytest.raises(JobNotFound) as raised:
-        await PostgresJobStore(engine).manual_retry(missing)
+        await PostgresJobStore(engine).retry(missing)
     assert raised.value.job_id == missing

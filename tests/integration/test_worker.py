@@ -19,11 +19,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine
-from jobqueue.adapters.postgres.store import LEASE_EXPIRED_ERROR, PostgresJobStore
+from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import Permanent
-from jobqueue.domain.job import Job, NewJob, Status
+from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
 from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
 from tests.fakes import RecordingObserver

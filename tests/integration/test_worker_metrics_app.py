@@ -11,7 +11,7 @@ from litestar.testing import AsyncTestClient
 from jobqueue.adapters.telemetry.metrics import Metrics
 from jobqueue.domain.errors import StoreUnavailable
 from jobqueue.domain.job import NewJob
-from jobqueue.domain.outcome import Complete
+from jobqueue.domain.outcome import Decision
 from jobqueue.entrypoints.http.health import Readiness
 from jobqueue.entrypoints.http.ops import create_ops_app
 from tests.fakes import InMemoryJobStore
@@ -58,7 +58,7 @@ async def test_metrics_exposes_the_registry_the_pool_observer_writes_to() -> Non
     store = InMemoryJobStore()
     submitted = await store.submit(NewJob.build(type="sleep", default_max_attempts=1))
     metrics = Metrics()
-    metrics.attempt_finished(submitted.job, Complete(), 0.2)
+    metrics.attempt_finished(submitted.job, Decision.complete(), 0.2)
     async with client_for(Readiness(store), metrics) as client:
         response = await client.get("/metrics")
 

@@ -10,7 +10,7 @@ from sqlalchemy import func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.schema import jobs
-from jobqueue.domain.job import Status
+from jobqueue.domain.status import Status
 
 SEEDED_TOKEN = 7
 

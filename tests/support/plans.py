@@ -18,7 +18,7 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.database import create_engine
-from jobqueue.domain.job import Status
+from jobqueue.domain.status import Status
 from tests.support.job_rows import seed_many
 
 

@@ -11,8 +11,9 @@ from datetime import timedelta
 from typing import Any
 
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.job import Job, JsonValue, NewJob, Status
+from jobqueue.domain.job import Job, JsonValue, NewJob
 from jobqueue.domain.registry import Registry
+from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.observer import PoolObserver
 from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
 from tests.fakes import DataclassDecoder, InMemoryJobStore

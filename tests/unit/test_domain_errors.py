@@ -199,7 +199,7 @@ def test_error_messages_say_what_is_wrong() -> None:
         "invalid payload for job type 'email': missing field 'to'"
     )
     assert "'k-1' was already used" in str(IdempotencyConflict("k-1"))
-    assert str(InvalidTransition(job_id, "manual_retry", "completed")) == (
+    assert str(InvalidTransition(job_id, "retry", "completed")) == (
         f"cannot retry job {job_id}: it is completed; only dead-lettered jobs can be retried"
     )
 

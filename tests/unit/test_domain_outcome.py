@@ -10,23 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.job import MAX_ATTEMPTS, Job, Operation, Status, targets
+from jobqueue.domain.job import MAX_ATTEMPTS, Job, Operation, targets
 from jobqueue.domain.outcome import (
     MAX_ERROR_LENGTH,
-    Complete,
-    DeadLetter,
     Decision,
     Ending,
     Errored,
-    Fail,
     Interrupted,
-    Release,
-    Retry,
+    Outcome,
     Succeeded,
     TimedOut,
     decide,
-    outcome_name,
 )
+from jobqueue.domain.status import Status
 
 BACKOFF = Backoff(base=timedelta(seconds=1), cap=timedelta(minutes=10))
 US = timedelta(microseconds=1)
@@ -64,7 +60,7 @@ ON_LAST_ATTEMPT = [(1, 1), (3, 3), (MAX_ATTEMPTS, MAX_ATTEMPTS), (4, 3), (250, 1
 @pytest.mark.parametrize(("attempts", "max_attempts"), WITH_ATTEMPTS_LEFT + ON_LAST_ATTEMPT)
 def test_success_completes(attempts: int, max_attempts: int) -> None:
     decision = decide(claimed(attempts, max_attempts), Succeeded(), BACKOFF, never_called)
-    assert decision == Complete()
+    assert decision == Decision.complete()
 
 
 @pytest.mark.parametrize(("attempts", "max_attempts"), WITH_ATTEMPTS_LEFT + ON_LAST_ATTEMPT)
@@ -73,19 +69,21 @@ def test_interrupted_attempt_is_released_even_on_the_last_attempt(
 ) -> None:
     # Shutdown is not the job's fault: the attempt is given back, never dead-lettered.
     decision = decide(claimed(attempts, max_attempts), Interrupted(), BACKOFF, never_called)
-    assert decision == Release()
+    assert decision == Decision.release()
 
 
 @pytest.mark.parametrize(("attempts", "max_attempts"), WITH_ATTEMPTS_LEFT + ON_LAST_ATTEMPT)
 def test_permanent_error_fails_even_with_attempts_left(attempts: int, max_attempts: int) -> None:
     ending = Errored(error="card declined", permanent=True)
     decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, never_called)
-    assert decision == Fail("card declined")
+    assert decision == Decision.fail("card declined")
 
 
 def test_permanent_error_on_the_first_of_many_attempts_fails() -> None:
     ending = Errored(error="bad address", permanent=True)
-    assert decide(claimed(1, MAX_ATTEMPTS), ending, BACKOFF, never_called) == Fail("bad address")
+    assert decide(claimed(1, MAX_ATTEMPTS), ending, BACKOFF, never_called) == Decision.fail(
+        "bad address"
+    )
 
 
 @pytest.mark.parametrize(("attempts", "max_attempts"), WITH_ATTEMPTS_LEFT)
@@ -94,14 +92,16 @@ def test_retryable_error_with_attempts_left_retries_after_backoff(
 ) -> None:
     ending = Errored(error="connection reset", permanent=False)
     decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, lambda: 0.5)
-    assert decision == Retry(BACKOFF.delay(attempts, lambda: 0.5), "connection reset")
+    assert decision == Decision.backoff(BACKOFF.delay(attempts, lambda: 0.5), "connection reset")
 
 
 @pytest.mark.parametrize(("attempts", "max_attempts"), WITH_ATTEMPTS_LEFT)
 def test_timeout_with_attempts_left_retries_after_backoff(attempts: int, max_attempts: int) -> None:
     ending = TimedOut(timeout=timedelta(seconds=30))
     decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, lambda: 0.5)
-    assert decision == Retry(BACKOFF.delay(attempts, lambda: 0.5), "attempt timed out after 30s")
+    assert decision == Decision.backoff(
+        BACKOFF.delay(attempts, lambda: 0.5), "attempt timed out after 30s"
+    )
 
 
 @pytest.mark.parametrize(("attempts", "max_attempts"), ON_LAST_ATTEMPT)
@@ -110,7 +110,7 @@ def test_retryable_error_on_or_after_the_last_attempt_dead_letters(
 ) -> None:
     ending = Errored(error="connection reset", permanent=False)
     decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, never_called)
-    assert decision == DeadLetter("connection reset")
+    assert decision == Decision.dead_letter("connection reset")
 
 
 @pytest.mark.parametrize(("attempts", "max_attempts"), ON_LAST_ATTEMPT)
@@ -119,7 +119,7 @@ def test_timeout_on_or_after_the_last_attempt_dead_letters(
 ) -> None:
     ending = TimedOut(timeout=timedelta(milliseconds=1500))
     decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, never_called)
-    assert decision == DeadLetter("attempt timed out after 1.5s")
+    assert decision == Decision.dead_letter("attempt timed out after 1.5s")
 
 
 @st.composite
@@ -145,7 +145,8 @@ def test_retry_delay_lies_within_the_backoff_bounds_for_the_attempt(
         else Errored(error="flaky", permanent=False)
     )
     decision = decide(claimed(attempts, max_attempts), ending, BACKOFF, lambda: rand)
-    assert isinstance(decision, Retry)
+    assert decision.outcome is Outcome.RETRIED
+    assert decision.delay is not None
     ceiling_us = BACKOFF.ceiling(attempts) // US
     delay_us = decision.delay // US
     assert ceiling_us <= 2 * delay_us <= 2 * ceiling_us
@@ -156,14 +157,16 @@ def test_retry_delays_grow_with_the_attempt_number() -> None:
     delays = []
     for attempts in range(1, 6):
         decision = decide(claimed(attempts, 10), ending, BACKOFF, lambda: 0.0)
-        assert isinstance(decision, Retry)
+        assert decision.outcome is Outcome.RETRIED
+        assert decision.delay is not None
         delays.append(decision.delay)
     assert delays == [timedelta(seconds=s) for s in (0.5, 1, 2, 4, 8)]
 
 
 def test_default_random_source_is_used_when_none_is_given() -> None:
     decision = decide(claimed(1, 3), Errored(error="flaky", permanent=False), BACKOFF)
-    assert isinstance(decision, Retry)
+    assert decision.outcome is Outcome.RETRIED
+    assert decision.delay is not None
     assert timedelta(seconds=0.5) <= decision.delay <= timedelta(seconds=1)
 
 
@@ -173,7 +176,7 @@ def test_long_error_messages_are_clipped(permanent: bool, attempts: int) -> None
     message = "x" * (MAX_ERROR_LENGTH * 3)
     ending = Errored(error=message, permanent=permanent)
     decision = decide(claimed(attempts, 3), ending, BACKOFF, lambda: 0.5)
-    assert isinstance(decision, Fail | Retry | DeadLetter)
+    assert decision.error is not None
     assert len(decision.error) == MAX_ERROR_LENGTH
     assert decision.error == "x" * (MAX_ERROR_LENGTH - 1) + "…"
 
@@ -181,19 +184,19 @@ def test_long_error_messages_are_clipped(permanent: bool, attempts: int) -> None
 def test_error_message_at_the_limit_is_kept_whole() -> None:
     message = "y" * MAX_ERROR_LENGTH
     decision = decide(claimed(1, 1), Errored(error=message, permanent=False), BACKOFF)
-    assert decision == DeadLetter(message)
+    assert decision == Decision.dead_letter(message)
 
 
 @pytest.mark.parametrize(
     ("decision", "operation"),
     [
-        (Complete(), Operation.COMPLETE),
-        (Retry(timedelta(seconds=1), "e"), Operation.RETRY),
-        (Fail("e"), Operation.FAIL),
-        (DeadLetter("e"), Operation.DEAD_LETTER),
-        (Release(), Operation.RELEASE),
+        (Decision.complete(), Operation.COMPLETE),
+        (Decision.backoff(timedelta(seconds=1), "e"), Operation.BACKOFF),
+        (Decision.fail("e"), Operation.FAIL),
+        (Decision.dead_letter("e"), Operation.DEAD_LETTER),
+        (Decision.release(), Operation.RELEASE),
     ],
-    ids=lambda value: type(value).__name__,
+    ids=lambda value: str(value.outcome) if isinstance(value, Decision) else str(value),
 )
 def test_every_decision_names_an_operation_allowed_from_processing(
     decision: Decision, operation: Operation
@@ -206,32 +209,32 @@ def test_every_decision_names_an_operation_allowed_from_processing(
 def test_retry_after_floor_lengthens_a_shorter_backoff_delay() -> None:
     floor = timedelta(minutes=3)
     decision = decide(claimed(1, 5), Errored("429", permanent=False, retry_after=floor), BACKOFF)
-    assert decision == Retry(floor, "429")
+    assert decision == Decision.backoff(floor, "429")
 
 
 def test_retry_after_floor_never_shortens_a_longer_backoff_delay() -> None:
     job = claimed(4, 5)  # ceiling 8s, half-jitter gives at least 4s
     ending = Errored("429", permanent=False, retry_after=timedelta(seconds=1))
     decision = decide(job, ending, BACKOFF, lambda: 0.0)
-    assert decision == Retry(BACKOFF.ceiling(4) / 2, "429")
+    assert decision == Decision.backoff(BACKOFF.ceiling(4) / 2, "429")
 
 
 def test_retry_after_floor_does_not_save_the_last_attempt() -> None:
     ending = Errored("429", permanent=False, retry_after=timedelta(seconds=1))
-    assert decide(claimed(3, 3), ending, BACKOFF, never_called) == DeadLetter("429")
+    assert decide(claimed(3, 3), ending, BACKOFF, never_called) == Decision.dead_letter("429")
 
 
 @pytest.mark.parametrize(
     ("decision", "name"),
     [
-        (Complete(), "completed"),
-        (Retry(timedelta(seconds=1), "x"), "retried"),
-        (Fail("x"), "failed"),
-        (DeadLetter("x"), "dead_letter"),
-        (Release(), "released"),
+        (Decision.complete(), "completed"),
+        (Decision.backoff(timedelta(seconds=1), "x"), "retried"),
+        (Decision.fail("x"), "failed"),
+        (Decision.dead_letter("x"), "dead_letter"),
+        (Decision.release(), "released"),
     ],
 )
 def test_every_decision_has_the_outcome_name_logs_and_metrics_use(
     decision: Decision, name: str
 ) -> None:
-    assert outcome_name(decision) == name
+    assert decision.outcome == name

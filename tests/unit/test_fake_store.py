@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 
-from jobqueue.adapters.postgres.store import LEASE_EXPIRED_ERROR
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidTransition,
@@ -15,7 +14,9 @@ from jobqueue.domain.errors import (
     LeaseLost,
     StoreUnavailable,
 )
-from jobqueue.domain.job import TRANSITIONS, Job, JsonValue, Lease, NewJob, Operation, Status
+from jobqueue.domain.job import TRANSITIONS, Job, JsonValue, Lease, NewJob, Operation
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
+from jobqueue.domain.status import Status
 from tests.fakes import InMemoryJobStore, ManualClock
 
 LEASE = timedelta(seconds=30)
@@ -124,7 +125,7 @@ async def test_complete_with_the_current_lease_finishes_the_job(store: InMemoryJ
     await store.submit(new_job())
     job = await claim_one(store)
 
-    done = await store.complete(job.lease)
+    done = await store.record(job.lease, Decision.complete())
 
     assert (done.status, done.locked_until) == (Status.COMPLETED, None)
 
@@ -139,14 +140,14 @@ async def test_outcome_write_with_a_superseded_lease_is_refused(
     fresh = await claim_one(store)
 
     with pytest.raises(LeaseLost):
-        await store.complete(stale.lease)
+        await store.record(stale.lease, Decision.complete())
     assert fresh.lease_token == stale.lease_token + 1
     assert (await store.get(fresh.id)).status is Status.PROCESSING
 
 
 async def test_outcome_write_for_an_unknown_job_is_lease_lost(store: InMemoryJobStore) -> None:
     with pytest.raises(LeaseLost):
-        await store.fail(Lease(uuid.uuid4(), 1), "boom")
+        await store.record(Lease(uuid.uuid4(), 1), Decision.fail("boom"))
 
 
 async def test_retry_makes_the_job_due_after_the_delay(
@@ -155,7 +156,9 @@ async def test_retry_makes_the_job_due_after_the_delay(
     await store.submit(new_job())
     job = await claim_one(store)
 
-    retried = await store.retry(job.lease, timedelta(seconds=10), "ValueError: x")
+    retried = await store.record(
+        job.lease, Decision.backoff(timedelta(seconds=10), "ValueError: x")
+    )
 
     assert (retried.status, retried.last_error) == (Status.PENDING, "ValueError: x")
     assert retried.attempts == 1
@@ -168,7 +171,7 @@ async def test_release_gives_the_attempt_back(store: InMemoryJobStore) -> None:
     await store.submit(new_job())
     job = await claim_one(store)
 
-    released = await store.release(job.lease)
+    released = await store.record(job.lease, Decision.release())
 
     assert (released.status, released.attempts) == (Status.PENDING, 0)
     again = await claim_one(store)
@@ -180,31 +183,31 @@ async def test_fail_and_dead_letter_keep_the_error(store: InMemoryJobStore) -> N
     await store.submit(new_job())
     first, second = await store.claim(2, LEASE)
 
-    failed = await store.fail(first.lease, "Permanent: no")
-    dead = await store.dead_letter(second.lease, "ValueError: again")
+    failed = await store.record(first.lease, Decision.fail("Permanent: no"))
+    dead = await store.record(second.lease, Decision.dead_letter("ValueError: again"))
 
     assert (failed.status, failed.last_error) == (Status.FAILED, "Permanent: no")
     assert (dead.status, dead.last_error) == (Status.DEAD_LETTER, "ValueError: again")
 
 
-async def test_manual_retry_gives_a_dead_letter_a_fresh_budget(store: InMemoryJobStore) -> None:
+async def test_operator_retry_gives_a_dead_letter_a_fresh_budget(store: InMemoryJobStore) -> None:
     await store.submit(new_job(max_attempts=1))
     job = await claim_one(store)
-    await store.dead_letter(job.lease, "boom")
+    await store.record(job.lease, Decision.dead_letter("boom"))
 
-    revived = await store.manual_retry(job.id)
+    revived = await store.retry(job.id)
 
     assert (revived.status, revived.attempts) == (Status.PENDING, 0)
     assert (await claim_one(store)).attempts == 1
 
 
-async def test_manual_retry_refuses_unknown_and_live_jobs(store: InMemoryJobStore) -> None:
+async def test_operator_retry_refuses_unknown_and_live_jobs(store: InMemoryJobStore) -> None:
     pending = (await store.submit(new_job())).job
 
     with pytest.raises(JobNotFound):
-        await store.manual_retry(uuid.uuid4())
+        await store.retry(uuid.uuid4())
     with pytest.raises(InvalidTransition) as refused:
-        await store.manual_retry(pending.id)
+        await store.retry(pending.id)
     assert refused.value.status == Status.PENDING
 
 
@@ -253,11 +256,11 @@ async def _job_in(store: InMemoryJobStore, status: Status) -> Job:
     job = await claim_one(store)
     match status:
         case Status.COMPLETED:
-            return await store.complete(job.lease)
+            return await store.record(job.lease, Decision.complete())
         case Status.FAILED:
-            return await store.fail(job.lease, "x")
+            return await store.record(job.lease, Decision.fail("x"))
         case Status.DEAD_LETTER:
-            return await store.dead_letter(job.lease, "x")
+            return await store.record(job.lease, Decision.dead_letter("x"))
     return job
 
 
@@ -270,17 +273,17 @@ async def _attempt(
             if not await store.claim(1, LEASE):
                 raise InvalidTransition(job.id, operation, job.status)
         case Operation.COMPLETE:
-            await store.complete(lease)
-        case Operation.RETRY:
-            await store.retry(lease, timedelta(0), "x")
+            await store.record(lease, Decision.complete())
+        case Operation.BACKOFF:
+            await store.record(lease, Decision.backoff(timedelta(0), "x"))
         case Operation.FAIL:
-            await store.fail(lease, "x")
+            await store.record(lease, Decision.fail("x"))
         case Operation.DEAD_LETTER:
-            await store.dead_letter(lease, "x")
+            await store.record(lease, Decision.dead_letter("x"))
         case Operation.RELEASE:
-            await store.release(lease)
-        case Operation.MANUAL_RETRY:
-            await store.manual_retry(job.id)
+            await store.record(lease, Decision.release())
+        case Operation.RETRY:
+            await store.retry(job.id)
         case Operation.RECOVER:
             clock.advance(LEASE * 2)
             if not await store.recover_expired(1):

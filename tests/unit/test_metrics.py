@@ -12,8 +12,9 @@ from prometheus_client import CollectorRegistry
 
 from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthRefresher
 from jobqueue.domain.errors import StoreUnavailable
-from jobqueue.domain.job import Job, Status
-from jobqueue.domain.outcome import Complete, DeadLetter, Fail, Release, Retry
+from jobqueue.domain.job import Job
+from jobqueue.domain.outcome import Decision
+from jobqueue.domain.status import Status
 
 
 def job(status: Status = Status.PROCESSING) -> Job:
@@ -43,11 +44,11 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float:
 def test_each_decision_moves_its_own_counter_and_histogram_series() -> None:
     metrics = Metrics()
 
-    metrics.attempt_finished(job(), Complete(), 0.2)
-    metrics.attempt_finished(job(), Retry(timedelta(seconds=1), "boom"), 0.3)
-    metrics.attempt_finished(job(), Fail("bad"), 0.4)
-    metrics.attempt_finished(job(), DeadLetter("again"), 0.5)
-    metrics.attempt_finished(job(), Release(), 0.6)
+    metrics.attempt_finished(job(), Decision.complete(), 0.2)
+    metrics.attempt_finished(job(), Decision.backoff(timedelta(seconds=1), "boom"), 0.3)
+    metrics.attempt_finished(job(), Decision.fail("bad"), 0.4)
+    metrics.attempt_finished(job(), Decision.dead_letter("again"), 0.5)
+    metrics.attempt_finished(job(), Decision.release(), 0.6)
 
     assert sample(metrics, "jobs_completed_total") == 1
     assert sample(metrics, "jobs_retried_total") == 1

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from jobqueue.domain.job import Job, Status
+from jobqueue.domain.job import Job
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from tests.fakes import InMemoryJobStore, wall_clock
 from tests.unit.pool_harness import config, eventually, make_pool, running, settled, submit

@@ -12,8 +12,10 @@ from uuid import UUID
 import pytest
 
 from jobqueue.domain.errors import StoreUnavailable
-from jobqueue.domain.job import Job, Lease, Status
+from jobqueue.domain.job import Job, Lease
+from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.completer import Completer
 from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver
 from tests.unit.pool_harness import (
@@ -112,7 +114,7 @@ async def test_stale_lease_in_a_batch_is_refused_while_the_others_complete(
         claimed = {job.id: job for job in store.jobs()}
         # Another claim supersedes one attempt only: released behind its back, then
         # claimed again (by a worker elsewhere) with a newer token.
-        await store.release(claimed[stale.id].lease)
+        await store.record(claimed[stale.id].lease, Decision.release())
         [newer] = await store.claim(1, FAST.lease_duration)
         assert newer.id == stale.id
         gate.set()

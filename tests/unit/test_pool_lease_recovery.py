@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobqueue.domain.job import Status
+from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
 from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver
 from tests.unit.pool_harness import DEADLINE_SECONDS, eventually, submit

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from jobqueue.domain.errors import Permanent
-from jobqueue.domain.job import Lease, Status
-from jobqueue.domain.outcome import Complete, Fail
+from jobqueue.domain.job import Lease, Operation
+from jobqueue.domain.outcome import Decision, Outcome
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.observer import PoolObserver
 from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver, wall_clock
 from tests.unit.pool_harness import (
@@ -38,10 +39,11 @@ class RetryRecordingStore(InMemoryJobStore):
         super().__init__(wall_clock)
         self.retries: list[tuple[int, timedelta]] = []
 
-    async def retry(self, lease: Lease, delay: timedelta, error: str) -> Any:
-        attempt = next(j.attempts for j in self.jobs() if j.id == lease.job_id)
-        self.retries.append((attempt, delay))
-        return await super().retry(lease, delay, error)
+    async def record(self, lease: Lease, decision: Decision) -> Any:
+        if decision.operation is Operation.BACKOFF and decision.delay is not None:
+            attempt = next(j.attempts for j in self.jobs() if j.id == lease.job_id)
+            self.retries.append((attempt, decision.delay))
+        return await super().record(lease, decision)
 
 
 @dataclass
@@ -70,7 +72,7 @@ async def test_successful_job_is_completed_with_its_context() -> None:
     assert (ctx.job_id, ctx.job_type, ctx.attempt, ctx.max_attempts) == (job.id, "greet", 1, 4)
     assert before < ctx.deadline <= datetime.now(UTC) + FAST.job_timeout
     assert [j.id for j in observer.started] == [job.id]
-    assert [(j.id, d) for j, d, _ in observer.finished] == [(job.id, Complete())]
+    assert [(j.id, d) for j, d, _ in observer.finished] == [(job.id, Decision.complete())]
 
 
 async def test_declared_payload_type_is_decoded_before_the_handler_sees_it() -> None:
@@ -196,7 +198,7 @@ async def test_unknown_job_type_fails_permanently() -> None:
     assert (done.status, done.attempts) == (Status.FAILED, 1)
     assert done.last_error is not None
     assert done.last_error.startswith("UnknownJobType: unknown job type 'nobody-handles-this'")
-    assert isinstance(observer.finished[0][1], Fail)
+    assert observer.finished[0][1].outcome is Outcome.FAILED
 
 
 async def test_payload_the_decoder_refuses_fails_permanently() -> None:

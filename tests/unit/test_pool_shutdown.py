@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from jobqueue.domain.job import Job, Lease, Status
-from jobqueue.domain.outcome import Release
+from jobqueue.domain.job import Job, Lease
+from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.domain.status import Status
 from tests.fakes import InMemoryJobStore, RecordingObserver, wall_clock
 from tests.unit.pool_harness import DEADLINE_SECONDS, config, eventually, make_pool, submit
 
@@ -37,12 +38,6 @@ class GatedStore(InMemoryJobStore):
             self.claim_entered.set()
             await self.claim_gate.wait()
         return await super().claim(limit, lease)
-
-    async def complete(self, lease: Lease) -> Job:
-        if self.hold_completes:
-            self.complete_entered.set()
-            await self.complete_gate.wait()
-        return await super().complete(lease)
 
     async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
         if self.hold_completes:
@@ -117,7 +112,7 @@ async def test_attempts_still_running_at_the_shutdown_timeout_are_released(
     # The attempt is given back: with max_attempts=1 the job may still run once more.
     assert (released.status, released.attempts) == (Status.PENDING, 0)
     assert cancelled == [1]
-    assert [(j.id, d) for j, d, _ in observer.finished] == [(job.id, Release())]
+    assert [(j.id, d) for j, d, _ in observer.finished] == [(job.id, Decision.release())]
     outcomes = [getattr(r, "outcome", None) for r in caplog.records if r.msg == "job finished"]
     assert outcomes == ["released"]
 

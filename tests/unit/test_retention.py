@@ -9,7 +9,9 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.domain.errors import StoreUnavailable
-from jobqueue.domain.job import Job, Status
+from jobqueue.domain.job import Job
+from jobqueue.domain.outcome import Decision
+from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.retention import RetentionLoop, RetentionPolicy
 from tests.fakes import InMemoryJobStore, ManualClock
 from tests.unit.pool_harness import DEADLINE_SECONDS, eventually, submit
@@ -28,14 +30,14 @@ async def jobs_in(store: InMemoryJobStore, status: Status, count: int = 1) -> li
         [claimed] = await store.claim(1, LEASE)
         assert claimed.id == job.id
         if status is Status.COMPLETED:
-            made.append(await store.complete(claimed.lease))
+            made.append(await store.record(claimed.lease, Decision.complete()))
         elif status is Status.FAILED:
-            made.append(await store.fail(claimed.lease, "bad input"))
+            made.append(await store.record(claimed.lease, Decision.fail("bad input")))
         elif status is Status.DEAD_LETTER:
-            made.append(await store.dead_letter(claimed.lease, "gave up"))
+            made.append(await store.record(claimed.lease, Decision.dead_letter("gave up")))
         elif status is Status.PENDING:
             # Not due for years, so that the next claim here takes the next new job.
-            made.append(await store.retry(claimed.lease, DAY * 3650, "later"))
+            made.append(await store.record(claimed.lease, Decision.backoff(DAY * 3650, "later")))
         else:
             made.append(claimed)
     return made

@@ -13,7 +13,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from jobqueue.adapters.telemetry.job_spans import JobSpans, queue_wait_ms
-from jobqueue.domain.job import Job, Status
+from jobqueue.domain.job import Job
+from jobqueue.domain.status import Status
 
 TRACE_ID = 0x0AF7651916CD43DD8448EB211C80319C
 PARENT_ID = 0xB7AD6B7169203331

@@ -50,8 +50,8 @@ class IdempotencyConflict(JobQueueError):
 
 
 # What a person reading an error calls each operation, where it differs from its name.
-_SPOKEN_OPERATIONS = {"manual_retry": "retry", "dead_letter": "dead-letter"}
-_HINTS = {"manual_retry": "; only dead-lettered jobs can be retried"}
+_SPOKEN_OPERATIONS = {"dead_letter": "dead-letter"}
+_HINTS = {"retry": "; only dead-lettered jobs can be retried"}
 
 
 class InvalidTransition(JobQueueError):

@@ -10,38 +10,36 @@ from enum import StrEnum
 from typing import TypeAlias
 from uuid import UUID
 
-from jobqueue.domain.errors import InvalidJob, InvalidTransition, UnknownJobType
+from jobqueue.domain.errors import InvalidJob, UnknownJobType
+from jobqueue.domain.status import Status
 
 JsonValue: TypeAlias = dict[str, "JsonValue"] | list["JsonValue"] | str | int | float | bool | None
 
 MIN_ATTEMPTS = 1
 MAX_ATTEMPTS = 100
+# The attempt budget of a job submitted without one (MAX_ATTEMPTS overrides it).
+DEFAULT_MAX_ATTEMPTS = 5
 MAX_TYPE_LENGTH = 200
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 
 
-class Status(StrEnum):
-    PENDING = "pending"
-    PROCESSING = "processing"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    DEAD_LETTER = "dead_letter"
-
-
-TERMINAL = frozenset({Status.COMPLETED, Status.FAILED})
-
-
 class Operation(StrEnum):
-    """What causes a transition; each one is a single store method."""
+    """What causes a transition; each one is a single guarded store statement.
+
+    The attempt's endings (complete .. release) are written by `JobStore.record`; the
+    others are store methods of the same name.
+    """
 
     CLAIM = "claim"
     COMPLETE = "complete"
-    RETRY = "retry"
+    # A retryable failure: back to pending, due again after a backoff delay.
+    BACKOFF = "backoff"
     FAIL = "fail"
     DEAD_LETTER = "dead_letter"
     RELEASE = "release"
     RECOVER = "recover"
-    MANUAL_RETRY = "manual_retry"
+    # An operator's request: a dead-lettered job back to pending with a fresh budget.
+    RETRY = "retry"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +53,7 @@ TRANSITIONS: frozenset[Transition] = frozenset(
     {
         Transition(Operation.CLAIM, Status.PENDING, Status.PROCESSING),
         Transition(Operation.COMPLETE, Status.PROCESSING, Status.COMPLETED),
-        Transition(Operation.RETRY, Status.PROCESSING, Status.PENDING),
+        Transition(Operation.BACKOFF, Status.PROCESSING, Status.PENDING),
         Transition(Operation.FAIL, Status.PROCESSING, Status.FAILED),
         Transition(Operation.DEAD_LETTER, Status.PROCESSING, Status.DEAD_LETTER),
         # Shutdown gives the attempt back; the job simply waits for the next claim.
@@ -63,7 +61,7 @@ TRANSITIONS: frozenset[Transition] = frozenset(
         # A lease that ran out means the attempt was lost with its process: it counts.
         Transition(Operation.RECOVER, Status.PROCESSING, Status.PENDING),
         Transition(Operation.RECOVER, Status.PROCESSING, Status.DEAD_LETTER),
-        Transition(Operation.MANUAL_RETRY, Status.DEAD_LETTER, Status.PENDING),
+        Transition(Operation.RETRY, Status.DEAD_LETTER, Status.PENDING),
     }
 )
 
@@ -78,12 +76,6 @@ def targets(operation: Operation, source: Status) -> frozenset[Status]:
     return frozenset(
         t.target for t in TRANSITIONS if t.operation is operation and t.source is source
     )
-
-
-def check_transition(job_id: UUID, operation: Operation, source: Status, target: Status) -> None:
-    """Raise `InvalidTransition` unless the table allows `source -> target` by `operation`."""
-    if target not in targets(operation, source):
-        raise InvalidTransition(job_id, operation, source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +112,6 @@ class Job:
     def is_last_attempt(self) -> bool:
         return self.attempts >= self.max_attempts
 
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL
-
 
 @dataclass(frozen=True, slots=True)
 class NewJob:
@@ -142,7 +130,7 @@ class NewJob:
         type: str,
         payload: JsonValue | None = None,
         max_attempts: int | None = None,
-        default_max_attempts: int,
+        default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         registered: Collection[str] | None = None,
         idempotency_key: str | None = None,
         traceparent: str | None = None,
@@ -151,6 +139,8 @@ class NewJob:
 
         `registered` is the set of known job types; `None` skips that check (enqueueing
         for a worker fleet whose handlers this process does not load).
+        `default_max_attempts` is the budget when `max_attempts` is None: the service
+        passes its MAX_ATTEMPTS setting.
         """
         _check_type(type, registered)
         attempts = default_max_attempts if max_attempts is None else max_attempts

@@ -9,61 +9,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from uuid import UUID
 
-from jobqueue.domain.job import MAX_TYPE_LENGTH, Job, Status
+from jobqueue.domain.job import MAX_TYPE_LENGTH, Job
+from jobqueue.domain.status import TRAITS, ListOrder, Status
 
 MIN_LIST_LIMIT = 1
 MAX_LIST_LIMIT = 500
 DEFAULT_LIST_LIMIT = 50
 
-
-class SortColumn(StrEnum):
-    """The time a status is ordered by: the column its index is built on."""
-
-    RUN_AT = "run_at"
-    LOCKED_UNTIL = "locked_until"
-    UPDATED_AT = "updated_at"
-
-
-@dataclass(frozen=True, slots=True)
-class ListOrder:
-    column: SortColumn
-    # Newest first for history (finished and dead-lettered jobs, where the latest matter
-    # most); soonest first for live work (the next due job, the next lease to run out).
-    descending: bool
-
-    def key(self, job: Job) -> datetime:
-        moment: datetime | None = getattr(job, self.column.value)
-        if moment is None:
-            # Only locked_until can be NULL, and never on a processing job (the schema's
-            # lease_while_processing check), the only status ordered by it.
-            raise ValueError(f"job {job.id} has no {self.column.value} to be listed by")
-        return moment
-
-    def position(self, job: Job) -> ListPosition:
-        return ListPosition(self.key(job), job.id)
-
-
-LIST_ORDERS: dict[Status, ListOrder] = {
-    Status.PENDING: ListOrder(SortColumn.RUN_AT, descending=False),
-    Status.PROCESSING: ListOrder(SortColumn.LOCKED_UNTIL, descending=False),
-    Status.COMPLETED: ListOrder(SortColumn.UPDATED_AT, descending=True),
-    Status.FAILED: ListOrder(SortColumn.UPDATED_AT, descending=True),
-    Status.DEAD_LETTER: ListOrder(SortColumn.UPDATED_AT, descending=True),
-}
-
-
-# Completed jobs are most of the table and no index holds them by type: finding the few
-# of a rare type would read them all. Every other status's index holds a small part of
-# the table (live work, failures, what awaits a person), so reading its range and
-# filtering by type stays cheap. An index by type would make every completion pay.
-TYPE_FILTERABLE = frozenset(Status) - {Status.COMPLETED}
 TYPE_NOT_FILTERABLE = (
     "type cannot narrow a listing of {status} jobs: no index holds them by type; "
     "list them without type"
 )
+
+
+def sort_key(job: Job, order: ListOrder) -> datetime:
+    moment: datetime | None = getattr(job, order.column.value)
+    if moment is None:
+        # Only locked_until can be NULL, and never on a processing job (the schema's
+        # lease_while_processing check), the only status ordered by it.
+        raise ValueError(f"job {job.id} has no {order.column.value} to be listed by")
+    return moment
+
+
+def position_of(job: Job) -> ListPosition:
+    """Where a listing of `job`'s status stands once it has listed `job`."""
+    return ListPosition(sort_key(job, TRAITS[job.status].order), job.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +50,7 @@ class ListPosition:
 class JobQuery:
     """Jobs of `status` (and of `type`, if given), at most `limit`, after `after`.
 
-    `status` is required and `type` narrows only `TYPE_FILTERABLE` statuses: every
+    `status` is required and `type` narrows only statuses whose traits allow it: every
     listing reads its status's index, never the whole table.
     """
 
@@ -97,12 +69,12 @@ class JobQuery:
             )
         if self.type is not None and not 1 <= len(self.type) <= MAX_TYPE_LENGTH:
             raise ValueError(f"a listed type must be 1 to {MAX_TYPE_LENGTH} characters")
-        if self.type is not None and self.status not in TYPE_FILTERABLE:
+        if self.type is not None and not TRAITS[self.status].type_filterable:
             raise ValueError(TYPE_NOT_FILTERABLE.format(status=self.status.value))
 
     @property
     def order(self) -> ListOrder:
-        return LIST_ORDERS[self.status]
+        return TRAITS[self.status].order
 
 
 @dataclass(frozen=True, slots=True)

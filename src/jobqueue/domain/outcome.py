@@ -1,7 +1,7 @@
 """How an attempt ended, and what the store must do about it: a pure decision.
 
 The worker observes the ending, asks `decide`, and executes the answer with one fenced
-store write. It never chooses a status itself.
+store write (`JobStore.record`). It never chooses a status itself.
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from enum import StrEnum
 
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.job import Job, Operation
+from jobqueue.domain.job import Job, Operation, targets
+from jobqueue.domain.status import Status
 
 MAX_ERROR_LENGTH = 4_000
 
@@ -52,51 +54,83 @@ Ending = Succeeded | Errored | TimedOut | Interrupted
 # --- what to do next ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Complete:
-    operation = Operation.COMPLETE
+class Outcome(StrEnum):
+    """What an attempt came to, as logs, metrics and traces name it."""
+
+    COMPLETED = "completed"
+    RETRIED = "retried"
+    FAILED = "failed"
+    DEAD_LETTER = "dead_letter"
+    RELEASED = "released"
+
+
+# What recovery records on a job whose lease ran out before its attempt ended.
+LEASE_EXPIRED_ERROR = (
+    "lease expired before the attempt finished: the process running it probably died"
+)
 
 
 @dataclass(frozen=True, slots=True)
-class Retry:
-    delay: timedelta
-    error: str
-    operation = Operation.RETRY
+class Decision:
+    """The one write that ends an attempt: every ending is this shape, so one fenced store
+    statement applies any of them. Build it with the named constructors below, the only
+    place where an ending's operation, outcome name and fields are chosen.
+    """
+
+    operation: Operation
+    outcome: Outcome
+    # Recorded as the job's last_error; None leaves the previous one in place.
+    error: str | None = None
+    # Due again this long after the write, by the store's clock; None keeps run_at.
+    delay: timedelta | None = None
+    # The attempt counted at claim time is given back (shutdown is not the job's fault).
+    gives_back_attempt: bool = False
+
+    @property
+    def status(self) -> Status:
+        """Where the job goes: the one target the transition table allows."""
+        return _ENDING_TARGETS[self.operation]
+
+    @classmethod
+    def complete(cls) -> Decision:
+        return cls(Operation.COMPLETE, Outcome.COMPLETED)
+
+    @classmethod
+    def backoff(cls, delay: timedelta, error: str) -> Decision:
+        if delay < timedelta(0):
+            raise ValueError(f"a backoff delay must not be negative, got {delay}")
+        return cls(Operation.BACKOFF, Outcome.RETRIED, _storable(error), delay)
+
+    @classmethod
+    def fail(cls, error: str) -> Decision:
+        return cls(Operation.FAIL, Outcome.FAILED, _storable(error))
+
+    @classmethod
+    def dead_letter(cls, error: str) -> Decision:
+        return cls(Operation.DEAD_LETTER, Outcome.DEAD_LETTER, _storable(error))
+
+    @classmethod
+    def release(cls) -> Decision:
+        return cls(Operation.RELEASE, Outcome.RELEASED, delay=timedelta(0), gives_back_attempt=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Fail:
-    error: str
-    operation = Operation.FAIL
+def _only_target(operation: Operation) -> Status:
+    (target,) = targets(operation, Status.PROCESSING)
+    return target
 
 
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    error: str
-    operation = Operation.DEAD_LETTER
-
-
-@dataclass(frozen=True, slots=True)
-class Release:
-    operation = Operation.RELEASE
-
-
-Decision = Complete | Retry | Fail | DeadLetter | Release
-
-
-def outcome_name(decision: Decision) -> str:
-    """How logs, metrics and traces name what an attempt came to."""
-    match decision:
-        case Complete():
-            return "completed"
-        case Retry():
-            return "retried"
-        case Fail():
-            return "failed"
-        case DeadLetter():
-            return "dead_letter"
-        case Release():
-            return "released"
+# Every ending leaves processing for exactly one status (recovery, which may reach two,
+# is not an ending an attempt decides).
+_ENDING_TARGETS = {
+    operation: _only_target(operation)
+    for operation in (
+        Operation.COMPLETE,
+        Operation.BACKOFF,
+        Operation.FAIL,
+        Operation.DEAD_LETTER,
+        Operation.RELEASE,
+    )
+}
 
 
 def decide(
@@ -108,13 +142,13 @@ def decide(
     """The next step for `job` as claimed (its `attempts` already counts this attempt)."""
     match ending:
         case Succeeded():
-            return Complete()
+            return Decision.complete()
         case Interrupted():
-            return Release()
+            return Decision.release()
         case Errored(error=error, permanent=True):
-            return Fail(_clip(error))
+            return Decision.fail(error)
         case Errored(error=error, retry_after=floor):
-            return _retry_or_dead_letter(job, _clip(error), backoff, rand, floor)
+            return _retry_or_dead_letter(job, error, backoff, rand, floor)
         case TimedOut(timeout=timeout):
             message = f"attempt timed out after {timeout.total_seconds():g}s"
             return _retry_or_dead_letter(job, message, backoff, rand)
@@ -128,15 +162,22 @@ def _retry_or_dead_letter(
     floor: timedelta | None = None,
 ) -> Decision:
     if job.is_last_attempt:
-        return DeadLetter(error)
+        return Decision.dead_letter(error)
     delay = backoff.delay(job.attempts, rand)
     if floor is not None and floor > delay:
         delay = floor
-    return Retry(delay, error)
+    return Decision.backoff(delay, error)
 
 
-def _clip(error: str) -> str:
-    # last_error is for people reading a dashboard; a multi-megabyte message helps nobody.
+def _storable(error: str) -> str:
+    """`error` as last_error keeps it: text any store can hold, of a readable length.
+
+    Error texts come from whatever a handler raised: a NUL character or a lone surrogate
+    (an undecodable file name, say) would make PostgreSQL refuse the write and the
+    attempt's result would be lost, so they are written as visible escapes. And
+    last_error is for people reading a dashboard: a multi-megabyte message helps nobody.
+    """
+    error = error.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
     if len(error) <= MAX_ERROR_LENGTH:
         return error
     return error[: MAX_ERROR_LENGTH - 1] + "…"

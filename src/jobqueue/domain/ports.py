@@ -12,8 +12,10 @@ from datetime import timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
-from jobqueue.domain.job import Job, JsonValue, Lease, NewJob, Status
+from jobqueue.domain.job import Job, JsonValue, Lease, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery
+from jobqueue.domain.outcome import Decision
+from jobqueue.domain.status import Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +28,9 @@ class Submitted:
 class JobStore(Protocol):
     """The state machine's operations, each one atomic compare-and-swap in the store.
 
-    Outcome writes (`complete` .. `release`) are fenced by the claim's lease and raise
-    `LeaseLost` when the job is no longer held by it. Operations on a job id raise
-    `JobNotFound` or `InvalidTransition`; `submit` raises `IdempotencyConflict`.
+    Outcome writes (`record`, `complete_many`) are fenced by the claim's lease. Operations
+    on a job id raise `JobNotFound` or `InvalidTransition`; `submit` raises
+    `IdempotencyConflict`. Every operation raises `StoreUnavailable` when the store fails.
     """
 
     async def submit(self, new: NewJob) -> Submitted: ...
@@ -39,33 +41,26 @@ class JobStore(Protocol):
         """Up to `limit` due pending jobs, now processing under a fresh lease each."""
         ...
 
-    async def complete(self, lease: Lease) -> Job: ...
+    async def record(self, lease: Lease, decision: Decision) -> Job:
+        """End the attempt holding `lease` as `decision` says, in one fenced write; raise
+        `LeaseLost` when the job is no longer held by it. Due times (`decision.delay`)
+        are counted from the store's clock."""
+        ...
 
     async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
         """Complete, in one write, every job still held by its lease; return the leases
         that held.
 
         Each job is fenced by its own lease: one not returned was lost, exactly as
-        `complete` would have raised `LeaseLost` for it, and the others are unaffected.
+        `record` would have raised `LeaseLost` for it, and the others are unaffected.
         Leases, not ids, are returned: a batch may hold a stale attempt's lease and the
         current one for the same job, and only the current one may count as completed.
         """
         ...
 
-    async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
-        """Back to pending, due `delay` from now by the store's clock."""
-        ...
-
-    async def fail(self, lease: Lease, error: str) -> Job: ...
-
-    async def dead_letter(self, lease: Lease, error: str) -> Job: ...
-
-    async def release(self, lease: Lease) -> Job:
-        """Back to pending at once, giving the attempt back (shutdown)."""
-        ...
-
-    async def manual_retry(self, job_id: UUID) -> Job:
-        """A dead-lettered job back to pending with a fresh attempt budget."""
+    async def retry(self, job_id: UUID) -> Job:
+        """An operator's retry: a dead-lettered job back to pending with a fresh attempt
+        budget."""
         ...
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
@@ -76,14 +71,14 @@ class JobStore(Protocol):
         """Delete up to `limit` finished jobs, oldest first: of each status in `older_than`,
         those that finished longer ago than its age by the store's clock. Return how many.
 
-        Raises `ValueError` for a status that is not terminal: dead letters await a person
-        and pending or processing jobs are live work, so none of them is ever pruned.
+        Raises `ValueError` for a status that is not prunable (`check_prune_request`): dead
+        letters await a person and live jobs are work to do, so none of them is ever pruned.
         """
         ...
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
-        """One page of the jobs `query` asks for, in its status's order (`LIST_ORDERS`),
-        ties broken by id; `next` is set only when more jobs follow the page."""
+        """One page of the jobs `query` asks for, in its status's order (`TRAITS`), ties
+        broken by id; `next` is set only when more jobs follow the page."""
         ...
 
     async def ping(self) -> None:

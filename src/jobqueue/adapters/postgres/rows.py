@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import RowMapping
 
-from jobqueue.domain.job import Job, Status
+from jobqueue.domain.job import Job
+from jobqueue.domain.status import Status
 
 
 def job_from_row(row: RowMapping) -> Job:

@@ -21,7 +21,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
-from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS, Status
+from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS
+from jobqueue.domain.status import Status
 
 metadata = MetaData(
     naming_convention={

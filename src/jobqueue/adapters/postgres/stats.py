@@ -9,13 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.schema import jobs, status_literal
-from jobqueue.domain.job import TERMINAL, Status
-
-# Each of these has a partial index holding only its rows (ix_jobs_due, ix_jobs_lease_expiry,
-# ix_jobs_dead_letter), so each count reads that small index, never the table. Finished jobs
-# are left out: counting them reads every one of them, every refresh, however many
-# retention keeps; the job counters say how many finish.
-COUNTED: tuple[Status, ...] = tuple(status for status in Status if status not in TERMINAL)
+from jobqueue.domain.status import COUNTED, Status
 
 
 class PostgresQueueStats:
@@ -23,7 +17,9 @@ class PostgresQueueStats:
         self._engine = engine
 
     async def count_by_status(self) -> Mapping[Status, int]:
-        """Jobs per status that is not terminal (pending, processing, dead_letter)."""
+        """Jobs per counted status (`status.COUNTED`). Each counted status has a partial
+        index holding only its rows (`TRAITS[status].index`), so each count reads that
+        small index, never the table; finished jobs are not counted."""
         statement = select(
             *(
                 select(func.count())

@@ -21,10 +21,10 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     ColumnElement,
+    Integer,
     Interval,
     RowMapping,
     Text,
-    and_,
     any_,
     bindparam,
     case,
@@ -38,60 +38,29 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
-from sqlalchemy.sql.dml import Update
 
-from jobqueue.adapters.postgres.failures import refused_values, store_failures
+from jobqueue.adapters.postgres.enqueue import enqueue, submit_in
+from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.schema import status_literal as _status
-from jobqueue.domain.errors import (
-    IdempotencyConflict,
-    InvalidTransition,
-    JobNotFound,
-    LeaseLost,
-    StoreUnavailable,
-)
-from jobqueue.domain.job import TERMINAL, Job, Lease, NewJob, Operation, Status
-from jobqueue.domain.listing import JobPage, JobQuery
+from jobqueue.domain.errors import InvalidTransition, JobNotFound, LeaseLost
+from jobqueue.domain.job import Job, Lease, NewJob, Operation
+from jobqueue.domain.listing import JobPage, JobQuery, position_of
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.ports import Submitted
+from jobqueue.domain.retention import check_prune_request
+from jobqueue.domain.status import Status
 
-LEASE_EXPIRED_ERROR = (
-    "lease expired before the attempt finished: the process running it probably died"
-)
+# `submit_in` was documented here before `jobqueue.enqueue` existed.
+__all__ = ["PostgresJobStore", "submit_in"]
 
-# A job can leave dead_letter between a refused manual retry and the read that explains
-# the refusal, and come back to it; a few rounds settle any realistic race.
-_MANUAL_RETRY_ROUNDS = 3
-
-
-def check_prune_request(older_than: Mapping[Status, timedelta], limit: int) -> None:
-    """Raise `ValueError` unless `prune_finished` may act on these arguments.
-
-    Only terminal jobs are ever deleted: a dead letter awaits a person, and pending or
-    processing jobs are live work.
-    """
-    if limit < 1:
-        raise ValueError(f"prune limit must be at least 1, got {limit}")
-    for status, age in older_than.items():
-        if status not in TERMINAL:
-            allowed = ", ".join(sorted(TERMINAL))
-            raise ValueError(f"only finished jobs ({allowed}) can be pruned, not {status}")
-        if age < timedelta(0):
-            raise ValueError(f"the age of {status} jobs to prune must not be negative, got {age}")
-
-
-def storable_error(error: str) -> str:
-    """`error` in a form PostgreSQL's `text` can hold.
-
-    Error texts come from whatever a handler raised: a NUL character or a lone surrogate
-    (an undecodable file name, say) would make PostgreSQL refuse the outcome write, and
-    the attempt's result would be lost. They are written as visible escapes instead.
-    """
-    return error.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+# A job can leave dead_letter between a refused retry and the read that explains the
+# refusal, and come back to it; a few rounds settle any realistic race.
+_RETRY_ROUNDS = 3
 
 
 def _interval(value: timedelta) -> ColumnElement[timedelta]:
@@ -130,36 +99,29 @@ _CLAIM = (
 )
 
 
-def _outcome_write(**changes: Any) -> Update:
-    # Fenced by status and token: a stale worker (its lease recovered, the job claimed
-    # again) matches no row. Leaving processing always ends the lease.
-    return (
-        update(jobs)
-        .where(
-            jobs.c.id == bindparam("job_id"),
-            jobs.c.status == _status(Status.PROCESSING),
-            jobs.c.lease_token == bindparam("token"),
-        )
-        .values(locked_until=None, updated_at=func.now(), **changes)
-        .returning(*jobs.c)
+# Every ending of an attempt is this one statement, whatever the decision: fenced by status
+# and token, so a stale worker (its lease recovered, the job claimed again) matches no
+# row; leaving processing always ends the lease. The due time comes from the database
+# clock, the one the claim compares with. The target status is bound, not inlined: only
+# the WHERE clause must show the partial index its status.
+_delay = cast(bindparam("delay", type_=Interval()), Interval())
+_RECORD = (
+    update(jobs)
+    .where(
+        jobs.c.id == bindparam("job_id"),
+        jobs.c.status == _status(Status.PROCESSING),
+        jobs.c.lease_token == bindparam("token"),
     )
-
-
-# The due time comes from the database clock, the one the claim compares with.
-_delay = bindparam("delay", type_=Interval())
-_error = bindparam("error", type_=Text())
-_COMPLETE = _outcome_write(status=_status(Status.COMPLETED))
-_RETRY = _outcome_write(
-    status=_status(Status.PENDING), run_at=func.now() + _delay, last_error=_error
-)
-_FAIL = _outcome_write(status=_status(Status.FAILED), last_error=_error)
-_DEAD_LETTER = _outcome_write(status=_status(Status.DEAD_LETTER), last_error=_error)
-# The attempt counted at claim time is given back: shutdown is not the job's fault.
-# GREATEST only guards rows written by hand; a claim always counted one.
-_RELEASE = _outcome_write(
-    status=_status(Status.PENDING),
-    attempts=func.greatest(jobs.c.attempts - 1, 0),
-    run_at=func.now(),
+    .values(
+        status=bindparam("status", type_=Text()),
+        last_error=func.coalesce(cast(bindparam("error", type_=Text()), Text()), jobs.c.last_error),
+        run_at=case((_delay.is_(None), jobs.c.run_at), else_=func.now() + _delay),
+        # GREATEST only guards rows written by hand; a claim always counted one.
+        attempts=func.greatest(jobs.c.attempts - bindparam("refund", type_=Integer()), 0),
+        locked_until=None,
+        updated_at=func.now(),
+    )
+    .returning(*jobs.c)
 )
 
 # Many completions in one statement, each row still fenced by its own token: a lease
@@ -185,67 +147,6 @@ _COMPLETE_MANY = (
 )
 
 
-# The columns come from the parameters each call passes, typed by the table.
-_SUBMIT = (
-    insert(jobs)
-    .on_conflict_do_nothing(
-        index_elements=[jobs.c.idempotency_key],
-        index_where=jobs.c.idempotency_key.is_not(None),
-    )
-    .returning(*jobs.c)
-)
-
-
-async def submit_in(connection: AsyncConnection, new: NewJob) -> Submitted:
-    """Submit `new` inside the caller's connection and transaction.
-
-    Enqueue a job atomically with your own writes: the job exists if and only if the
-    caller's transaction commits. Duplicate Idempotency-Keys are safe under concurrency:
-    the unique index decides the winner, the others read the winner's job back.
-    """
-    with store_failures(), refused_values():
-        inserted = await connection.execute(
-            _SUBMIT,
-            {
-                "type": new.type,
-                "payload": new.payload,
-                "max_attempts": new.max_attempts,
-                "idempotency_key": new.idempotency_key,
-                "traceparent": new.traceparent,
-            },
-        )
-        row = inserted.mappings().one_or_none()
-        if row is not None:
-            return Submitted(job_from_row(row), replayed=False)
-        if new.idempotency_key is None:  # pragma: no cover - only the key's index can conflict
-            raise StoreUnavailable("the job store inserted no row and reported no conflict")
-        return await _replay(connection, new, new.idempotency_key)
-
-
-async def _replay(connection: AsyncConnection, new: NewJob, key: str) -> Submitted:
-    # Only reached on a key conflict. Payloads are compared as jsonb, so key order and
-    # whitespace do not make two equal requests differ.
-    same_request = and_(
-        jobs.c.type == new.type,
-        jobs.c.payload == literal(new.payload, JSONB),
-        jobs.c.max_attempts == new.max_attempts,
-    ).label("same_request")
-    found = await connection.execute(
-        select(*jobs.c, same_request).where(jobs.c.idempotency_key == key)
-    )
-    row = found.mappings().one_or_none()
-    if row is None:
-        # The conflicting job was deleted (retention) between the two statements; the
-        # key is free again, so submitting again succeeds.
-        raise StoreUnavailable(
-            f"the job holding Idempotency-Key {key!r} was deleted during this submission; "
-            "submit again"
-        )
-    if not row["same_request"]:
-        raise IdempotencyConflict(key)
-    return Submitted(job_from_row(row), replayed=True)
-
-
 class PostgresJobStore:
     """`JobStore` on PostgreSQL through a SQLAlchemy async engine (asyncpg)."""
 
@@ -260,7 +161,7 @@ class PostgresJobStore:
         # conflict needs no transaction, only to run after the insert saw the winner.
         with store_failures():
             async with self._autocommit.connect() as connection:
-                return await submit_in(connection, new)
+                return await enqueue(connection, new)
 
     async def get(self, job_id: UUID) -> Job:
         row = await self._one(select(jobs).where(jobs.c.id == job_id))
@@ -276,9 +177,6 @@ class PostgresJobStore:
         claimed = await self._all(_CLAIM, {"limit": limit, "lease": lease})
         return sorted(claimed, key=lambda job: job.run_at)
 
-    async def complete(self, lease: Lease) -> Job:
-        return await self._write_outcome(_COMPLETE, lease)
-
     async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
         if not leases:
             return set()
@@ -291,21 +189,23 @@ class PostgresJobStore:
                 result = await connection.execute(_COMPLETE_MANY, parameters)
                 return {Lease(job_id, token) for job_id, token in result}
 
-    async def retry(self, lease: Lease, delay: timedelta, error: str) -> Job:
-        if delay < timedelta(0):
-            raise ValueError(f"retry delay must not be negative, got {delay}")
-        return await self._write_outcome(_RETRY, lease, delay=delay, error=storable_error(error))
+    async def record(self, lease: Lease, decision: Decision) -> Job:
+        row = await self._one(
+            _RECORD,
+            {
+                "job_id": lease.job_id,
+                "token": lease.token,
+                "status": decision.status.value,
+                "error": decision.error,
+                "delay": decision.delay,
+                "refund": 1 if decision.gives_back_attempt else 0,
+            },
+        )
+        if row is None:
+            raise LeaseLost(lease.job_id, lease.token)
+        return job_from_row(row)
 
-    async def fail(self, lease: Lease, error: str) -> Job:
-        return await self._write_outcome(_FAIL, lease, error=storable_error(error))
-
-    async def dead_letter(self, lease: Lease, error: str) -> Job:
-        return await self._write_outcome(_DEAD_LETTER, lease, error=storable_error(error))
-
-    async def release(self, lease: Lease) -> Job:
-        return await self._write_outcome(_RELEASE, lease)
-
-    async def manual_retry(self, job_id: UUID) -> Job:
+    async def retry(self, job_id: UUID) -> Job:
         # lease_token is left alone: it must keep growing so that claims from before the
         # reset stay fenced even though attempt numbers start over.
         statement = (
@@ -320,7 +220,7 @@ class PostgresJobStore:
             .returning(*jobs.c)
         )
         status: str | None = None
-        for _ in range(_MANUAL_RETRY_ROUNDS):
+        for _ in range(_RETRY_ROUNDS):
             row = await self._one(statement)
             if row is not None:
                 return job_from_row(row)
@@ -329,7 +229,7 @@ class PostgresJobStore:
                 raise JobNotFound(job_id)
             if status != Status.DEAD_LETTER:
                 break
-        raise InvalidTransition(job_id, Operation.MANUAL_RETRY, str(status))
+        raise InvalidTransition(job_id, Operation.RETRY, str(status))
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         if limit < 1:
@@ -422,20 +322,12 @@ class PostgresJobStore:
         )
         page = tuple(listed[: query.limit])
         following = len(listed) > query.limit
-        return JobPage(page, order.position(page[-1]) if following else None)
+        return JobPage(page, position_of(page[-1]) if following else None)
 
     async def ping(self) -> None:
         with store_failures():
             async with self._engine.connect() as connection:
                 await connection.execute(text("SELECT 1"))
-
-    async def _write_outcome(self, statement: Update, lease: Lease, **parameters: Any) -> Job:
-        row = await self._one(
-            statement, {"job_id": lease.job_id, "token": lease.token, **parameters}
-        )
-        if row is None:
-            raise LeaseLost(lease.job_id, lease.token)
-        return job_from_row(row)
 
     async def _status_of(self, job_id: UUID) -> str | None:
         row = await self._one(select(jobs.c.status).where(jobs.c.id == job_id))

@@ -22,16 +22,9 @@ from prometheus_client import (
     generate_latest,
 )
 
-from jobqueue.domain.job import TERMINAL, Job, Status
-from jobqueue.domain.outcome import (
-    Complete,
-    DeadLetter,
-    Decision,
-    Fail,
-    Release,
-    Retry,
-    outcome_name,
-)
+from jobqueue.domain.job import Job
+from jobqueue.domain.outcome import Decision, Outcome
+from jobqueue.domain.status import COUNTED, PRUNABLE, Status
 
 _log = logging.getLogger(__name__)
 
@@ -41,10 +34,6 @@ EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
 # both ends rather than the library's web-request defaults.
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
-# The queue-depth gauge's labels: jobs waiting, running, or awaiting a person. Finished
-# jobs are history, not depth, and counting them would read every one of them at each
-# refresh; jobs_completed_total, jobs_failed_total and jobs_pruned_total cover them.
-QUEUE_DEPTH_STATUSES: tuple[Status, ...] = tuple(s for s in Status if s not in TERMINAL)
 
 
 class Metrics:
@@ -101,10 +90,17 @@ class Metrics:
             ["status"],
             registry=self.registry,
         )
-        # Pre-create every label value, so a dashboard sees zeros rather than gaps.
-        for status in (Status.FAILED, Status.DEAD_LETTER):
-            self._failed.labels(status=status.value)
-        for status in TERMINAL:
+        # The counter each recorded outcome moves (the seed's names); a release gives the
+        # attempt back and counts nowhere. Every label child is created here, so a
+        # dashboard sees zeros rather than gaps.
+        self._by_outcome: dict[Outcome, Counter | None] = {
+            Outcome.COMPLETED: self._completed,
+            Outcome.RETRIED: self._retried,
+            Outcome.FAILED: self._failed.labels(status=Status.FAILED.value),
+            Outcome.DEAD_LETTER: self._failed.labels(status=Status.DEAD_LETTER.value),
+            Outcome.RELEASED: None,
+        }
+        for status in PRUNABLE:
             self._pruned.labels(status=status.value)
 
     def render(self) -> bytes:
@@ -120,18 +116,10 @@ class Metrics:
         pass
 
     def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
-        self._duration.labels(outcome=outcome_name(decision)).observe(duration_seconds)
-        match decision:
-            case Complete():
-                self._completed.inc()
-            case Retry():
-                self._retried.inc()
-            case Fail():
-                self._failed.labels(status=Status.FAILED.value).inc()
-            case DeadLetter():
-                self._failed.labels(status=Status.DEAD_LETTER.value).inc()
-            case Release():
-                pass
+        self._duration.labels(outcome=decision.outcome.value).observe(duration_seconds)
+        counter = self._by_outcome[decision.outcome]
+        if counter is not None:
+            counter.inc()
 
     def lease_lost(self, job: Job) -> None:
         self._lease_lost.inc()
@@ -152,16 +140,16 @@ class Metrics:
     # --- queue depth ------------------------------------------------------------------
 
     def set_queue_depth(self, counts: Mapping[Status, int]) -> None:
-        """Set each of `QUEUE_DEPTH_STATUSES` (absent ones to 0); other statuses are
-        not depth and are ignored."""
-        for status in QUEUE_DEPTH_STATUSES:
+        """Set each counted status (`status.COUNTED`: absent ones to 0); other statuses
+        are not depth and are ignored."""
+        for status in COUNTED:
             self._queue_depth.labels(status=status.value).set(counts.get(status, 0))
 
 
 class QueueDepthSource(Protocol):
     async def count_by_status(self) -> Mapping[Status, int]:
-        """How many jobs the store holds in each of `QUEUE_DEPTH_STATUSES` (absent
-        statuses hold none)."""
+        """How many jobs the store holds in each counted status (`status.COUNTED`;
+        absent statuses hold none)."""
         ...
 
 

@@ -10,7 +10,8 @@ import msgspec
 from litestar.openapi.spec import Schema
 from litestar.openapi.spec.enums import OpenAPIType
 
-from jobqueue.domain.job import MAX_ATTEMPTS, MAX_TYPE_LENGTH, MIN_ATTEMPTS, Job, Status
+from jobqueue.domain.job import MAX_ATTEMPTS, MAX_TYPE_LENGTH, MIN_ATTEMPTS, Job
+from jobqueue.domain.status import Status
 
 AttemptBudget = Annotated[int, msgspec.Meta(ge=MIN_ATTEMPTS, le=MAX_ATTEMPTS)]
 

@@ -16,16 +16,16 @@ from uuid import UUID
 
 from litestar.exceptions import ClientException
 
-from jobqueue.domain.job import MAX_TYPE_LENGTH, Status
+from jobqueue.domain.job import MAX_TYPE_LENGTH
 from jobqueue.domain.listing import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
     MIN_LIST_LIMIT,
-    TYPE_FILTERABLE,
     TYPE_NOT_FILTERABLE,
     JobQuery,
     ListPosition,
 )
+from jobqueue.domain.status import TRAITS, Status
 
 LIST_PARAMETERS = ("status", "type", "limit", "cursor")
 _STATUSES = ", ".join(status.value for status in Status)
@@ -44,7 +44,7 @@ def parse_list_query(parameters: Mapping[str, Sequence[str]]) -> JobQuery:
     single = {name: _single(name, values) for name, values in parameters.items()}
     status = _status(single.get("status"))
     job_type = _type(single.get("type"))
-    if job_type is not None and status not in TYPE_FILTERABLE:
+    if job_type is not None and not TRAITS[status].type_filterable:
         raise ClientException(detail=TYPE_NOT_FILTERABLE.format(status=status.value))
     return JobQuery(
         status=status,

@@ -1,4 +1,4 @@
-"""The `/jobs` resource: submit, read, list and requeue jobs."""
+"""The `/jobs` resource: submit, read, list and retry jobs."""
 
 from __future__ import annotations
 
@@ -15,13 +15,9 @@ from litestar.openapi.spec import OpenAPIMediaType, Operation, RequestBody
 from litestar.params import HeaderParameter, PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from jobqueue.domain.job import MAX_TYPE_LENGTH, Status
-from jobqueue.domain.listing import (
-    DEFAULT_LIST_LIMIT,
-    LIST_ORDERS,
-    MAX_LIST_LIMIT,
-    MIN_LIST_LIMIT,
-)
+from jobqueue.domain.job import MAX_TYPE_LENGTH
+from jobqueue.domain.listing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MIN_LIST_LIMIT
+from jobqueue.domain.status import TRAITS, TYPE_FILTERABLE, Status
 from jobqueue.entrypoints.http.dto import (
     CreateJobRequest,
     ErrorBody,
@@ -59,7 +55,7 @@ ListStatus = Annotated[
         + "; ".join(
             f"{status.value} by {order.column.value} "
             f"{'newest' if order.descending else 'soonest'} first"
-            for status, order in LIST_ORDERS.items()
+            for status, order in ((s, TRAITS[s].order) for s in Status)
         )
         + "; ties by id.",
         schema_extra={"enum": [status.value for status in Status]},
@@ -70,8 +66,9 @@ ListType = Annotated[
     QueryParameter(
         name="type",
         required=False,
-        description="Only jobs of this type; not with status=completed (no index holds "
-        "completed jobs by type).",
+        description="Only jobs of this type; only with status="
+        + ", ".join(status.value for status in TYPE_FILTERABLE)
+        + " (no index holds the others by type).",
         schema_extra={"minLength": 1, "maxLength": MAX_TYPE_LENGTH},
     ),
 ]
@@ -254,4 +251,4 @@ class JobsController(Controller):
         },
     )
     async def retry_job(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:
-        return JobRecord.of(await jobs.requeue(parse_job_id(job_id)))
+        return JobRecord.of(await jobs.retry(parse_job_id(job_id)))

@@ -20,7 +20,7 @@ _log = logging.getLogger("jobqueue.http")
 
 
 class JobService:
-    """Submits, reads, lists and requeues jobs; counts and announces those entering the queue.
+    """Submits, reads, lists and retries jobs; counts and announces those entering the queue.
 
     A job is validated against the same registry and payload types the workers use,
     so a job the worker would refuse at once is refused here, with a 400, instead.
@@ -76,10 +76,10 @@ class JobService:
     async def list_jobs(self, query: JobQuery) -> JobPage:
         return await self._store.list_jobs(query)
 
-    async def requeue(self, job_id: UUID) -> Job:
-        """A dead-lettered job back to pending with a fresh attempt budget."""
-        job = await self._store.manual_retry(job_id)
-        _log.info("job requeued", extra={"job_id": str(job.id), "job_type": job.type})
+    async def retry(self, job_id: UUID) -> Job:
+        """An operator's retry: a dead-lettered job back to pending with a fresh budget."""
+        job = await self._store.retry(job_id)
+        _log.info("job retried", extra={"job_id": str(job.id), "job_type": job.type})
         self._announce(job)
         return job
 

@@ -27,19 +27,14 @@ from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import LeaseLost, is_permanent, retry_after
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import (
-    Complete,
-    DeadLetter,
     Decision,
     Ending,
     Errored,
-    Fail,
     Interrupted,
-    Release,
-    Retry,
+    Outcome,
     Succeeded,
     TimedOut,
     decide,
-    outcome_name,
 )
 from jobqueue.domain.ports import JobStore, PayloadDecoder
 from jobqueue.domain.registry import JobContext, Registry
@@ -198,7 +193,7 @@ class WorkerPool:
         if self._stopping.is_set():
             # Claimed while stop() was called: give it back at once rather than begin
             # work the shutdown may have to interrupt.
-            self._record(attempt, Release(), 0.0, observe=False)
+            self._record(attempt, Decision.release(), 0.0, observe=False)
             return
         task = asyncio.create_task(self._run_attempt(attempt), name=f"jobqueue job {job.id}")
         self._attempts[task] = attempt
@@ -211,7 +206,7 @@ class WorkerPool:
             if not attempt.recording:
                 # Cancelled before its first step (shutdown right after the claim): the
                 # handler never ran, so the job is given back like any interrupted one.
-                self._record(attempt, Release(), 0.0, observe=False)
+                self._record(attempt, Decision.release(), 0.0, observe=False)
             return
         error = task.exception()
         if error is not None:
@@ -339,7 +334,7 @@ class WorkerPool:
         self, attempt: _Attempt, decision: Decision, duration: float, observe: bool
     ) -> None:
         job, fields, span = attempt.job, attempt.fields, attempt.span
-        outcome = outcome_name(decision)
+        outcome: str = decision.outcome
         try:
             async with asyncio.timeout(self._config.outcome_timeout.total_seconds()):
                 await self._apply(job, decision)
@@ -368,36 +363,26 @@ class WorkerPool:
                     **fields,
                     "outcome": outcome,
                     "duration_ms": duration * 1000,
-                    "error": _error_of(decision),
+                    "error": decision.error,
                     "retry_in": _retry_in(decision),
                 },
             )
         if span is not None:
-            span.end(outcome, _error_of(decision))
+            span.end(outcome, decision.error)
 
     async def _apply(self, job: Job, decision: Decision) -> None:
         lease = job.lease
-        match decision:
-            case Complete():
-                # Batched with other attempts' completions, each still fenced by its lease.
-                if not await self._completer.complete(lease):
-                    raise LeaseLost(lease.job_id, lease.token)
-            case Retry(delay=delay, error=error):
-                await self._store.retry(lease, delay, error)
-            case Fail(error=error):
-                await self._store.fail(lease, error)
-            case DeadLetter(error=error):
-                await self._store.dead_letter(lease, error)
-            case Release():
-                await self._store.release(lease)
-
-
-def _error_of(decision: Decision) -> str | None:
-    return decision.error if isinstance(decision, Retry | Fail | DeadLetter) else None
+        if decision.outcome is Outcome.COMPLETED:
+            # Batched with other attempts' completions, each still fenced by its lease.
+            if not await self._completer.complete(lease):
+                raise LeaseLost(lease.job_id, lease.token)
+            return
+        await self._store.record(lease, decision)
 
 
 def _retry_in(decision: Decision) -> float | None:
-    return decision.delay.total_seconds() if isinstance(decision, Retry) else None
+    # Seconds until the job is due again: the backoff of a retry, 0 for a release.
+    return None if decision.delay is None else decision.delay.total_seconds()
 
 
 def _job_fields(job: Job) -> dict[str, Any]:

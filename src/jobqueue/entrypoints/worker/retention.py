@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 
-from jobqueue.domain.job import Status
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.retention import DEFAULT_COMPLETED, DEFAULT_FAILED, RetentionPolicy
+from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.periodic import Periodic
 
 _log = logging.getLogger("jobqueue.worker")
 
-DEFAULT_COMPLETED = timedelta(days=7)
-DEFAULT_FAILED = timedelta(days=30)
 DEFAULT_INTERVAL = timedelta(minutes=1)
 # Small enough that one delete holds its row locks briefly and a backlog never becomes
 # one huge transaction; large enough that clearing a backlog takes few round trips.
@@ -31,26 +29,13 @@ DEFAULT_BATCH_SIZE = 1000
 
 PrunedCallback = Callable[[Status, int], None]
 
-
-@dataclass(frozen=True, slots=True)
-class RetentionPolicy:
-    """How long finished jobs are kept after they finished; `None` keeps them forever."""
-
-    completed: timedelta | None = DEFAULT_COMPLETED
-    failed: timedelta | None = DEFAULT_FAILED
-
-    def __post_init__(self) -> None:
-        for status, age in ((Status.COMPLETED, self.completed), (Status.FAILED, self.failed)):
-            if age is not None and age <= timedelta(0):
-                raise ValueError(
-                    f"{status} jobs must be kept for a positive time (None keeps them), got {age}"
-                )
-
-    @property
-    def ages(self) -> Mapping[Status, timedelta]:
-        """The statuses pruned, each with the age from which its jobs are deleted."""
-        kept = {Status.COMPLETED: self.completed, Status.FAILED: self.failed}
-        return {status: age for status, age in kept.items() if age is not None}
+__all__ = [
+    "DEFAULT_COMPLETED",
+    "DEFAULT_FAILED",
+    "DEFAULT_INTERVAL",
+    "RetentionLoop",
+    "RetentionPolicy",
+]
 
 
 class RetentionLoop:

@@ -1,0 +1,97 @@
+"""A job's statuses, and what each one is: declared once, read by everything else.
+
+Pruning, the queue-depth gauge, metric labels, listing and the fake store all read these
+traits instead of keeping lists of their own, so a new status is a line here, its
+transitions in `job.TRANSITIONS`, and a migration for the schema's CHECK and indexes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DEAD_LETTER = "dead_letter"
+
+
+class Phase(StrEnum):
+    """Where a status stands in a job's life."""
+
+    # Work the queue still has to do: waiting to be claimed, or running.
+    LIVE = "live"
+    # Awaiting a person (a dead letter): never run again by itself, never deleted by itself.
+    HELD = "held"
+    # Over for good: kept a while to be looked up, then deleted by retention.
+    FINISHED = "finished"
+
+
+class SortColumn(StrEnum):
+    """The time a status is listed by: the column its index is built on."""
+
+    RUN_AT = "run_at"
+    LOCKED_UNTIL = "locked_until"
+    UPDATED_AT = "updated_at"
+
+
+@dataclass(frozen=True, slots=True)
+class ListOrder:
+    column: SortColumn
+    # Newest first for history (finished and held jobs, where the latest matter most);
+    # soonest first for live work (the next due job, the next lease to run out).
+    descending: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StatusTraits:
+    phase: Phase
+    # Listing reads one status at a time, as a range of `index` in this order.
+    order: ListOrder
+    # The partial index holding exactly the rows of this status (and perhaps of others
+    # in the same phase), in `order`'s column: listing and counting read it, never the
+    # table. Checked against the schema by a test.
+    index: str
+    # Whether `type` may narrow a listing. Only where the status's rows are few can the
+    # index range be read and filtered by type; an index by type would make every
+    # completion pay.
+    type_filterable: bool = True
+
+    @property
+    def prunable(self) -> bool:
+        """Retention may delete jobs of this status once they are old enough."""
+        return self.phase is Phase.FINISHED
+
+    @property
+    def counted(self) -> bool:
+        """Part of the queue depth: few enough rows, in a small partial index, to count at
+        every refresh. Finished jobs are history, and counting them would read every one."""
+        return self.phase is not Phase.FINISHED
+
+
+_SOONEST = {column: ListOrder(column, descending=False) for column in SortColumn}
+_NEWEST_FINISHED = ListOrder(SortColumn.UPDATED_AT, descending=True)
+
+TRAITS: Mapping[Status, StatusTraits] = {
+    Status.PENDING: StatusTraits(Phase.LIVE, _SOONEST[SortColumn.RUN_AT], "ix_jobs_due"),
+    Status.PROCESSING: StatusTraits(
+        Phase.LIVE, _SOONEST[SortColumn.LOCKED_UNTIL], "ix_jobs_lease_expiry"
+    ),
+    # Completed jobs are most of the table and no index holds them by type.
+    Status.COMPLETED: StatusTraits(
+        Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_finished", type_filterable=False
+    ),
+    Status.FAILED: StatusTraits(Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_finished"),
+    # A finished or held row is never written again, so its updated_at is when it ended.
+    Status.DEAD_LETTER: StatusTraits(Phase.HELD, _NEWEST_FINISHED, "ix_jobs_dead_letter"),
+}
+
+
+# Derived, in declaration order, for the code that needs one of them as a whole.
+PRUNABLE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].prunable)
+COUNTED: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].counted)
+TYPE_FILTERABLE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].type_filterable)
