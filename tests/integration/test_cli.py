@@ -9,8 +9,8 @@ import sys
 import asyncpg
 import pytest
 
-from jobqueue.entrypoints.bootstrap import build_registry, load_handlers
 from jobqueue.entrypoints.config import Settings
+from jobqueue.entrypoints.handler_modules import build_registry, load_handlers
 from jobqueue.entrypoints.runtime import StartupError
 from tests.support.postgres import dsn
 from tests.support.processes import REPO_ROOT, environment, run

@@ -21,11 +21,13 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.job_spans import JobSpans
-from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthSource
+from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthRefresher
 from jobqueue.adapters.telemetry.tracing import trace_engine
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.registry import Registry
+from jobqueue.entrypoints.bootstrap import http_config
+from jobqueue.entrypoints.components import Runnable
 from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.http.app import create_app
 from jobqueue.entrypoints.http.health import Readiness
@@ -63,7 +65,8 @@ def build_api(
     tracer_provider: TracerProvider | None = None,
 ) -> Api:
     """`create_app` as the composition root wires it, over a store of its own on
-    `database_url` (or `store`), with a pool in the app's lifespan when `with_pool`.
+    `database_url` (or `store`), with a pool in the app's lifespan when `with_pool`, and
+    the queue-depth refresher when `with_queue_depth`.
 
     Litestar's AsyncTestClient runs the app on an event loop in another thread, so the
     app gets an engine of its own, used and disposed on that loop only; the test's
@@ -72,7 +75,7 @@ def build_api(
     """
     settings = settings if settings is not None else Settings()
     lifespans: list[Callable[[Litestar], Any]] = []
-    queue_depth: QueueDepthSource | None = None
+    metrics = Metrics()
     if store is None:
         if database_url is None:
             raise ValueError("build_api needs a database_url or a store")
@@ -82,12 +85,11 @@ def build_api(
         if tracer_provider is not None:
             trace_engine(engine, tracer_provider)
         if with_queue_depth:
-            queue_depth = PostgresQueueStats(engine)
+            lifespans.append(_running(QueueDepthRefresher(PostgresQueueStats(engine), metrics)))
     registry = builtin_registry(webhook_allow_private=False)
     if handlers is not None:
         registry.include(handlers)
     decoder = MsgspecPayloadDecoder()
-    metrics = Metrics()
     readiness = Readiness(store)
     tracer = JobSpans(tracer_provider) if tracer_provider is not None else None
     pool = (
@@ -96,13 +98,12 @@ def build_api(
         else None
     )
     app = create_app(
-        settings,
+        http_config(settings),
         store=store,
         registry=registry,
         decoder=decoder,
         metrics=metrics,
         readiness=readiness,
-        queue_depth=queue_depth,
         on_enqueued=(lambda job: pool.wake()) if pool is not None else None,
         lifespan=[*lifespans, _running(pool)] if pool is not None else lifespans,
         tracer_provider=tracer_provider,
@@ -121,14 +122,16 @@ def _disposing(engine: AsyncEngine) -> Callable[[Litestar], Any]:
     return dispose
 
 
-def _running(pool: WorkerPool) -> Callable[[Litestar], Any]:
+def _running(component: Runnable) -> Callable[[Litestar], Any]:
+    """Runs `component` (the pool, the queue-depth refresher) while the app runs."""
+
     @asynccontextmanager
     async def run(app: Litestar) -> AsyncIterator[None]:
-        task = asyncio.create_task(pool.run())
+        task = asyncio.create_task(component.run())
         try:
             yield
         finally:
-            pool.stop()
+            component.stop()
             await task
 
     return run

@@ -1,21 +1,23 @@
-"""Process plumbing for the service: signals, the listening socket, uvicorn in our loop."""
+"""Process plumbing for the service: signals, bound sockets, the startup error.
+
+Imports neither uvicorn nor Litestar: a worker without HTTP loads this too. Running
+uvicorn in our loop is `entrypoints/http/server.py`.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import logging
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import uvicorn
-from litestar import Litestar
-
-from jobqueue.entrypoints.config import HttpAddress, Settings
+if TYPE_CHECKING:
+    from jobqueue.entrypoints.config import HttpAddress
 
 _log = logging.getLogger("jobqueue")
 
@@ -25,7 +27,7 @@ class StartupError(Exception):
     without a traceback: it is the operator's to fix, not a bug."""
 
 
-# --- HTTP -----------------------------------------------------------------------------------
+# --- sockets --------------------------------------------------------------------------------
 
 
 def bind(address: HttpAddress, variable: str = "HTTP_ADDR") -> socket.socket:
@@ -49,34 +51,44 @@ def bind(address: HttpAddress, variable: str = "HTTP_ADDR") -> socket.socket:
     return sock
 
 
-class _HttpServer(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # The service installs its own handlers on the loop: uvicorn's would replace them
-        # and stop only the HTTP side, skipping the ordered shutdown.
-        yield
+@dataclass(frozen=True, slots=True)
+class Listeners:
+    """The bound sockets of the process: the API's on HTTP_ADDR, the metrics server's
+    on METRICS_ADDR; either may be absent."""
+
+    api: socket.socket | None
+    metrics: socket.socket | None
+
+    def close(self) -> None:
+        for sock in (self.api, self.metrics):
+            if sock is not None:
+                sock.close()
 
 
-def http_server(app: Litestar, settings: Settings) -> uvicorn.Server:
-    config = uvicorn.Config(
-        app,
-        lifespan="on",
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        # Requests still running when the listener closed get this long, like jobs do.
-        timeout_graceful_shutdown=max(1, round(settings.shutdown_timeout.total_seconds())),
-    )
-    return _HttpServer(config)
-
-
-async def serve_http(server: uvicorn.Server, sock: socket.socket) -> None:
+def bind_listeners(api: HttpAddress | None, metrics: HttpAddress | None) -> Listeners:
+    """Bind every port first, so a taken one stops the process before anything starts."""
+    api_socket = bind(api) if api is not None else None
+    if metrics is None:
+        return Listeners(api_socket, None)
     try:
-        await server.serve(sockets=[sock])
-    except SystemExit:
-        # uvicorn exits the process when the application's startup fails; here that is
-        # one failed component among several, reported like the others.
-        raise StartupError("the HTTP server failed to start (see the log above)") from None
+        if api is not None and _same_port(metrics, api):
+            raise StartupError(
+                f"METRICS_ADDR {metrics} is the port of HTTP_ADDR {api}, "
+                "which serves /metrics already; choose another port, or unset METRICS_ADDR"
+            )
+        return Listeners(api_socket, bind(metrics, "METRICS_ADDR"))
+    except StartupError:
+        if api_socket is not None:
+            api_socket.close()
+        raise
+
+
+def _same_port(one: HttpAddress, other: HttpAddress) -> bool:
+    # Both sockets are bound before either listens, and Linux lets SO_REUSEADDR sockets
+    # share a port until then: the clash would surface later, inside uvicorn.
+    wildcards = {"0.0.0.0", "::"}
+    hosts_overlap = one.host == other.host or bool({one.host, other.host} & wildcards)
+    return one.port == other.port and hosts_overlap
 
 
 # --- signals -------------------------------------------------------------------------------

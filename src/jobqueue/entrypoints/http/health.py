@@ -1,23 +1,38 @@
-"""Probes and the scrape endpoint: open without a token, cheap, and honest."""
+"""Probes and the scrape endpoint: open without a token, cheap, and honest.
+
+The API and the METRICS_ADDR listener serve them alike: `OPERATIONS` with the
+dependencies of `operations_dependencies`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from datetime import timedelta
+from typing import Any, Protocol, runtime_checkable
 
 from litestar import MediaType, Response, get
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.exceptions import ServiceUnavailableException
 from litestar.openapi.datastructures import ResponseSpec
 
-from jobqueue.adapters.telemetry.metrics import EXPOSITION_CONTENT_TYPE, Metrics
 from jobqueue.domain.errors import StoreUnavailable
 from jobqueue.domain.ports import JobStore
 from jobqueue.entrypoints.http.dto import ErrorBody, HealthBody
 from jobqueue.entrypoints.http.middleware import PUBLIC
 
 _log = logging.getLogger("jobqueue.http")
+
+
+# Runtime-checkable: Litestar checks a dependency against its parameter's annotation.
+@runtime_checkable
+class Exposition(Protocol):
+    """The metrics `/metrics` serves (`adapters.telemetry.metrics.Metrics` is one); the
+    content type of the text comes with the app's configuration."""
+
+    def render(self) -> bytes:
+        """The exposition text of every metric."""
+        ...
 
 
 class Readiness:
@@ -86,5 +101,30 @@ async def readyz(readiness: NamedDependency[Readiness]) -> HealthBody:
     opt={PUBLIC: True},
     sync_to_thread=False,
 )
-def metrics_endpoint(metrics: NamedDependency[Metrics]) -> Response[bytes]:
-    return Response(metrics.render(), media_type=EXPOSITION_CONTENT_TYPE)
+def metrics_endpoint(
+    metrics: NamedDependency[Exposition], metrics_content_type: NamedDependency[str]
+) -> Response[bytes]:
+    return Response(metrics.render(), media_type=metrics_content_type)
+
+
+OPERATIONS = (healthz, readyz, metrics_endpoint)
+
+
+def operations_dependencies(
+    readiness: Readiness, metrics: Exposition, metrics_content_type: str
+) -> dict[str, Provide]:
+    """What the routes of `OPERATIONS` are given."""
+    return {
+        "readiness": constant(readiness),
+        "metrics": constant(metrics),
+        "metrics_content_type": constant(metrics_content_type),
+    }
+
+
+def constant(value: Any) -> Provide:
+    """A dependency that is `value` itself, the same for every request."""
+
+    def provide() -> Any:
+        return value
+
+    return Provide(provide, use_cache=True, sync_to_thread=False)

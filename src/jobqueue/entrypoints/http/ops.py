@@ -7,29 +7,29 @@ nothing else is reachable here, so no token is asked for.
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Litestar
-from litestar.di import Provide
 
-from jobqueue.adapters.telemetry.metrics import Metrics
 from jobqueue.entrypoints.http.errors import exception_handlers
-from jobqueue.entrypoints.http.health import Readiness, healthz, metrics_endpoint, readyz
+from jobqueue.entrypoints.http.health import (
+    OPERATIONS,
+    Exposition,
+    Readiness,
+    operations_dependencies,
+)
 from jobqueue.entrypoints.http.middleware import RequestContextMiddleware
 
 # Probes and scrapes carry no body; anything larger is refused before it is read.
 _MAX_BODY_BYTES = 1024
 
 
-def create_ops_app(*, metrics: Metrics, readiness: Readiness) -> Litestar:
+def create_ops_app(
+    *, metrics: Exposition, readiness: Readiness, metrics_content_type: str
+) -> Litestar:
     """`/healthz`, `/readyz` (503 while `readiness` drains or the store is unreachable)
-    and `/metrics` (the exposition of `metrics`)."""
+    and `/metrics` (the exposition of `metrics`, served as `metrics_content_type`)."""
     app = Litestar(
-        route_handlers=[healthz, readyz, metrics_endpoint],
-        dependencies={
-            "readiness": _constant(readiness),
-            "metrics": _constant(metrics),
-        },
+        route_handlers=list(OPERATIONS),
+        dependencies=operations_dependencies(readiness, metrics, metrics_content_type),
         exception_handlers=exception_handlers(_MAX_BODY_BYTES),
         request_max_body_size=_MAX_BODY_BYTES,
         # A listener for infrastructure, not clients: no API description to publish.
@@ -40,10 +40,3 @@ def create_ops_app(*, metrics: Metrics, readiness: Readiness) -> Litestar:
     # Request ids and the access log, like every response of the API.
     app.asgi_handler = RequestContextMiddleware(app.asgi_handler)
     return app
-
-
-def _constant(value: Any) -> Provide:
-    def provide() -> Any:
-        return value
-
-    return Provide(provide, use_cache=True, sync_to_thread=False)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Protocol
 from uuid import UUID
 
 import msgspec
 
-from jobqueue.adapters.telemetry.metrics import Metrics
 from jobqueue.adapters.telemetry.trace_context import current_traceparent
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery
@@ -17,6 +17,14 @@ from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.http.dto import CreateJobRequest
 
 _log = logging.getLogger("jobqueue.http")
+
+
+class SubmissionMetrics(Protocol):
+    """What the service records (`adapters.telemetry.metrics.Metrics` is one)."""
+
+    def job_submitted(self) -> None:
+        """A submission created a job (an idempotent replay is not counted)."""
+        ...
 
 
 class JobService:
@@ -31,7 +39,7 @@ class JobService:
         store: JobStore,
         registry: Registry,
         decoder: PayloadDecoder,
-        metrics: Metrics,
+        metrics: SubmissionMetrics,
         *,
         default_max_attempts: int,
         on_enqueued: Callable[[Job], None] | None = None,

@@ -1,0 +1,85 @@
+"""Where the service's database comes from, and bringing its schema up to date.
+
+DATABASE_URL when set, else an embedded server in JOBQUEUE_DATA_DIR, stopped on exit
+(docs/design.md, "Databases"). Alembic is imported only by `migrate`: a process started
+with AUTO_MIGRATE=false never loads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from jobqueue.adapters.postgres.database import redact
+from jobqueue.adapters.postgres.embedded import start_embedded
+from jobqueue.domain.errors import JobQueueError
+from jobqueue.entrypoints import exit_codes
+from jobqueue.entrypoints.config import Settings
+from jobqueue.entrypoints.runtime import Signals, StartupError, installed
+
+_log = logging.getLogger("jobqueue")
+
+
+@asynccontextmanager
+async def database(settings: Settings) -> AsyncIterator[str]:
+    """The database URL to use: DATABASE_URL, else an embedded server, stopped on exit."""
+    if settings.database_url is not None:
+        _log.info(
+            "using the database from DATABASE_URL",
+            extra={"database": redact_url(settings.database_url)},
+        )
+        yield settings.database_url
+        return
+    try:
+        embedded = await asyncio.to_thread(start_embedded, settings.data_dir)
+    except JobQueueError as error:
+        raise StartupError(str(error)) from None
+    _log.info(
+        "using the embedded PostgreSQL (DATABASE_URL is not set)",
+        extra={"database": redact_url(embedded.url), "data_dir": str(embedded.data_dir)},
+    )
+    try:
+        yield embedded.url
+    finally:
+        # Shielded: this must run to the end even when a second signal cancelled the rest.
+        await asyncio.shield(asyncio.to_thread(embedded.stop))
+        _log.info("left the embedded PostgreSQL", extra={"data_dir": str(embedded.data_dir)})
+
+
+def redact_url(url: str) -> str:
+    try:
+        return redact(url)
+    except Exception:
+        return "<unparsable URL>"
+
+
+async def migrate(url: str) -> None:
+    """Apply every migration to the database at `url`. Raises `StartupError`."""
+    from jobqueue.adapters.postgres.migrations import upgrade
+
+    _log.info("applying database migrations")
+    try:
+        # Alembic runs its own event loop, so it gets a thread; an advisory lock in the
+        # migration environment makes concurrent starters take turns.
+        await asyncio.to_thread(upgrade, url)
+    except Exception as error:
+        raise StartupError(
+            f"migrating the database failed: {type(error).__name__}: {error}"
+        ) from error
+    _log.info("database schema is up to date")
+
+
+async def run_migrate(settings: Settings) -> int:
+    # Not graceful: a migration cannot be drained. Cancelling still leaves the embedded
+    # server behind us stopped, and Alembic's transaction rolls back.
+    async with installed(Signals(graceful=False)) as signals:
+        try:
+            async with database(settings) as url:
+                await migrate(url)
+        except asyncio.CancelledError:
+            if signals.forced:
+                return exit_codes.FORCED
+            raise
+    return exit_codes.OK
