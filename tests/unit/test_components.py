@@ -185,7 +185,8 @@ class Sends:
         self.count += 1
 
 
-async def test_the_notifier_sends_what_it_owes_when_stopped() -> None:
+async def announcing_with_one_owed() -> tuple[Announcing, asyncio.Task[None], Sends]:
+    """A running notifier component that sent one wake-up and owes another."""
     sends = Sends()
     notifier = Notifier(sends, interval=timedelta(seconds=60))
     component = Announcing(notifier)
@@ -194,6 +195,11 @@ async def test_the_notifier_sends_what_it_owes_when_stopped() -> None:
     notifier.job_available()
     await asyncio.sleep(0.05)  # sent at once; the next one waits for the interval
     notifier.job_available()
+    return component, task, sends
+
+
+async def test_the_notifier_sends_what_it_owes_when_stopped() -> None:
+    component, task, sends = await announcing_with_one_owed()
 
     component.stop()
     await task
@@ -202,14 +208,7 @@ async def test_the_notifier_sends_what_it_owes_when_stopped() -> None:
 
 
 async def test_a_forced_notifier_sends_nothing_more() -> None:
-    sends = Sends()
-    notifier = Notifier(sends, interval=timedelta(seconds=60))
-    component = Announcing(notifier)
-    task = asyncio.create_task(component.run())
-    await asyncio.sleep(0)
-    notifier.job_available()
-    await asyncio.sleep(0.05)
-    notifier.job_available()
+    _, task, sends = await announcing_with_one_owed()
 
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
