@@ -9,8 +9,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.progress import progress
 from bench.results import Stopwatch, Throughput
+from jobqueue import enqueue
 from jobqueue.adapters.postgres.schema import jobs
-from jobqueue.adapters.postgres.store import PostgresJobStore, submit_in
+from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import NewJob
 
 
@@ -36,17 +37,17 @@ async def submit_one_per_call(
         return stopwatch.throughput(total)
 
 
-async def submit_in_batches(
+async def enqueue_in_batches(
     engine: AsyncEngine, new: NewJob, total: int, batch: int, label: str
 ) -> Throughput:
-    """`submit_in` called `batch` times per transaction: the in-process enqueue API."""
+    """`jobqueue.enqueue` called `batch` times per transaction: the in-process API."""
     async with progress(label, total) as shown:
         stopwatch = Stopwatch()
         for first in range(0, total, batch):
             size = min(batch, total - first)
             async with engine.begin() as connection:
                 for _ in range(size):
-                    await submit_in(connection, new)
+                    await enqueue(connection, new)
             shown.advance(size)
         return stopwatch.throughput(total)
 

@@ -53,15 +53,15 @@ def ratios(run: Run) -> list[Ratio]:
         ),
         (
             f"enqueue_bulk_vs_single_c{lowest}",
-            f"enqueue: submit_in() batches vs submit() with {lowest} submitter (throughput)",
-            lambda: rate("enqueue.bulk.submit_in") / rate(f"enqueue.single.c{lowest}"),
-            ("enqueue.bulk.submit_in", f"enqueue.single.c{lowest}"),
+            f"enqueue: enqueue() batches vs submit() with {lowest} submitter (throughput)",
+            lambda: rate("enqueue.bulk.in_transaction") / rate(f"enqueue.single.c{lowest}"),
+            ("enqueue.bulk.in_transaction", f"enqueue.single.c{lowest}"),
         ),
         (
-            "enqueue_multirow_vs_submit_in",
-            "enqueue: multi-row INSERT vs submit_in() batches (throughput)",
-            lambda: rate("enqueue.bulk.multirow_reference") / rate("enqueue.bulk.submit_in"),
-            ("enqueue.bulk.multirow_reference", "enqueue.bulk.submit_in"),
+            "enqueue_multirow_vs_in_transaction",
+            "enqueue: multi-row INSERT vs enqueue() batches (throughput)",
+            lambda: rate("enqueue.bulk.multirow_reference") / rate("enqueue.bulk.in_transaction"),
+            ("enqueue.bulk.multirow_reference", "enqueue.bulk.in_transaction"),
         ),
         (
             "drain_2pools_vs_1pool",

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 import jobqueue
 from bench.database import Server, engine_on, scratch_database
 from bench.drain import drain
-from bench.enqueue import multi_row_insert, submit_in_batches, submit_one_per_call
+from bench.enqueue import enqueue_in_batches, multi_row_insert, submit_one_per_call
 from bench.pickup import pickup
 from bench.pools import POLL_INTERVAL
 from bench.probe import noop_job
@@ -112,9 +112,9 @@ async def _enqueue(engine: AsyncEngine, sizes: Sizes, into: list[Measurement]) -
         result = await submit_one_per_call(engine, new, sizes.jobs, submitters, label)
         into.append(Measurement(f"enqueue.single.c{submitters}", label, result))
     await reset(engine)
-    label = f"enqueue: submit_in() × {sizes.batch:,} per transaction"
-    result = await submit_in_batches(engine, new, sizes.jobs, sizes.batch, label)
-    into.append(Measurement("enqueue.bulk.submit_in", label, result))
+    label = f"enqueue: enqueue() × {sizes.batch:,} per transaction"
+    result = await enqueue_in_batches(engine, new, sizes.jobs, sizes.batch, label)
+    into.append(Measurement("enqueue.bulk.in_transaction", label, result))
     await reset(engine)
     label = f"enqueue: multi-row INSERT of {sizes.batch:,} (reference, not a store API)"
     result = await multi_row_insert(engine, new, sizes.jobs, sizes.batch, label)

@@ -1,33 +1,74 @@
 """jobqueue: a PostgreSQL-backed asynchronous job service.
 
-What handler authors and in-process clients write code with. Everything else is
-internal and may change. (Kept to the pure domain so `import jobqueue` stays cheap.)
+The public API: what handler authors and in-process producers write code with.
+Everything else in the package (`jobqueue.domain`, `jobqueue.adapters`,
+`jobqueue.entrypoints`) is internal and may change between releases.
+
+`import jobqueue` loads only the pure domain. `enqueue` (SQLAlchemy) and
+`current_traceparent` (OpenTelemetry) load their modules the first time they are used.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
     InvalidPayload,
+    InvalidTransition,
     JobNotFound,
     JobQueueError,
+    LeaseLost,
     Permanent,
+    StoreUnavailable,
     UnknownJobType,
 )
-from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, Job, NewJob
+from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 
+if TYPE_CHECKING:
+    from jobqueue.adapters.postgres.enqueue import enqueue
+    from jobqueue.adapters.telemetry.trace_context import current_traceparent
+
+# Public names whose modules are heavy: (module, attribute), imported on first access.
+_ON_DEMAND = {
+    "enqueue": ("jobqueue.adapters.postgres.enqueue", "enqueue"),
+    "current_traceparent": ("jobqueue.adapters.telemetry.trace_context", "current_traceparent"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _ON_DEMAND[name]
+    except KeyError:
+        raise AttributeError(f"module 'jobqueue' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
     "IdempotencyConflict",
     "InvalidJob",
     "InvalidPayload",
+    "InvalidTransition",
     "Job",
     "JobContext",
     "JobNotFound",
     "JobQueueError",
+    "LeaseLost",
     "NewJob",
     "Permanent",
     "Registry",
     "Status",
+    "StoreUnavailable",
+    "Submitted",
     "UnknownJobType",
+    "current_traceparent",
+    "enqueue",
 ]

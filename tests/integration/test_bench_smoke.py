@@ -27,7 +27,7 @@ TIMEOUT_SECONDS = 100
 THROUGHPUTS = {
     "enqueue.single.c1",
     "enqueue.single.c8",
-    "enqueue.bulk.submit_in",
+    "enqueue.bulk.in_transaction",
     "enqueue.bulk.multirow_reference",
     "drain.empty.1pool",
     "drain.empty.2pools",
@@ -44,7 +44,7 @@ STARTUPS = {"startup.worker"}
 RATIOS = {
     "enqueue_single_c8_vs_c1",
     "enqueue_bulk_vs_single_c1",
-    "enqueue_multirow_vs_submit_in",
+    "enqueue_multirow_vs_in_transaction",
     "drain_2pools_vs_1pool",
     "pickup_poll_vs_wake_p50",
     "pickup_poll_vs_wake_p99",

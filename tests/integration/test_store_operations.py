@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from jobqueue import enqueue
 from jobqueue.adapters.postgres.database import create_engine
-from jobqueue.adapters.postgres.store import PostgresJobStore, submit_in
+from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -153,7 +154,7 @@ async def test_value_postgres_cannot_store_is_an_invalid_job(
     assert await count_jobs(engine) == 0
 
 
-# --- submit_in: the caller's transaction ------------------------------------------------
+# --- enqueue: the caller's transaction (the public in-process API) -------------------------
 
 
 async def test_job_submitted_in_a_rolled_back_transaction_does_not_exist(
@@ -161,7 +162,7 @@ async def test_job_submitted_in_a_rolled_back_transaction_does_not_exist(
 ) -> None:
     async with engine.connect() as connection:
         transaction = await connection.begin()
-        submitted = await submit_in(connection, new_job())
+        submitted = await enqueue(connection, new_job())
         await transaction.rollback()
 
     with pytest.raises(JobNotFound):
@@ -176,7 +177,7 @@ async def test_job_submitted_in_a_transaction_is_claimable_only_once_it_commits(
     async with engine.begin() as connection:
         await connection.execute(text("CREATE TEMP TABLE orders (id int) ON COMMIT DROP"))
         await connection.execute(text("INSERT INTO orders VALUES (1)"))
-        submitted = await submit_in(connection, new_job())
+        submitted = await enqueue(connection, new_job())
         assert await store.claim(10, LEASE) == []
 
     claimed = await store.claim(10, LEASE)
@@ -185,10 +186,10 @@ async def test_job_submitted_in_a_transaction_is_claimable_only_once_it_commits(
 
 async def test_idempotency_holds_inside_a_callers_transaction(engine: AsyncEngine) -> None:
     async with engine.begin() as connection:
-        first = await submit_in(connection, new_job(key="k"))
-        again = await submit_in(connection, new_job(key="k"))
+        first = await enqueue(connection, new_job(key="k"))
+        again = await enqueue(connection, new_job(key="k"))
         with pytest.raises(IdempotencyConflict):
-            await submit_in(connection, new_job({"other": True}, key="k"))
+            await enqueue(connection, new_job({"other": True}, key="k"))
     assert again.replayed
     assert again.job.id == first.job.id
 
