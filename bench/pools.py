@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -13,6 +14,7 @@ from bench.database import BenchError
 from bench.probe import StartProbe, noop_registry
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
 
 # Idle pools look for due jobs this often; pure-polling pickup latency is bounded by it.
@@ -22,7 +24,8 @@ POLL_INTERVAL = timedelta(milliseconds=100)
 def pool_config(workers: int) -> PoolConfig:
     # Generous limits: no-op jobs never come near them, and a lease longer than the job
     # timeout plus the outcome write keeps the pool from warning about it.
-    return PoolConfig(
+    return replace(
+        Settings().pool_config(),
         workers=workers,
         job_timeout=timedelta(seconds=30),
         lease_duration=timedelta(minutes=5),

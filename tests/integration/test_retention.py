@@ -18,8 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.metrics import Metrics
+from jobqueue.domain.retention import RetentionPolicy
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.retention import RetentionLoop, RetentionPolicy
+from jobqueue.entrypoints.worker.retention import RetentionLoop
 from tests.support.job_rows import seed_many
 from tests.support.processes import free_port, start
 

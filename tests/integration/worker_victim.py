@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +20,8 @@ from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.registry import JobContext, Registry
-from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
+from jobqueue.entrypoints.config import Settings
+from jobqueue.entrypoints.worker.pool import WorkerPool
 
 # Distinct from the 1 of an uncaught exception: the test knows the handler did it.
 KILLED_BY_JOB = 17
@@ -33,7 +35,8 @@ async def serve(url: str, lease: timedelta) -> None:
         os._exit(KILLED_BY_JOB)
 
     engine = create_engine(url, pool_size=1)
-    config = PoolConfig(
+    config = replace(
+        Settings().pool_config(),
         workers=1,
         lease_duration=lease,
         job_timeout=timedelta(seconds=30),

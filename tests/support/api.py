@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -31,11 +31,12 @@ from jobqueue.entrypoints.components import Runnable
 from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.http.app import create_app
 from jobqueue.entrypoints.http.health import Readiness
-from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
+from jobqueue.entrypoints.worker.pool import WorkerPool
 
 T = TypeVar("T")
 
-FAST_POOL = PoolConfig(
+FAST_POOL = replace(
+    Settings().pool_config(),
     workers=2,
     job_timeout=timedelta(seconds=10),
     lease_duration=timedelta(seconds=60),

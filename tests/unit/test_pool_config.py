@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jobqueue.domain.registry import Registry
-from jobqueue.entrypoints.worker.pool import PoolConfig
+from jobqueue.entrypoints.config import Settings
 from tests.fakes import InMemoryJobStore
 from tests.unit.pool_harness import DEADLINE_SECONDS, config, make_pool
 
@@ -32,7 +32,7 @@ def test_nonsense_settings_are_refused(changes: dict[str, Any]) -> None:
 
 
 def test_defaults_leave_the_lease_longer_than_an_attempt_and_its_write() -> None:
-    defaults = PoolConfig()
+    defaults = Settings().pool_config()
     assert defaults.lease_duration > defaults.job_timeout + defaults.outcome_timeout
 
 

@@ -11,8 +11,9 @@ import pytest
 from jobqueue.domain.errors import StoreUnavailable
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import Decision
+from jobqueue.domain.retention import RetentionPolicy
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.retention import RetentionLoop, RetentionPolicy
+from jobqueue.entrypoints.worker.retention import RetentionLoop
 from tests.fakes import InMemoryJobStore, ManualClock
 from tests.unit.pool_harness import DEADLINE_SECONDS, eventually, submit
 

@@ -9,9 +9,6 @@ Every variable is optional. A bad value stops the process before it starts anyth
 with every problem listed at once, so a misconfigured deployment is fixed in one round.
 """
 
-# `setting(...)` returns a `dataclasses.field`, which ruff cannot see through:
-# ruff: noqa: RUF009
-
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -23,7 +20,8 @@ from typing import Any, Literal
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import format_duration, parse_duration
-from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS
+from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MIN_ATTEMPTS
+from jobqueue.domain.retention import DEFAULT_COMPLETED, DEFAULT_FAILED, RetentionPolicy
 from jobqueue.entrypoints.variables import (
     ALL_COMMANDS,
     LOG_LEVELS,
@@ -49,11 +47,6 @@ from jobqueue.entrypoints.variables import HttpAddress as HttpAddress
 from jobqueue.entrypoints.variables import parse_http_addr as parse_http_addr
 from jobqueue.entrypoints.variables import parse_modules as parse_modules
 from jobqueue.entrypoints.worker.pool import PoolConfig
-from jobqueue.entrypoints.worker.retention import (
-    DEFAULT_COMPLETED,
-    DEFAULT_FAILED,
-    RetentionPolicy,
-)
 from jobqueue.entrypoints.worker.retention import DEFAULT_INTERVAL as DEFAULT_RETENTION_INTERVAL
 
 # An attempt's outcome is written after its handler returns; the lease must outlast the
@@ -124,7 +117,7 @@ class Settings:
     max_attempts: int = setting(
         "MAX_ATTEMPTS",
         parse_int,
-        5,
+        DEFAULT_MAX_ATTEMPTS,
         f"default attempt budget of a job ({MIN_ATTEMPTS}-{MAX_ATTEMPTS})",
         commands=WITH_API,
     )

@@ -46,19 +46,20 @@ _log = logging.getLogger("jobqueue.worker")
 # Handlers log through `ctx.logger`, an adapter on this logger carrying the job's fields.
 _handler_log = logging.getLogger("jobqueue.jobs")
 
-_DEFAULT_BACKOFF = Backoff(timedelta(seconds=1), timedelta(minutes=5))
-
 
 @dataclass(frozen=True, slots=True)
 class PoolConfig:
-    workers: int = 4
-    job_timeout: timedelta = timedelta(seconds=30)
-    lease_duration: timedelta = timedelta(minutes=1)
-    poll_interval: timedelta = timedelta(seconds=1)
-    shutdown_timeout: timedelta = timedelta(seconds=20)
+    """What the pool is told. No defaults here: they are the settings' (`Settings.pool_config`
+    builds this), so a default is declared once."""
+
+    workers: int
+    job_timeout: timedelta
+    lease_duration: timedelta
+    poll_interval: timedelta
+    shutdown_timeout: timedelta
     # Bounds each outcome write, so a store that stopped answering cannot hold up shutdown.
-    outcome_timeout: timedelta = timedelta(seconds=10)
-    backoff: Backoff = _DEFAULT_BACKOFF
+    outcome_timeout: timedelta
+    backoff: Backoff
 
     def __post_init__(self) -> None:
         if self.workers < 1:

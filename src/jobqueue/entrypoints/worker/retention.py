@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 from jobqueue.domain.ports import JobStore
-from jobqueue.domain.retention import DEFAULT_COMPLETED, DEFAULT_FAILED, RetentionPolicy
+from jobqueue.domain.retention import RetentionPolicy
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.periodic import Periodic
 
@@ -28,14 +28,6 @@ DEFAULT_INTERVAL = timedelta(minutes=1)
 DEFAULT_BATCH_SIZE = 1000
 
 PrunedCallback = Callable[[Status, int], None]
-
-__all__ = [
-    "DEFAULT_COMPLETED",
-    "DEFAULT_FAILED",
-    "DEFAULT_INTERVAL",
-    "RetentionLoop",
-    "RetentionPolicy",
-]
 
 
 class RetentionLoop:
