@@ -15,36 +15,13 @@ from typing import Any
 
 import httpx
 
+from jobqueue.entrypoints.config import SETTINGS
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBQUEUE = Path(sys.executable).with_name("jobqueue")
 
 # Variables of ours the test runner may have set; a subprocess gets only what a test gives.
-_OURS = {
-    "DATABASE_URL",
-    "JOBQUEUE_DATA_DIR",
-    "HTTP_ADDR",
-    "METRICS_ADDR",
-    "WORKERS",
-    "MAX_ATTEMPTS",
-    "JOB_TIMEOUT",
-    "LEASE_DURATION",
-    "RECOVERY_INTERVAL",
-    "RETENTION_COMPLETED",
-    "RETENTION_FAILED",
-    "RETENTION_INTERVAL",
-    "POLL_INTERVAL",
-    "NOTIFY",
-    "BACKOFF_BASE",
-    "BACKOFF_MAX",
-    "SHUTDOWN_TIMEOUT",
-    "DRAIN_DELAY",
-    "MAX_BODY_BYTES",
-    "WEBHOOK_ALLOW_PRIVATE",
-    "LOG_LEVEL",
-    "AUTO_MIGRATE",
-    "JOBQUEUE_HANDLERS",
-    "API_TOKENS",
-}
+_OURS = {setting.env for setting in SETTINGS}
 
 
 def free_port() -> int:

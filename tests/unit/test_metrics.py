@@ -13,8 +13,22 @@ from prometheus_client import CollectorRegistry
 from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthRefresher
 from jobqueue.domain.errors import StoreUnavailable
 from jobqueue.domain.job import Job
-from jobqueue.domain.outcome import Decision
+from jobqueue.domain.outcome import Decision, Outcome
 from jobqueue.domain.status import Status
+
+# One decision of every ending; the first test below fails when an outcome is added
+# without one here.
+ENDINGS = [
+    Decision.complete(),
+    Decision.backoff(timedelta(seconds=1), "boom"),
+    Decision.fail("bad"),
+    Decision.dead_letter("again"),
+    Decision.release(),
+]
+
+
+def test_the_endings_listed_here_cover_every_outcome() -> None:
+    assert {decision.outcome for decision in ENDINGS} == set(Outcome)
 
 
 def job(status: Status = Status.PROCESSING) -> Job:
@@ -159,3 +173,16 @@ async def test_the_refresh_loop_survives_a_failure_and_stops_when_told() -> None
     await asyncio.wait_for(refresher.run(), timeout=30)
 
     assert sample(metrics, "jobs_queue_depth", status="pending") == 5
+
+
+@pytest.mark.parametrize("decision", ENDINGS, ids=lambda decision: decision.outcome.value)
+def test_every_ending_is_observed_under_its_outcome_name(decision: Decision) -> None:
+    # A new ending must find its place in the metrics' outcome table, not raise there.
+    metrics = Metrics()
+    metrics.attempt_finished(job(), decision, 0.1)
+    assert (
+        metrics.registry.get_sample_value(
+            "job_processing_duration_seconds_count", {"outcome": decision.outcome.value}
+        )
+        == 1
+    )

@@ -7,6 +7,8 @@ statement in autocommit.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from sqlalchemy import and_, literal, select
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -17,6 +19,8 @@ from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.errors import IdempotencyConflict, StoreUnavailable
 from jobqueue.domain.job import NewJob
 from jobqueue.domain.ports import Submitted
+
+_NEW_JOB_FIELDS = tuple(field.name for field in fields(NewJob))
 
 # The columns come from the parameters each call passes, typed by the table.
 _SUBMIT = (
@@ -39,22 +43,18 @@ async def enqueue(connection: AsyncConnection, new: NewJob) -> Submitted:
     used by a different request, `StoreUnavailable` when the database fails.
     """
     with store_failures(), refused_values():
-        inserted = await connection.execute(
-            _SUBMIT,
-            {
-                "type": new.type,
-                "payload": new.payload,
-                "max_attempts": new.max_attempts,
-                "idempotency_key": new.idempotency_key,
-                "traceparent": new.traceparent,
-            },
-        )
+        inserted = await connection.execute(_SUBMIT, _columns(new))
         row = inserted.mappings().one_or_none()
         if row is not None:
             return Submitted(job_from_row(row), replayed=False)
         if new.idempotency_key is None:  # pragma: no cover - only the key's index can conflict
             raise StoreUnavailable("the job store inserted no row and reported no conflict")
         return await _replay(connection, new, new.idempotency_key)
+
+
+def _columns(new: NewJob) -> dict[str, object]:
+    # Every NewJob field is the column of the same name; the rest have server defaults.
+    return {name: getattr(new, name) for name in _NEW_JOB_FIELDS}
 
 
 # The name the first releases documented; kept so that code written against them runs.

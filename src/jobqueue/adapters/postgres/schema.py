@@ -5,6 +5,8 @@ Alembic's hand-written revisions create these; a test proves they agree.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
@@ -22,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS
-from jobqueue.domain.status import Status
+from jobqueue.domain.status import PRUNABLE, Status
 
 metadata = MetaData(
     naming_convention={
@@ -33,7 +35,12 @@ metadata = MetaData(
     }
 )
 
-_STATUSES = ", ".join(f"'{status.value}'" for status in Status)
+
+def _quoted(statuses: Iterable[Status]) -> str:
+    return ", ".join(f"'{status.value}'" for status in statuses)
+
+
+_STATUSES = _quoted(Status)
 
 jobs = Table(
     "jobs",
@@ -76,7 +83,7 @@ jobs = Table(
         "ix_jobs_finished",
         "status",
         "updated_at",
-        postgresql_where=text("status IN ('completed', 'failed')"),
+        postgresql_where=text(f"status IN ({_quoted(PRUNABLE)})"),
     ),
     # Dead letters await a person: counted for the queue-depth gauge, listed newest first.
     Index("ix_jobs_dead_letter", "updated_at", postgresql_where=text("status = 'dead_letter'")),

@@ -35,7 +35,6 @@ EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
-
 class Metrics:
     """The service's metrics; also the worker pool's observer (`PoolObserver`)."""
 

@@ -1,0 +1,46 @@
+"""Each status's traits: consistent with the transition table and with the schema's indexes.
+
+The traits are what pruning, the queue depth, metrics and listing read; these tests hold
+them to the lifecycle and to the indexes that have to serve them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Index
+
+from jobqueue.adapters.postgres.schema import jobs
+from jobqueue.domain.job import TRANSITIONS
+from jobqueue.domain.status import COUNTED, PRUNABLE, TRAITS, TYPE_FILTERABLE, Phase, Status
+
+INDEXES: dict[str, Index] = {str(index.name): index for index in jobs.indexes}
+
+
+def test_every_status_has_traits() -> None:
+    assert set(TRAITS) == set(Status)
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_a_status_is_finished_exactly_when_nothing_leads_out_of_it(status: Status) -> None:
+    leaves = any(transition.source is status for transition in TRANSITIONS)
+    assert (TRAITS[status].phase is Phase.FINISHED) is not leaves
+
+
+def test_only_finished_jobs_are_pruned_and_only_others_counted() -> None:
+    assert PRUNABLE == (Status.COMPLETED, Status.FAILED)
+    assert COUNTED == (Status.PENDING, Status.PROCESSING, Status.DEAD_LETTER)
+    assert not set(PRUNABLE) & set(COUNTED)
+    assert Status.COMPLETED not in TYPE_FILTERABLE
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_the_index_a_status_names_holds_its_rows_in_its_order(status: Status) -> None:
+    traits = TRAITS[status]
+    index = INDEXES.get(traits.index)
+    assert index is not None, f"{status}: no index {traits.index} in the schema"
+    predicate = str(index.dialect_options["postgresql"]["where"])
+    assert f"'{status.value}'" in predicate, predicate
+    # The sort column is the index's last column: any column before it is the status.
+    columns = [column.name for column in index.columns]
+    assert columns[-1] == traits.order.column.value
+    assert set(columns[:-1]) <= {"status"}
