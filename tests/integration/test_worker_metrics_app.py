@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from jobqueue.adapters.telemetry.metrics import EXPOSITION_CONTENT_TYPE, Metrics
+from jobqueue.adapters.telemetry.metrics import Metrics
 from jobqueue.domain.errors import StoreUnavailable
 from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
@@ -23,11 +23,7 @@ class UnreachableStore(InMemoryJobStore):
 
 
 def client_for(readiness: Readiness, metrics: Metrics | None = None) -> AsyncTestClient[Any]:
-    app = create_ops_app(
-        metrics=metrics or Metrics(),
-        readiness=readiness,
-        metrics_content_type=EXPOSITION_CONTENT_TYPE,
-    )
+    app = create_ops_app(metrics=metrics or Metrics(), readiness=readiness)
     return AsyncTestClient(app=app)
 
 

@@ -40,7 +40,6 @@ from jobqueue.adapters.postgres.notify import Listener, Notifier, asyncpg_connec
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.metrics import (
-    EXPOSITION_CONTENT_TYPE,
     Metrics,
     QueueDepthRefresher,
 )
@@ -228,7 +227,6 @@ def http_config(settings: Settings) -> HttpConfig:
         max_body_bytes=settings.max_body_bytes,
         api_tokens=settings.api_tokens,
         default_max_attempts=settings.max_attempts,
-        metrics_content_type=EXPOSITION_CONTENT_TYPE,
         # Requests still running when the listener closed get as long as jobs do.
         graceful_timeout=settings.shutdown_timeout,
     )
@@ -271,11 +269,7 @@ def _http_components(
             )
         )
     if listeners.metrics is not None:
-        ops = create_ops_app(
-            metrics=metrics,
-            readiness=readiness,
-            metrics_content_type=config.metrics_content_type,
-        )
+        ops = create_ops_app(metrics=metrics, readiness=readiness)
         # Last, so the counters of the final attempts stay scrapeable while the pool
         # drains and the probes keep answering (/readyz with 503).
         components.append(

@@ -102,6 +102,11 @@ class Metrics:
         for status in PRUNABLE:
             self._pruned.labels(status=status.value)
 
+    @property
+    def content_type(self) -> str:
+        """The media type `render`'s text is served as."""
+        return EXPOSITION_CONTENT_TYPE
+
     def render(self) -> bytes:
         """The exposition text of every metric in this registry."""
         return generate_latest(self.registry)

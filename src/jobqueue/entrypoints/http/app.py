@@ -50,8 +50,6 @@ class HttpConfig:
     api_tokens: frozenset[str]
     # The attempt budget of a submission that names none.
     default_max_attempts: int
-    # The content type of the metrics' exposition text, served with it at /metrics.
-    metrics_content_type: str
     # How long requests still running when a listener closes get to finish.
     graceful_timeout: timedelta
 
@@ -102,7 +100,7 @@ def create_app(
         route_handlers=[jobs_routes, *OPERATIONS],
         dependencies={
             "jobs": constant(service),
-            **operations_dependencies(readiness, metrics, config.metrics_content_type),
+            **operations_dependencies(readiness, metrics),
         },
         guards=[BearerTokenGuard(config.api_tokens)] if config.api_tokens else [],
         exception_handlers=exception_handlers(config.max_body_bytes),
@@ -111,7 +109,7 @@ def create_app(
         openapi_config=OpenAPIConfig(
             title="jobqueue",
             version=_package_version(),
-            description="Submit jobs, follow them, and requeue dead letters. Every error "
+            description="Submit jobs, follow them, and retry dead letters. Every error "
             'is JSON: {"error": "…"}.',
             path="/schema",
             components=components,

@@ -27,8 +27,12 @@ _log = logging.getLogger("jobqueue.http")
 # Runtime-checkable: Litestar checks a dependency against its parameter's annotation.
 @runtime_checkable
 class Exposition(Protocol):
-    """The metrics `/metrics` serves (`adapters.telemetry.metrics.Metrics` is one); the
-    content type of the text comes with the app's configuration."""
+    """The metrics `/metrics` serves (`adapters.telemetry.metrics.Metrics` is one)."""
+
+    @property
+    def content_type(self) -> str:
+        """The media type of the exposition text, as scrapers expect it."""
+        ...
 
     def render(self) -> bytes:
         """The exposition text of every metric."""
@@ -101,24 +105,16 @@ async def readyz(readiness: NamedDependency[Readiness]) -> HealthBody:
     opt={PUBLIC: True},
     sync_to_thread=False,
 )
-def metrics_endpoint(
-    metrics: NamedDependency[Exposition], metrics_content_type: NamedDependency[str]
-) -> Response[bytes]:
-    return Response(metrics.render(), media_type=metrics_content_type)
+def metrics_endpoint(metrics: NamedDependency[Exposition]) -> Response[bytes]:
+    return Response(metrics.render(), media_type=metrics.content_type)
 
 
 OPERATIONS = (healthz, readyz, metrics_endpoint)
 
 
-def operations_dependencies(
-    readiness: Readiness, metrics: Exposition, metrics_content_type: str
-) -> dict[str, Provide]:
+def operations_dependencies(readiness: Readiness, metrics: Exposition) -> dict[str, Provide]:
     """What the routes of `OPERATIONS` are given."""
-    return {
-        "readiness": constant(readiness),
-        "metrics": constant(metrics),
-        "metrics_content_type": constant(metrics_content_type),
-    }
+    return {"readiness": constant(readiness), "metrics": constant(metrics)}
 
 
 def constant(value: Any) -> Provide:

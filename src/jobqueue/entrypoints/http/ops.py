@@ -22,14 +22,12 @@ from jobqueue.entrypoints.http.middleware import RequestContextMiddleware
 _MAX_BODY_BYTES = 1024
 
 
-def create_ops_app(
-    *, metrics: Exposition, readiness: Readiness, metrics_content_type: str
-) -> Litestar:
+def create_ops_app(*, metrics: Exposition, readiness: Readiness) -> Litestar:
     """`/healthz`, `/readyz` (503 while `readiness` drains or the store is unreachable)
-    and `/metrics` (the exposition of `metrics`, served as `metrics_content_type`)."""
+    and `/metrics` (the exposition of `metrics`, served as its `content_type`)."""
     app = Litestar(
         route_handlers=list(OPERATIONS),
-        dependencies=operations_dependencies(readiness, metrics, metrics_content_type),
+        dependencies=operations_dependencies(readiness, metrics),
         exception_handlers=exception_handlers(_MAX_BODY_BYTES),
         request_max_body_size=_MAX_BODY_BYTES,
         # A listener for infrastructure, not clients: no API description to publish.
