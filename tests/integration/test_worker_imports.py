@@ -28,7 +28,17 @@ DEADLINE_SECONDS = 90.0
 STOP_SECONDS = 60.0
 STATUS = "SELECT status FROM jobs WHERE id = $1"
 
-HTTP_AND_MIGRATIONS = ("litestar", "uvicorn", "alembic")
+# The HTTP server stack, migrations, the HTTP client (only webhook jobs need it, loaded by
+# the first), the tracing SDK (tracing is off) and Prometheus (no listener serves it):
+# none is needed to run a sleep job.
+HTTP_AND_MIGRATIONS = (
+    "litestar",
+    "uvicorn",
+    "alembic",
+    "httpx",
+    "opentelemetry.sdk",
+    "prometheus_client",
+)
 ADAPTER_STACK = (
     "sqlalchemy",
     "asyncpg",

@@ -37,12 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.notify import Listener, Notifier, asyncpg_connect, pg_notify
-from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.adapters.telemetry.metrics import (
-    Metrics,
-    QueueDepthRefresher,
-)
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig
 from jobqueue.domain.job import Job
 from jobqueue.domain.ports import JobStore
@@ -62,6 +57,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from jobqueue.adapters.telemetry.job_spans import JobSpans
+    from jobqueue.adapters.telemetry.metrics import Metrics
     from jobqueue.adapters.telemetry.tracing import Tracing
     from jobqueue.entrypoints.http.app import HttpConfig
 
@@ -174,7 +170,10 @@ def build_components(
     `run` and `stop`, wrapped in a `Loop`) added here, with the phase it stops in.
     """
     store = PostgresJobStore(engine)
-    metrics = Metrics()
+    serves_http = listeners.api is not None or listeners.metrics is not None
+    # Counted only where /metrics can be read: a worker with METRICS_ADDR=off spends
+    # neither the import nor the per-job work on numbers nobody can scrape.
+    metrics = _metrics() if serves_http else None
     decoder = MsgspecPayloadDecoder()
     components: list[Component] = []
     pool: WorkerPool | None = None
@@ -193,12 +192,18 @@ def build_components(
         policy = settings.retention_policy()
         if policy.ages:
             retention = RetentionLoop(
-                store, policy, settings.retention_interval, on_pruned=metrics.jobs_pruned
+                store,
+                policy,
+                settings.retention_interval,
+                on_pruned=None if metrics is None else metrics.jobs_pruned,
             )
             components.append(Loop("retention", Phase.SIGNAL, retention))
     # Wake-ups across processes: the API side announces new jobs, workers listen.
     notifier = Notifier(pg_notify(engine)) if roles.http and settings.notify else None
-    if listeners.api is not None or listeners.metrics is not None:
+    if metrics is not None:
+        from jobqueue.adapters.postgres.stats import PostgresQueueStats
+        from jobqueue.adapters.telemetry.metrics import QueueDepthRefresher
+
         components += _http_components(
             http_config(settings),
             listeners,
@@ -217,6 +222,12 @@ def build_components(
     if pool is not None and settings.notify:
         components.append(Listening(Listener(asyncpg_connect(_url_of(engine)), pool.wake)))
     return components
+
+
+def _metrics() -> Metrics:
+    from jobqueue.adapters.telemetry.metrics import Metrics
+
+    return Metrics()
 
 
 def http_config(settings: Settings) -> HttpConfig:

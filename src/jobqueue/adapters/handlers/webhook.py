@@ -1,4 +1,4 @@
-"""The `webhook` example handler: POST a JSON body to a URL.
+"""The `webhook` example handler: POST a JSON body to a URL (its payload: `webhook_payload`).
 
 Payload: `{"url": "https://example.com/hook", "body": {"order": 42}}` (`body` defaults to
 `{}`). The job id goes downstream as `Idempotency-Key`, because delivery is at-least-once
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import email.utils
 import importlib.metadata
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,20 +17,12 @@ import httpx
 import msgspec
 
 from jobqueue.adapters.handlers.ssrf import PinnedTransport, Resolve, redacted, resolve_host
+from jobqueue.adapters.handlers.webhook_payload import WebhookHandler, WebhookPayload, destination
 from jobqueue.domain.errors import Permanent
 from jobqueue.domain.registry import JobContext
 
 # Enough of an error response to tell a reader what the receiver complained about.
 _EXCERPT_BYTES = 200
-
-
-class WebhookPayload(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    url: str
-    body: Any = msgspec.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # A ValueError here is a validation error to msgspec: refused at submission.
-        destination(self.url)
 
 
 class WebhookRetryable(Exception):
@@ -48,7 +40,13 @@ class WebhookRetryable(Exception):
         self.retry_after = retry_after
 
 
-WebhookHandler = Callable[[JobContext, WebhookPayload], Awaitable[None]]
+__all__ = [
+    "WebhookPayload",
+    "WebhookRetryable",
+    "destination",
+    "parse_retry_after",
+    "webhook_handler",
+]
 
 
 def webhook_handler(
@@ -102,20 +100,6 @@ def webhook_handler(
         _judge(url, response, excerpt, datetime.now(UTC))
 
     return handle_webhook
-
-
-def destination(text: str) -> httpx.URL:
-    """`text` as an absolute http(s) URL; raise `ValueError` saying what is wrong."""
-    try:
-        url = httpx.URL(text)
-    except httpx.InvalidURL as error:
-        raise ValueError(f"url is not a valid URL: {error}") from error
-    if url.scheme not in ("http", "https"):
-        found = f", not {url.scheme}://" if url.scheme else ""
-        raise ValueError(f"url must start with http:// or https://{found}")
-    if not url.host:
-        raise ValueError("url has no host")
-    return url
 
 
 def parse_retry_after(value: str | None, now: datetime) -> timedelta | None:
