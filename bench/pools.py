@@ -15,7 +15,8 @@ from bench.probe import StartProbe, noop_registry
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.entrypoints.config import Settings
-from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
+from jobqueue.entrypoints.worker.pool import WorkerPool
+from jobqueue.entrypoints.worker.pool_config import PoolConfig
 
 # Idle pools look for due jobs this often; pure-polling pickup latency is bounded by it.
 POLL_INTERVAL = timedelta(milliseconds=100)

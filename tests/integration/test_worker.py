@@ -27,7 +27,8 @@ from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
-from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
+from jobqueue.entrypoints.worker.pool import WorkerPool
+from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from tests.fakes import RecordingObserver
 from tests.integration.worker_victim import KILLED_BY_JOB
 from tests.support.job_rows import count_jobs

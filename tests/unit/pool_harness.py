@@ -15,7 +15,8 @@ from jobqueue.domain.job import Job, JsonValue, NewJob
 from jobqueue.domain.registry import Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.observer import PoolObserver
-from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
+from jobqueue.entrypoints.worker.pool import WorkerPool
+from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from tests.fakes import DataclassDecoder, InMemoryJobStore
 
 # Milliseconds everywhere, except the limits a passing test never reaches.

@@ -22,7 +22,8 @@ from jobqueue.domain.errors import Permanent
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.pool import PoolConfig, WorkerPool
+from jobqueue.entrypoints.worker.pool import WorkerPool
+from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from tests.fakes import DataclassDecoder, InMemoryJobStore, wall_clock
 from tests.support.logs import captured_json_log
 from tests.unit.pool_harness import FAST, config, eventually, running, settled

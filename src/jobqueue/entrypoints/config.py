@@ -46,7 +46,7 @@ from jobqueue.entrypoints.variables import METRICS_OFF as METRICS_OFF
 from jobqueue.entrypoints.variables import HttpAddress as HttpAddress
 from jobqueue.entrypoints.variables import parse_http_addr as parse_http_addr
 from jobqueue.entrypoints.variables import parse_modules as parse_modules
-from jobqueue.entrypoints.worker.pool import PoolConfig
+from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from jobqueue.entrypoints.worker.retention import DEFAULT_INTERVAL as DEFAULT_RETENTION_INTERVAL
 
 # An attempt's outcome is written after its handler returns; the lease must outlast the

@@ -71,7 +71,46 @@ def pg_notify(engine: AsyncEngine) -> Send:
     return send
 
 
-class Notifier:
+class _Background:
+    """Work on a task of its own: started once, stopped by `aclose`, and usable as
+    `async with`, which does both."""
+
+    _task_name: str
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError(f"a {type(self).__name__} is started once")
+        self._task = asyncio.create_task(self._run(), name=f"jobqueue {self._task_name}")
+
+    async def aclose(self) -> None:
+        await self._cancel()
+
+    async def _cancel(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class Notifier(_Background):
     """Coalesces "a job is available" into at most one `send` per `interval`.
 
     The first call after a quiet spell is sent at once; calls made while a send is in
@@ -91,12 +130,12 @@ class Notifier:
             raise ValueError("the notify interval must be positive")
         if send_timeout <= timedelta(0):
             raise ValueError("the send timeout must be positive")
+        super().__init__()
         self._send = send
         self._interval = interval.total_seconds()
         self._send_timeout = send_timeout.total_seconds()
         self._sleep = sleep
         self._wanted = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._failing = False
 
@@ -105,34 +144,22 @@ class Notifier:
         if not self._closed:
             self._wanted.set()
 
+    _task_name = "notifier"
+
     def start(self) -> None:
-        if self._task is not None or self._closed:
+        if self._closed:
             raise RuntimeError("a Notifier is started once")
-        self._task = asyncio.create_task(self._run(), name="jobqueue notifier")
+        super().start()
 
     async def aclose(self, *, flush: bool = True) -> None:
         """Stop. With `flush`, a wake-up still owed is sent first (bounded by the send
         timeout), so the last submissions before a shutdown are announced too."""
         self._closed = True
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            if flush and self._wanted.is_set():
-                self._wanted.clear()
-                await self._send_logged()
-
-    async def __aenter__(self) -> Self:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+        was_running = self._task is not None
+        await self._cancel()
+        if was_running and flush and self._wanted.is_set():
+            self._wanted.clear()
+            await self._send_logged()
 
     async def _run(self) -> None:
         while True:
@@ -183,7 +210,7 @@ class ListenConnection(Protocol):
 Connect = Callable[[], Awaitable[ListenConnection]]
 
 
-class Listener:
+class Listener(_Background):
     """Calls `on_notify` for every wake-up notification, from a connection it keeps open.
 
     A connection that cannot be opened or is lost is retried with capped, jittered
@@ -200,35 +227,14 @@ class Listener:
         sleep: Sleep = asyncio.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
+        super().__init__()
         self._connect = connect
         self._on_notify = on_notify
         self._backoff = backoff
         self._sleep = sleep
         self._rand = rand
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        if self._task is not None:
-            raise RuntimeError("a Listener is started once")
-        self._task = asyncio.create_task(self._run(), name="jobqueue listener")
-
-    async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-    async def __aenter__(self) -> Self:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    _task_name = "listener"
 
     async def _run(self) -> None:
         failures = 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -42,19 +42,7 @@ class JobRecord(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, job: Job) -> JobRecord:
-        return cls(
-            id=job.id,
-            type=job.type,
-            payload=job.payload,
-            status=job.status,
-            attempts=job.attempts,
-            max_attempts=job.max_attempts,
-            run_at=_utc(job.run_at),
-            last_error=job.last_error,
-            idempotency_key=job.idempotency_key,
-            created_at=_utc(job.created_at),
-            updated_at=_utc(job.updated_at),
-        )
+        return _view(cls, job)
 
 
 class JobStatusView(msgspec.Struct, frozen=True):
@@ -67,14 +55,7 @@ class JobStatusView(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, job: Job) -> JobStatusView:
-        return cls(
-            id=job.id,
-            status=job.status,
-            attempts=job.attempts,
-            max_attempts=job.max_attempts,
-            run_at=_utc(job.run_at),
-            last_error=job.last_error,
-        )
+        return _view(cls, job)
 
 
 class JobList(msgspec.Struct, frozen=True):
@@ -97,9 +78,18 @@ class HealthBody(msgspec.Struct, frozen=True):
     status: str
 
 
-def _utc(moment: datetime) -> datetime:
-    # Encoded as RFC 3339 with a `Z`, whatever zone the driver handed back.
-    return moment.astimezone(UTC)
+View = TypeVar("View", bound=msgspec.Struct)
+
+
+def _view(kind: type[View], job: Job) -> View:
+    """`kind` filled from the job's fields of the same names: a record shows a new job
+    field once the field is declared on it."""
+    return kind(**{name: _shown(getattr(job, name)) for name in kind.__struct_fields__})
+
+
+def _shown(value: object) -> object:
+    # Times are encoded as RFC 3339 with a `Z`, whatever zone the driver handed back.
+    return value.astimezone(UTC) if isinstance(value, datetime) else value
 
 
 def create_job_request_schema() -> Schema:

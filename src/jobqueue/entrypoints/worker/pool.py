@@ -20,10 +20,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import LeaseLost, is_permanent, retry_after
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import (
@@ -40,35 +39,12 @@ from jobqueue.domain.ports import JobStore, PayloadDecoder
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.entrypoints.worker.completer import Completer
 from jobqueue.entrypoints.worker.observer import PoolObserver, guarded
+from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from jobqueue.entrypoints.worker.tracing import AttemptSpan, AttemptTracer, NullTracer
 
 _log = logging.getLogger("jobqueue.worker")
 # Handlers log through `ctx.logger`, an adapter on this logger carrying the job's fields.
 _handler_log = logging.getLogger("jobqueue.jobs")
-
-
-@dataclass(frozen=True, slots=True)
-class PoolConfig:
-    """What the pool is told. No defaults here: they are the settings' (`Settings.pool_config`
-    builds this), so a default is declared once."""
-
-    workers: int
-    job_timeout: timedelta
-    lease_duration: timedelta
-    poll_interval: timedelta
-    shutdown_timeout: timedelta
-    # Bounds each outcome write, so a store that stopped answering cannot hold up shutdown.
-    outcome_timeout: timedelta
-    backoff: Backoff
-
-    def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError(f"workers must be at least 1, got {self.workers}")
-        for name in ("job_timeout", "lease_duration", "poll_interval", "outcome_timeout"):
-            if getattr(self, name) <= timedelta(0):
-                raise ValueError(f"{name} must be positive")
-        if self.shutdown_timeout < timedelta(0):
-            raise ValueError("shutdown_timeout cannot be negative")
 
 
 @dataclass(slots=True, eq=False)
@@ -147,7 +123,7 @@ class WorkerPool:
         before or during that grace period, cancels the attempts at once, but still
         waits for their releases before re-raising.
         """
-        _warn_if_lease_is_short(self._config)
+        self._config.warn_if_lease_is_short(_log)
         try:
             await self._dispatch()
             await self._drain(grace=self._config.shutdown_timeout.total_seconds())
@@ -388,18 +364,6 @@ def _retry_in(decision: Decision) -> float | None:
 
 def _job_fields(job: Job) -> dict[str, Any]:
     return {"job_id": str(job.id), "job_type": job.type, "attempt": job.attempts}
-
-
-def _warn_if_lease_is_short(config: PoolConfig) -> None:
-    # Not refused outright: tests (and the brave) run leases shorter than attempts on
-    # purpose. In production it means a slow attempt can be recovered and run twice.
-    if config.lease_duration <= config.job_timeout + config.outcome_timeout:
-        _log.warning(
-            "lease_duration (%gs) is not longer than job_timeout + outcome_timeout (%gs): "
-            "a slow attempt can lose its lease and run twice",
-            config.lease_duration.total_seconds(),
-            (config.job_timeout + config.outcome_timeout).total_seconds(),
-        )
 
 
 async def _first_of(*events: asyncio.Event, at_most: float | None = None) -> None:

@@ -1,0 +1,44 @@
+"""What a worker pool is told: built from the settings in one place (`Settings.pool_config`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from jobqueue.domain.backoff import Backoff
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    """What the pool is told. No defaults here: they are the settings' (`Settings.pool_config`
+    builds this), so a default is declared once."""
+
+    workers: int
+    job_timeout: timedelta
+    lease_duration: timedelta
+    poll_interval: timedelta
+    shutdown_timeout: timedelta
+    # Bounds each outcome write, so a store that stopped answering cannot hold up shutdown.
+    outcome_timeout: timedelta
+    backoff: Backoff
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, got {self.workers}")
+        for name in ("job_timeout", "lease_duration", "poll_interval", "outcome_timeout"):
+            if getattr(self, name) <= timedelta(0):
+                raise ValueError(f"{name} must be positive")
+        if self.shutdown_timeout < timedelta(0):
+            raise ValueError("shutdown_timeout cannot be negative")
+
+    def warn_if_lease_is_short(self, log: logging.Logger) -> None:
+        # Not refused outright: tests (and the brave) run leases shorter than attempts on
+        # purpose. In production it means a slow attempt can be recovered and run twice.
+        if self.lease_duration <= self.job_timeout + self.outcome_timeout:
+            log.warning(
+                "lease_duration (%gs) is not longer than job_timeout + outcome_timeout (%gs): "
+                "a slow attempt can lose its lease and run twice",
+                self.lease_duration.total_seconds(),
+                (self.job_timeout + self.outcome_timeout).total_seconds(),
+            )
