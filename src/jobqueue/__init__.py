@@ -22,6 +22,7 @@ from jobqueue.domain.errors import (
     JobQueueError,
     LeaseLost,
     Permanent,
+    StoreError,
     StoreUnavailable,
     UnknownJobType,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "Permanent",
     "Registry",
     "Status",
+    "StoreError",
     "StoreUnavailable",
     "Submitted",
     "UnknownJobType",

@@ -81,6 +81,23 @@ class StoreUnavailable(JobQueueError):
     """The job store could not be reached or failed for a reason that is not the caller's."""
 
 
+class StoreError(JobQueueError):
+    """The job store refused a statement, or its driver how it was used, for a reason
+    that retrying cannot fix: SQL it does not accept, an object that does not exist, a
+    constraint or data violation, an internal error. A bug in jobqueue or a schema it
+    does not expect, never the caller's and never an outage; `sqlstate` is PostgreSQL's
+    code for it ('' when the driver gave none).
+
+    A sibling of `StoreUnavailable`, not a kind of it and with no common base but
+    `JobQueueError`: the one question callers ask of a store failure is "will trying
+    again help?", and a shared base would invite `except` clauses that retry bugs.
+    """
+
+    def __init__(self, message: str, sqlstate: str = "") -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
 class Permanent(Exception):
     """Raise (or subclass, or chain with `raise X from Permanent(...)`) to stop retries.
 

@@ -2,7 +2,9 @@
 
 Registered at the application level, the only level that sees the router's own 404 and
 405. Domain errors map to statuses here and nowhere else; anything unexpected becomes a
-500 whose traceback goes to the log, never to the client.
+500 whose traceback goes to the log, never to the client. A store that is unavailable
+(transient: 503 with `Retry-After`) is not a store that refused a statement (a bug: 500
+with the request id, logged at ERROR with its SQLSTATE).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from jobqueue.domain.errors import (
     InvalidJob,
     InvalidTransition,
     JobNotFound,
+    StoreError,
     StoreUnavailable,
 )
 from jobqueue.entrypoints.http.dto import ErrorBody
@@ -70,12 +73,31 @@ def _store_unavailable(request: Request[Any, Any, Any], error: Exception) -> Res
     )
 
 
+def _store_error(request: Request[Any, Any, Any], error: Exception) -> Response[ErrorBody]:
+    # Retrying cannot help, so never "unavailable, try again": a bug, logged as one.
+    _log.error(
+        "the job store refused a statement",
+        exc_info=error,
+        extra={
+            "sqlstate": getattr(error, "sqlstate", ""),
+            "method": request.method,
+            "path": request.url.path,
+        },
+    )
+    return _internal_server_error()
+
+
 def _unexpected(request: Request[Any, Any, Any], error: Exception) -> Response[ErrorBody]:
     _log.error(
         "unhandled error while serving a request",
         exc_info=error,
         extra={"method": request.method, "path": request.url.path},
     )
+    return _internal_server_error()
+
+
+def _internal_server_error() -> Response[ErrorBody]:
+    # Nothing about the failure itself: the request id finds it in the log.
     return Response(
         ErrorBody(error="internal server error", request_id=request_id_var.get() or msgspec.UNSET),
         status_code=HTTP_500_INTERNAL_SERVER_ERROR,
@@ -122,5 +144,6 @@ def exception_handlers(max_body_bytes: int) -> ExceptionHandlersMap:
         IdempotencyConflict: _domain_handler(HTTP_409_CONFLICT),
         InvalidTransition: _domain_handler(HTTP_409_CONFLICT),
         StoreUnavailable: _store_unavailable,
+        StoreError: _store_error,
         Exception: _unexpected,
     }
