@@ -44,8 +44,17 @@ async def database(settings: Settings) -> AsyncIterator[str]:
         yield embedded.url
     finally:
         # Shielded: this must run to the end even when a second signal cancelled the rest.
-        await asyncio.shield(asyncio.to_thread(embedded.stop))
-        _log.info("left the embedded PostgreSQL", extra={"data_dir": str(embedded.data_dir)})
+        departure = await asyncio.shield(asyncio.to_thread(embedded.stop))
+        where = {"data_dir": str(embedded.data_dir)}
+        if departure.stopped:
+            _log.info("stopped the embedded PostgreSQL", extra=where)
+        else:
+            count = len(departure.others)
+            _log.info(
+                f"left the embedded PostgreSQL to {count} other "
+                f"{'process' if count == 1 else 'processes'}",
+                extra={**where, "other_pids": list(departure.others)},
+            )
 
 
 def redact_url(url: str) -> str:
