@@ -165,7 +165,17 @@ def _state(pid: int) -> str:
 def test_this_process_has_a_stable_identity() -> None:
     assert process_identity(ME)
     assert process_identity(ME) == process_identity(ME)
-    assert process_identity(ME) != process_identity(os.getppid())
+
+
+@linux_only
+def test_a_process_started_later_has_another_identity() -> None:
+    # The token is the start time (10 ms ticks): this test process started well before.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert process_identity(child.pid) not in {None, process_identity(ME)}
+    finally:
+        child.kill()
+        child.wait(timeout=30)
 
 
 @linux_only
