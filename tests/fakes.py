@@ -152,33 +152,41 @@ class InMemoryJobStore:
             for job in due
         ]
 
-    async def record(self, lease: Lease, decision: Decision) -> Job:
-        await self._enter()
-        job = self._fenced(lease, decision.operation)
-        now = self.clock()
-        return self._move(
-            job,
-            decision.operation,
-            decision.status,
-            now,
-            locked_until=None,
-            run_at=job.run_at if decision.delay is None else now + decision.delay,
-            last_error=job.last_error if decision.error is None else decision.error,
-            attempts=max(job.attempts - 1, 0) if decision.gives_back_attempt else job.attempts,
-        )
-
-    async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
+    async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         await self._enter()
         now = self.clock()
-        completed: set[Lease] = set()
-        for lease in leases:
+        held: set[Lease] = set()
+        for lease, decision in endings:
             try:
-                job = self._fenced(lease, Operation.COMPLETE)
+                job = self._fenced(lease, decision.operation)
             except LeaseLost:
                 continue
-            self._move(job, Operation.COMPLETE, Status.COMPLETED, now, locked_until=None)
-            completed.add(lease)
-        return completed
+            self._move(
+                job,
+                decision.operation,
+                decision.status,
+                now,
+                locked_until=None,
+                run_at=job.run_at if decision.delay is None else now + decision.delay,
+                last_error=job.last_error if decision.error is None else decision.error,
+                attempts=max(job.attempts - 1, 0) if decision.gives_back_attempt else job.attempts,
+            )
+            held.add(lease)
+        return held
+
+    async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
+        await self._enter()
+        if lease <= timedelta(0):
+            raise ValueError(f"lease must be positive, got {lease}")
+        now = self.clock()
+        held: set[Lease] = set()
+        for each in leases:
+            job = self._jobs.get(each.job_id)
+            if job is None or job.status is not Status.PROCESSING or job.lease_token != each.token:
+                continue
+            self._jobs[job.id] = replace(job, locked_until=now + lease)
+            held.add(each)
+        return held
 
     async def retry(self, job_id: UUID) -> Job:
         await self._enter()
@@ -384,6 +392,8 @@ class RecordingObserver:
     started: list[Job] = field(default_factory=list)
     finished: list[tuple[Job, Decision, float]] = field(default_factory=list)
     lost: list[Job] = field(default_factory=list)
+    retried_writes: list[tuple[Job, int]] = field(default_factory=list)
+    unrecorded: list[Job] = field(default_factory=list)
     recoveries: list[list[Job]] = field(default_factory=list)
 
     def attempt_started(self, job: Job) -> None:
@@ -394,6 +404,12 @@ class RecordingObserver:
 
     def lease_lost(self, job: Job) -> None:
         self.lost.append(job)
+
+    def outcome_retried(self, job: Job, tries: int) -> None:
+        self.retried_writes.append((job, tries))
+
+    def outcome_unrecorded(self, job: Job) -> None:
+        self.unrecorded.append(job)
 
     def recovered(self, jobs: Sequence[Job]) -> None:
         self.recoveries.append(list(jobs))

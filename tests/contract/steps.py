@@ -17,6 +17,7 @@ from jobqueue.domain.job import Job, JsonValue, Lease, NewJob, Operation, target
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
+from tests.support.endings import record
 
 T = TypeVar("T")
 
@@ -36,15 +37,15 @@ DEAD_LETTER_ERROR = "gave up after the last attempt"
 
 # The lease-fenced outcome writes, and the error text each one records.
 OUTCOME_WRITES: dict[Operation, OutcomeWrite] = {
-    Operation.COMPLETE: lambda store, lease: store.record(lease, Decision.complete()),
-    Operation.BACKOFF: lambda store, lease: store.record(
-        lease, Decision.backoff(RETRY_DELAY, RETRY_ERROR)
+    Operation.COMPLETE: lambda store, lease: record(store, lease, Decision.complete()),
+    Operation.BACKOFF: lambda store, lease: record(
+        store, lease, Decision.backoff(RETRY_DELAY, RETRY_ERROR)
     ),
-    Operation.FAIL: lambda store, lease: store.record(lease, Decision.fail(FAIL_ERROR)),
-    Operation.DEAD_LETTER: lambda store, lease: store.record(
-        lease, Decision.dead_letter(DEAD_LETTER_ERROR)
+    Operation.FAIL: lambda store, lease: record(store, lease, Decision.fail(FAIL_ERROR)),
+    Operation.DEAD_LETTER: lambda store, lease: record(
+        store, lease, Decision.dead_letter(DEAD_LETTER_ERROR)
     ),
-    Operation.RELEASE: lambda store, lease: store.record(lease, Decision.release()),
+    Operation.RELEASE: lambda store, lease: record(store, lease, Decision.release()),
 }
 OUTCOME_ERRORS: dict[Operation, str | None] = {
     Operation.COMPLETE: None,
@@ -95,7 +96,7 @@ async def job_in(store: JobStore, status: Status, *, max_attempts: int = 3) -> J
     job = await submit(store, max_attempts=max_attempts)
     if status is Status.PENDING:
         # Claimed and released: pending, yet holding the token of its last claim.
-        return await store.record((await claim_only(store, job)).lease, Decision.release())
+        return await record(store, (await claim_only(store, job)).lease, Decision.release())
     claimed = await claim_only(store, job)
     if status is Status.PROCESSING:
         return claimed

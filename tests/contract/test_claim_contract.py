@@ -21,6 +21,7 @@ from tests.contract.steps import (
     store_time_after,
     submit,
 )
+from tests.support.endings import record
 
 
 async def test_claim_leases_a_due_job_and_counts_the_attempt(store: JobStore) -> None:
@@ -58,8 +59,8 @@ async def test_claim_takes_jobs_in_run_at_order_not_creation_order(store: JobSto
     older_claim = await claim_only(store, older)
     newer = await submit(store, job_type="newer")
     # Retried after `newer` was created, `older` is now due after it.
-    retried = await store.record(
-        older_claim.lease, Decision.backoff(timedelta(milliseconds=1), "again")
+    retried = await record(
+        store, older_claim.lease, Decision.backoff(timedelta(milliseconds=1), "again")
     )
     assert retried.run_at > newer.run_at
     await store_time_after(store, retried.run_at)
@@ -84,7 +85,7 @@ async def test_claim_returns_its_jobs_in_run_at_order(store: JobStore) -> None:
 
 async def test_claim_passes_over_a_job_that_is_not_due_yet(store: JobStore) -> None:
     later = await claim_only(store, await submit(store, job_type="later"))
-    await store.record(later.lease, Decision.backoff(timedelta(hours=1), "try again in an hour"))
+    await record(store, later.lease, Decision.backoff(timedelta(hours=1), "try again in an hour"))
     due = await submit(store, job_type="due")
 
     claimed = await store.claim(10, LEASE)
@@ -97,7 +98,7 @@ async def test_job_retried_with_a_delay_is_claimed_only_once_due(store: JobStore
     first = await claim_only(store, await submit(store))
     delay = timedelta(milliseconds=200)
 
-    retried = await store.record(first.lease, Decision.backoff(delay, "flaky"))
+    retried = await record(store, first.lease, Decision.backoff(delay, "flaky"))
     assert retried.run_at == retried.updated_at + delay
 
     async def claim_it() -> list[Job]:

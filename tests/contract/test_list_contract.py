@@ -14,6 +14,7 @@ from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import TRAITS, Status
 from tests.contract.steps import LEASE, claim_only, job_in, submit
+from tests.support.endings import complete_many, record
 
 
 def in_list_order(jobs: Sequence[Job], status: Status) -> list[Job]:
@@ -38,7 +39,7 @@ async def completed_together(store: JobStore, count: int) -> list[Job]:
         await submit(store)
     claimed = await store.claim(count, LEASE)
     assert len(claimed) == count
-    done = await store.complete_many([job.lease for job in claimed])
+    done = await complete_many(store, [job.lease for job in claimed])
     assert done == {job.lease for job in claimed}
     return [await store.get(job.id) for job in claimed]
 
@@ -75,8 +76,10 @@ async def test_dead_letters_are_listed_newest_first(store: JobStore) -> None:
 async def test_pending_jobs_are_listed_soonest_due_first(store: JobStore) -> None:
     later = await submit(store)
     # Retried with a delay: due after a job submitted after it.
-    await store.record(
-        (await claim_only(store, later)).lease, Decision.backoff(timedelta(hours=1), "not yet")
+    await record(
+        store,
+        (await claim_only(store, later)).lease,
+        Decision.backoff(timedelta(hours=1), "not yet"),
     )
     sooner = await submit(store)
 
@@ -111,7 +114,7 @@ async def test_type_filter_narrows_failed_jobs(store: JobStore) -> None:
     failed = await job_in(store, Status.FAILED)
     await submit(store, job_type="sms")
     [sms] = await store.claim(10, LEASE)
-    await store.record(sms.lease, Decision.fail("no"))
+    await record(store, sms.lease, Decision.fail("no"))
 
     page = await store.list_jobs(JobQuery(Status.FAILED, type="email"))
 

@@ -28,6 +28,7 @@ from tests.contract.steps import (
     only_target,
     submit,
 )
+from tests.support.endings import record
 
 OUTCOMES = list(OUTCOME_WRITES)
 OUTCOME_IDS = [operation.value for operation in OUTCOMES]
@@ -87,7 +88,7 @@ async def test_finishing_a_job_leaves_its_due_time_alone(
 async def test_retry_with_no_delay_is_due_at_once(store: JobStore) -> None:
     claimed = await job_in(store, Status.PROCESSING)
 
-    retried = await store.record(claimed.lease, Decision.backoff(timedelta(0), "again"))
+    retried = await record(store, claimed.lease, Decision.backoff(timedelta(0), "again"))
 
     again = await claim_only(store, retried)
     assert (again.attempts, again.lease_token) == (2, 2)
@@ -98,7 +99,7 @@ async def test_released_job_gives_its_attempt_back_and_is_claimable_at_once(
 ) -> None:
     claimed = await job_in(store, Status.PROCESSING, max_attempts=1)
 
-    released = await store.record(claimed.lease, Decision.release())
+    released = await record(store, claimed.lease, Decision.release())
     again = await claim_only(store, released)
 
     assert (released.status, released.attempts) == (Status.PENDING, 0)
@@ -120,9 +121,9 @@ async def test_released_job_gives_its_attempt_back_and_is_claimable_at_once(
 @pytest.mark.parametrize(
     "write",
     [
-        lambda store, lease, error: store.record(lease, Decision.backoff(timedelta(0), error)),
-        lambda store, lease, error: store.record(lease, Decision.fail(error)),
-        lambda store, lease, error: store.record(lease, Decision.dead_letter(error)),
+        lambda store, lease, error: record(store, lease, Decision.backoff(timedelta(0), error)),
+        lambda store, lease, error: record(store, lease, Decision.fail(error)),
+        lambda store, lease, error: record(store, lease, Decision.dead_letter(error)),
     ],
     ids=["retry", "fail", "dead_letter"],
 )
@@ -147,10 +148,10 @@ async def test_retry_refuses_a_negative_delay_and_keeps_the_lease(store: JobStor
     claimed = await job_in(store, Status.PROCESSING)
 
     with pytest.raises(ValueError, match="must not be negative"):
-        await store.record(claimed.lease, Decision.backoff(timedelta(seconds=-1), "back in time"))
+        await record(store, claimed.lease, Decision.backoff(timedelta(seconds=-1), "back in time"))
 
     assert await store.get(claimed.id) == claimed
-    assert (await store.record(claimed.lease, Decision.complete())).status is Status.COMPLETED
+    assert (await record(store, claimed.lease, Decision.complete())).status is Status.COMPLETED
 
 
 # --- which statuses accept which write ---------------------------------------------------
@@ -222,14 +223,14 @@ async def test_operator_retry_of_an_unknown_job_is_not_found(store: JobStore) ->
 
 async def _released_and_reclaimed(store: JobStore) -> tuple[Lease, Job]:
     first = await job_in(store, Status.PROCESSING)
-    await store.record(first.lease, Decision.release())
+    await record(store, first.lease, Decision.release())
     return first.lease, await claim_only(store, first)
 
 
 async def _manually_retried_and_reclaimed(store: JobStore) -> tuple[Lease, Job]:
     # Attempt numbers repeat after a operator retry: only the token tells the claims apart.
     first = await job_in(store, Status.PROCESSING, max_attempts=1)
-    await store.record(first.lease, Decision.dead_letter("gave up"))
+    await record(store, first.lease, Decision.dead_letter("gave up"))
     await store.retry(first.id)
     newer = await claim_only(store, first)
     assert newer.attempts == first.attempts
@@ -262,7 +263,7 @@ async def test_stale_lease_cannot_overwrite_a_newer_claim(
     assert (raised.value.job_id, raised.value.lease_token) == (stale.job_id, stale.token)
     assert await store.get(newer.id) == newer
     # The newer claim still owns the job, and its outcome lands.
-    assert (await store.record(newer.lease, Decision.complete())).status is Status.COMPLETED
+    assert (await record(store, newer.lease, Decision.complete())).status is Status.COMPLETED
 
 
 @pytest.mark.parametrize("operation", OUTCOMES, ids=OUTCOME_IDS)

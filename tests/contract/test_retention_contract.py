@@ -17,6 +17,7 @@ from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
 from tests.contract.steps import claim_only, job_in, new_job, store_time_after
+from tests.support.endings import record
 
 AGE = timedelta(milliseconds=50)
 LONG = timedelta(hours=1)
@@ -117,7 +118,7 @@ async def test_at_most_limit_jobs_are_deleted_oldest_first(store: JobStore) -> N
 
 async def test_a_pruned_jobs_idempotency_key_can_be_used_again(store: JobStore) -> None:
     first = (await store.submit(new_job(key="once"))).job
-    completed = await store.record((await claim_only(store, first)).lease, Decision.complete())
+    completed = await record(store, (await claim_only(store, first)).lease, Decision.complete())
     await older_than_age(store, completed)
 
     assert await store.prune_finished({Status.COMPLETED: AGE}, 10) == 1

@@ -86,10 +86,10 @@ async def _version(url: str) -> str:
 @pytest.mark.parametrize("command", ["serve", "api", "worker", "migrate"])
 @pytest.mark.slow
 def test_a_bad_lease_duration_stops_the_process_before_it_starts(command: str) -> None:
-    result = run([command], JOB_TIMEOUT="30s", LEASE_DURATION="30s")
+    result = run([command], DB_CLIENT_TIMEOUT="6s", LEASE_DURATION="9s")
 
     assert result.returncode == 2
-    assert "LEASE_DURATION: 30s must exceed JOB_TIMEOUT (30s) + 5s" in result.stderr
+    assert "LEASE_DURATION: 9s must exceed 1.5 × DB_CLIENT_TIMEOUT (6s)" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
 
 

@@ -17,6 +17,7 @@ from jobqueue.domain.errors import LeaseLost
 from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import Status
+from tests.support.endings import record
 from tests.support.job_rows import expire_lease, read_row, seed_job
 
 LEASE = timedelta(minutes=5)
@@ -24,11 +25,11 @@ LEASE = timedelta(minutes=5)
 StaleWrite = Callable[[PostgresJobStore, Lease], Awaitable[Job]]
 
 STALE_WRITES: list[StaleWrite] = [
-    lambda store, lease: store.record(lease, Decision.complete()),
-    lambda store, lease: store.record(lease, Decision.backoff(timedelta(0), "stale retry")),
-    lambda store, lease: store.record(lease, Decision.fail("stale failure")),
-    lambda store, lease: store.record(lease, Decision.dead_letter("stale dead letter")),
-    lambda store, lease: store.record(lease, Decision.release()),
+    lambda store, lease: record(store, lease, Decision.complete()),
+    lambda store, lease: record(store, lease, Decision.backoff(timedelta(0), "stale retry")),
+    lambda store, lease: record(store, lease, Decision.fail("stale failure")),
+    lambda store, lease: record(store, lease, Decision.dead_letter("stale dead letter")),
+    lambda store, lease: record(store, lease, Decision.release()),
 ]
 STALE_IDS = ["complete", "retry", "fail", "dead_letter", "release"]
 
@@ -46,7 +47,7 @@ async def _assert_stale_write_is_dropped(
         await write(store, stale)
     assert await read_row(engine, newer.id) == before
     # The newer claim still owns the job and its outcome lands.
-    assert (await store.record(newer.lease, Decision.complete())).status == "completed"
+    assert (await record(store, newer.lease, Decision.complete())).status == "completed"
 
 
 @pytest.mark.parametrize("write", STALE_WRITES, ids=STALE_IDS)
@@ -72,7 +73,7 @@ async def test_stale_worker_cannot_overwrite_newer_claim_after_manual_retry(
     store = PostgresJobStore(engine)
     await seed_job(engine, Status.PENDING, attempts=0, max_attempts=1, lease_token=0)
     first = await _claim(store)
-    await store.record(first.lease, Decision.dead_letter("gave up"))
+    await record(store, first.lease, Decision.dead_letter("gave up"))
     await store.retry(first.id)
     second = await _claim(store)
 
@@ -88,7 +89,7 @@ async def test_stale_worker_cannot_overwrite_newer_claim_after_shutdown_release(
     store = PostgresJobStore(engine)
     await seed_job(engine, Status.PENDING, attempts=0, lease_token=0)
     first = await _claim(store)
-    await store.record(first.lease, Decision.release())
+    await record(store, first.lease, Decision.release())
     second = await _claim(store)
 
     assert second.attempts == first.attempts
@@ -100,7 +101,7 @@ async def test_outcome_with_a_future_token_is_refused(engine: AsyncEngine) -> No
     await seed_job(engine, Status.PENDING, attempts=0)
     job = await _claim(store)
     with pytest.raises(LeaseLost):
-        await store.record(Lease(job.id, job.lease_token + 1), Decision.complete())
+        await record(store, Lease(job.id, job.lease_token + 1), Decision.complete())
     assert (await store.get(job.id)).status == "processing"
 
 
@@ -108,7 +109,7 @@ async def test_a_finished_job_refuses_a_second_outcome(engine: AsyncEngine) -> N
     store = PostgresJobStore(engine)
     await seed_job(engine, Status.PENDING, attempts=0)
     job = await _claim(store)
-    done = await store.record(job.lease, Decision.complete())
+    done = await record(store, job.lease, Decision.complete())
     with pytest.raises(LeaseLost):
-        await store.record(job.lease, Decision.fail("too late"))
+        await record(store, job.lease, Decision.fail("too late"))
     assert await store.get(job.id) == done

@@ -26,6 +26,7 @@ from jobqueue.domain.job import Job, JsonValue, NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
+from tests.support.endings import record
 from tests.support.job_rows import SEEDED_TOKEN, count_jobs, database_now, seed_job
 from tests.support.postgres import with_database
 
@@ -263,7 +264,7 @@ async def test_retry_due_time_is_computed_by_the_database_clock(
     delay = timedelta(hours=2)
 
     before = await database_now(engine)
-    retried = await store.record(job.lease, Decision.backoff(delay, "connection reset"))
+    retried = await record(store, job.lease, Decision.backoff(delay, "connection reset"))
     after = await database_now(engine)
 
     assert (retried.status, retried.attempts, retried.locked_until) == ("pending", 1, None)
@@ -277,7 +278,7 @@ async def test_release_gives_the_attempt_back_and_is_due_at_once(
 ) -> None:
     job = await _claim_one(store, engine)
     before = await database_now(engine)
-    released = await store.record(job.lease, Decision.release())
+    released = await record(store, job.lease, Decision.release())
     after = await database_now(engine)
 
     assert (released.status, released.attempts, released.locked_until) == ("pending", 0, None)
@@ -290,10 +291,10 @@ async def test_release_gives_the_attempt_back_and_is_due_at_once(
 @pytest.mark.parametrize(
     ("write", "status", "error"),
     [
-        (lambda s, lease: s.record(lease, Decision.complete()), "completed", None),
-        (lambda s, lease: s.record(lease, Decision.fail("bad input")), "failed", "bad input"),
+        (lambda s, lease: record(s, lease, Decision.complete()), "completed", None),
+        (lambda s, lease: record(s, lease, Decision.fail("bad input")), "failed", "bad input"),
         (
-            lambda s, lease: s.record(lease, Decision.dead_letter("gave up")),
+            lambda s, lease: record(s, lease, Decision.dead_letter("gave up")),
             "dead_letter",
             "gave up",
         ),
@@ -318,7 +319,7 @@ async def test_finishing_ends_the_lease_and_records_the_error(
 async def test_retry_refuses_a_negative_delay(store: JobStore, engine: AsyncEngine) -> None:
     job = await _claim_one(store, engine)
     with pytest.raises(ValueError, match="negative"):
-        await store.record(job.lease, Decision.backoff(timedelta(seconds=-1), "boom"))
+        await record(store, job.lease, Decision.backoff(timedelta(seconds=-1), "boom"))
     assert await store.get(job.id) == job
 
 

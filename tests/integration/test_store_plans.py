@@ -16,7 +16,6 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.errors import LeaseLost
 from jobqueue.domain.job import Lease
 from jobqueue.domain.outcome import Decision
 from tests.support.plans import (
@@ -30,26 +29,33 @@ from tests.support.plans import (
 StoreCall = Callable[[PostgresJobStore], Awaitable[object]]
 
 
-async def _record_unknown(store: PostgresJobStore) -> None:
-    with pytest.raises(LeaseLost):
-        await store.record(Lease(uuid4(), 1), Decision.complete())
+async def _record_many_unknown(store: PostgresJobStore) -> None:
+    # One ending of every kind in one batch, as the pool's writer sends them.
+    decisions = [
+        Decision.complete(),
+        Decision.backoff(timedelta(seconds=1), "flaky"),
+        Decision.fail("bad input"),
+        Decision.dead_letter("gave up"),
+        Decision.release(),
+    ]
+    endings = [(Lease(uuid4(), 1), decision) for decision in decisions for _ in range(2)]
+    assert await store.record_many(endings) == set()
 
 
-async def _complete_many_unknown(store: PostgresJobStore) -> None:
-    assert await store.complete_many([Lease(uuid4(), 1) for _ in range(8)]) == set()
+async def _renew_unknown(store: PostgresJobStore) -> None:
+    leases = [Lease(uuid4(), 1) for _ in range(8)]
+    assert await store.renew(leases, timedelta(seconds=30)) == set()
 
 
-# The indexes that may serve each statement. A batch of completions is either looked up
-# by key or found among the processing jobs, whichever the planner finds cheaper: with
-# few jobs processing (as here), scanning them all beats a key lookup per job. Both
-# keep the finished rows out of reach.
+# The indexes that may serve each statement. A batch of endings or renewals is either
+# looked up by key or found among the processing jobs, whichever the planner finds
+# cheaper: with few jobs processing (as here), scanning them all beats a key lookup per
+# job. Both keep the finished rows out of reach.
 HOT_PATH: dict[str, tuple[StoreCall, tuple[str, ...]]] = {
     "claim": (lambda store: store.claim(5, timedelta(minutes=5)), ("ix_jobs_due",)),
     "recover": (lambda store: store.recover_expired(5), ("ix_jobs_lease_expiry",)),
-    # With few jobs processing, a lookup through the small lease index costs the planner
-    # the same as one through the primary key; either keeps finished rows out of reach.
-    "record": (_record_unknown, ("pk_jobs", "ix_jobs_lease_expiry")),
-    "complete_many": (_complete_many_unknown, ("pk_jobs", "ix_jobs_lease_expiry")),
+    "record_many": (_record_many_unknown, ("pk_jobs", "ix_jobs_lease_expiry")),
+    "renew": (_renew_unknown, ("pk_jobs", "ix_jobs_lease_expiry")),
 }
 
 

@@ -18,6 +18,7 @@ from jobqueue.domain.errors import InvalidTransition, JobNotFound, JobQueueError
 from jobqueue.domain.job import Job, Lease, Operation, targets
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import Status
+from tests.support.endings import record
 from tests.support.job_rows import SEEDED_TOKEN, read_row, seed_job
 
 MAX_ATTEMPTS = 3
@@ -26,15 +27,15 @@ LeasedCall = Callable[[PostgresJobStore, Lease], Awaitable[Job]]
 
 # The outcome writes, each called with the lease the seeded job holds.
 LEASED: dict[Operation, LeasedCall] = {
-    Operation.COMPLETE: lambda store, lease: store.record(lease, Decision.complete()),
-    Operation.BACKOFF: lambda store, lease: store.record(
-        lease, Decision.backoff(timedelta(seconds=30), "flaky")
+    Operation.COMPLETE: lambda store, lease: record(store, lease, Decision.complete()),
+    Operation.BACKOFF: lambda store, lease: record(
+        store, lease, Decision.backoff(timedelta(seconds=30), "flaky")
     ),
-    Operation.FAIL: lambda store, lease: store.record(lease, Decision.fail("bad input")),
-    Operation.DEAD_LETTER: lambda store, lease: store.record(
-        lease, Decision.dead_letter("gave up")
+    Operation.FAIL: lambda store, lease: record(store, lease, Decision.fail("bad input")),
+    Operation.DEAD_LETTER: lambda store, lease: record(
+        store, lease, Decision.dead_letter("gave up")
     ),
-    Operation.RELEASE: lambda store, lease: store.record(lease, Decision.release()),
+    Operation.RELEASE: lambda store, lease: record(store, lease, Decision.release()),
 }
 
 

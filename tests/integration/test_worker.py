@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import timedelta
@@ -22,7 +22,7 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import Permanent
-from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
@@ -58,17 +58,28 @@ async def until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
         await asyncio.sleep(0.02)
 
 
+class FrozenStore(PostgresJobStore):
+    """A store whose lease renewals never reach the database, though they look as if
+    they did: the view of a process frozen for a while (a long GC or VM pause, SIGSTOP)
+    that believes its leases hold while others recovered its jobs. Its outcome writes
+    still reach the database, where the fencing must refuse them."""
+
+    async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
+        return set(leases)
+
+
 @asynccontextmanager
 async def pool_on_own_engine(
     database_url: str,
     registry: Registry,
     config: PoolConfig = CONFIG,
     observer: RecordingObserver | None = None,
+    store_class: type[PostgresJobStore] = PostgresJobStore,
 ) -> AsyncIterator[WorkerPool]:
     """A pool with its own engine, as another process would have; stopped on exit."""
     engine = create_engine(database_url, pool_size=2)
     pool = WorkerPool(
-        PostgresJobStore(engine), registry, MsgspecPayloadDecoder(), config, observer=observer
+        store_class(engine), registry, MsgspecPayloadDecoder(), config, observer=observer
     )
     task = asyncio.create_task(pool.run())
     try:
@@ -154,7 +165,7 @@ async def test_expired_lease_is_recovered_and_the_job_completes_in_another_pool(
 
     job = await submit(store, "report")
     slow_a = replace(CONFIG, workers=1, lease_duration=SHORT_LEASE)
-    async with pool_on_own_engine(database_url, registry_a, slow_a, observer_a):
+    async with pool_on_own_engine(database_url, registry_a, slow_a, observer_a, FrozenStore):
         await until(_holds(lambda: started_a == [1]), "pool A runs the job")
         recovered = await recover_when_expired(store, job.id)
         assert (recovered.status, recovered.attempts) == (Status.PENDING, 1)
@@ -200,7 +211,7 @@ async def test_stale_worker_cannot_overwrite_the_outcome_of_a_newer_claim(
 
     job = await submit(store, "charge")
     slow_a = replace(CONFIG, workers=1, lease_duration=SHORT_LEASE)
-    async with pool_on_own_engine(database_url, registry_a, slow_a, observer_a):
+    async with pool_on_own_engine(database_url, registry_a, slow_a, observer_a, FrozenStore):
         await until(_holds(lambda: started_a == [1]), "pool A runs the job")
         await recover_when_expired(store, job.id)
         async with pool_on_own_engine(database_url, registry_b):

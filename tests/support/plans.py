@@ -50,10 +50,22 @@ def sql_literal(value: object) -> str:
         return f"'{value.isoformat()}'"
     if isinstance(value, str | UUID):
         return "'" + str(value).replace("'", "''") + "'"
-    if isinstance(value, list) and all(isinstance(item, int | UUID) for item in value):
+    if isinstance(value, list):
         # An untyped array literal, which PostgreSQL coerces to the parameter's type.
-        return "'{" + ",".join(str(item) for item in value) + "}'"
+        return "'{" + ",".join(_array_item(item) for item in value) + "}'"
     raise TypeError(f"no literal for {value!r}")
+
+
+def _array_item(item: object) -> str:
+    if item is None:
+        return "NULL"
+    if isinstance(item, bool | int | UUID):
+        return str(item)
+    if isinstance(item, timedelta):
+        return f'"{item.total_seconds()} seconds"'
+    if isinstance(item, str) and not set(item) & set("\"\\{},'"):
+        return f'"{item}"'
+    raise TypeError(f"no array literal for {item!r}")
 
 
 async def custom_and_generic_plans(

@@ -37,7 +37,9 @@ def test_an_empty_environment_gives_the_documented_defaults() -> None:
     assert settings.workers == 4
     assert settings.max_attempts == 5
     assert settings.job_timeout == timedelta(seconds=30)
-    assert settings.lease_duration == timedelta(minutes=1)
+    assert settings.lease_duration == timedelta(seconds=30)
+    assert settings.statement_timeout == timedelta(seconds=5)
+    assert settings.db_client_timeout == timedelta(seconds=6)
     assert settings.recovery_interval == timedelta(seconds=30)
     assert settings.retention_completed == timedelta(hours=168)
     assert settings.retention_failed == timedelta(hours=720)
@@ -67,6 +69,8 @@ def test_every_documented_variable_is_read() -> None:
         "MAX_ATTEMPTS": "7",
         "JOB_TIMEOUT": "10s",
         "LEASE_DURATION": "20s",
+        "STATEMENT_TIMEOUT": "2s",
+        "DB_CLIENT_TIMEOUT": "3s",
         "RECOVERY_INTERVAL": "5s",
         "RETENTION_COMPLETED": "24h",
         "RETENTION_FAILED": "0",
@@ -96,6 +100,8 @@ def test_every_documented_variable_is_read() -> None:
     assert settings.max_attempts == 7
     assert settings.job_timeout == timedelta(seconds=10)
     assert settings.lease_duration == timedelta(seconds=20)
+    assert settings.statement_timeout == timedelta(seconds=2)
+    assert settings.db_client_timeout == timedelta(seconds=3)
     assert settings.recovery_interval == timedelta(seconds=5)
     assert settings.retention_completed == timedelta(hours=24)
     assert settings.retention_failed == timedelta(0)
@@ -373,6 +379,8 @@ def test_integer_variable_refusals(name: str, raw: str, why: str) -> None:
 DURATIONS = [
     ("JOB_TIMEOUT", "job_timeout"),
     ("LEASE_DURATION", "lease_duration"),
+    ("STATEMENT_TIMEOUT", "statement_timeout"),
+    ("DB_CLIENT_TIMEOUT", "db_client_timeout"),
     ("RECOVERY_INTERVAL", "recovery_interval"),
     ("RETENTION_COMPLETED", "retention_completed"),
     ("RETENTION_FAILED", "retention_failed"),
@@ -388,9 +396,11 @@ DURATIONS = [
 @pytest.mark.parametrize(("name", "attribute"), DURATIONS)
 def test_durations_are_read_in_go_form(name: str, attribute: str) -> None:
     environ = {name: "1h2m3.5s"}
-    # Keep the cross-checks satisfied: the lease outlives the job timeout, the backoff
-    # cap is not below its base.
-    if name == "JOB_TIMEOUT":
+    # Keep the cross-checks satisfied: the client outwaits the server, the lease leaves
+    # time for a stuck renewal, the backoff cap is not below its base.
+    if name == "STATEMENT_TIMEOUT":
+        environ |= {"DB_CLIENT_TIMEOUT": "2h", "LEASE_DURATION": "4h"}
+    if name == "DB_CLIENT_TIMEOUT":
         environ["LEASE_DURATION"] = "2h"
     if name == "BACKOFF_BASE":
         environ["BACKOFF_MAX"] = "2h"
@@ -412,6 +422,8 @@ def test_durations_without_a_unit_are_refused(name: str, attribute: str) -> None
     [
         "JOB_TIMEOUT",
         "LEASE_DURATION",
+        "STATEMENT_TIMEOUT",
+        "DB_CLIENT_TIMEOUT",
         "RECOVERY_INTERVAL",
         "RETENTION_INTERVAL",
         "POLL_INTERVAL",
@@ -437,23 +449,52 @@ def test_negative_durations_are_refused() -> None:
     assert problem.startswith("DRAIN_DELAY: invalid duration '-1s'; durations cannot be negative")
 
 
-@pytest.mark.parametrize("lease", ["35s", "20s", "34.999s"])
-def test_lease_duration_must_exceed_job_timeout_plus_five_seconds(lease: str) -> None:
-    [problem] = problems_of({"JOB_TIMEOUT": "30s", "LEASE_DURATION": lease})
+def test_an_attempt_may_outlast_its_lease_since_the_lease_is_renewed() -> None:
+    settings = Settings.from_env({"JOB_TIMEOUT": "3h", "LEASE_DURATION": "10s"})
 
-    assert problem.startswith(f"LEASE_DURATION: {lease} must exceed JOB_TIMEOUT (30s) + 5s")
-
-
-def test_a_lease_just_over_the_margin_is_accepted() -> None:
-    settings = Settings.from_env({"JOB_TIMEOUT": "30s", "LEASE_DURATION": "35.001s"})
-
-    assert settings.lease_duration == timedelta(seconds=35.001)
+    assert (settings.job_timeout, settings.lease_duration) == (
+        timedelta(hours=3),
+        timedelta(seconds=10),
+    )
 
 
-def test_the_default_lease_is_checked_against_a_configured_job_timeout() -> None:
-    [problem] = problems_of({"JOB_TIMEOUT": "1m"})
+@pytest.mark.parametrize("lease", ["9s", "5s", "8.999s"])
+def test_lease_duration_must_exceed_one_and_a_half_client_timeouts(lease: str) -> None:
+    [problem] = problems_of({"DB_CLIENT_TIMEOUT": "6s", "LEASE_DURATION": lease})
 
-    assert problem.startswith("LEASE_DURATION: 1m must exceed JOB_TIMEOUT (1m) + 5s")
+    assert problem.startswith(
+        f"LEASE_DURATION: {lease} must exceed 1.5 × DB_CLIENT_TIMEOUT (6s): leases are renewed"
+    )
+
+
+def test_a_lease_just_over_one_and_a_half_client_timeouts_is_accepted() -> None:
+    settings = Settings.from_env({"DB_CLIENT_TIMEOUT": "6s", "LEASE_DURATION": "9.001s"})
+
+    assert settings.lease_duration == timedelta(seconds=9.001)
+
+
+def test_the_default_lease_is_checked_against_a_configured_client_timeout() -> None:
+    [problem] = problems_of({"DB_CLIENT_TIMEOUT": "20s", "STATEMENT_TIMEOUT": "10s"})
+
+    assert problem.startswith("LEASE_DURATION: 30s must exceed 1.5 × DB_CLIENT_TIMEOUT (20s)")
+
+
+@pytest.mark.parametrize("client", ["5s", "4s"])
+def test_the_client_timeout_must_exceed_the_statement_timeout(client: str) -> None:
+    [problem] = problems_of({"STATEMENT_TIMEOUT": "5s", "DB_CLIENT_TIMEOUT": client})
+
+    assert problem.startswith(
+        f"DB_CLIENT_TIMEOUT: {client} must exceed STATEMENT_TIMEOUT (5s), so that the server"
+    )
+
+
+def test_database_limits_carry_both_time_limits() -> None:
+    settings = Settings.from_env({"STATEMENT_TIMEOUT": "1s", "DB_CLIENT_TIMEOUT": "2s"})
+
+    limits = settings.database_limits()
+
+    assert (limits.statement, limits.client) == (timedelta(seconds=1), timedelta(seconds=2))
+    assert limits.statement_milliseconds == 1000
 
 
 def test_backoff_max_below_backoff_base_is_refused() -> None:
@@ -578,7 +619,7 @@ def test_every_problem_is_reported_at_once_one_per_line() -> None:
         {
             "WORKERS": "0",
             "HTTP_ADDR": "nope",
-            "JOB_TIMEOUT": "forever",
+            "DB_CLIENT_TIMEOUT": "forever",
             "LEASE_DURATION": "1s",
             "LOG_LEVEL": "loud",
         }
@@ -586,7 +627,7 @@ def test_every_problem_is_reported_at_once_one_per_line() -> None:
 
     assert [problem.split(":", 1)[0] for problem in problems] == [
         "HTTP_ADDR",
-        "JOB_TIMEOUT",
+        "DB_CLIENT_TIMEOUT",
         "LOG_LEVEL",
         "WORKERS",
     ]
@@ -594,17 +635,17 @@ def test_every_problem_is_reported_at_once_one_per_line() -> None:
 
 
 def test_a_cross_check_is_skipped_when_one_side_failed_to_parse() -> None:
-    # JOB_TIMEOUT is broken: comparing the lease against its default would mislead.
-    problems = problems_of({"JOB_TIMEOUT": "soon", "LEASE_DURATION": "20s"})
+    # DB_CLIENT_TIMEOUT is broken: comparing the lease against its default would mislead.
+    problems = problems_of({"DB_CLIENT_TIMEOUT": "soon", "LEASE_DURATION": "5s"})
 
-    assert [problem.split(":", 1)[0] for problem in problems] == ["JOB_TIMEOUT"]
+    assert [problem.split(":", 1)[0] for problem in problems] == ["DB_CLIENT_TIMEOUT"]
 
 
 def test_direct_construction_is_checked_too() -> None:
     with pytest.raises(ConfigError) as caught:
-        Settings(job_timeout=timedelta(seconds=30), lease_duration=timedelta(seconds=30))
+        Settings(lease_duration=timedelta(seconds=9))
 
-    assert caught.value.problems[0].startswith("LEASE_DURATION: 30s must exceed")
+    assert caught.value.problems[0].startswith("LEASE_DURATION: 9s must exceed")
 
 
 def test_secrets_stay_out_of_the_settings_repr() -> None:
@@ -637,8 +678,8 @@ def test_pool_config_carries_the_worker_settings() -> None:
     assert config.poll_interval == timedelta(milliseconds=100)
     assert config.shutdown_timeout == timedelta(seconds=9)
     assert config.backoff == Backoff(timedelta(seconds=2), timedelta(minutes=1))
-    # The outcome write must fit in the lease after a handler that used all its time.
-    assert config.job_timeout + config.outcome_timeout < config.lease_duration
+    # Each outcome write is bounded like every other statement of the service.
+    assert config.outcome_timeout == settings.db_client_timeout
 
 
 def test_retention_policy_keeps_finished_jobs_for_the_configured_times() -> None:

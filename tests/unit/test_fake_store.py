@@ -18,6 +18,7 @@ from jobqueue.domain.job import TRANSITIONS, Job, JsonValue, Lease, NewJob, Oper
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.status import Status
 from tests.fakes import InMemoryJobStore, ManualClock
+from tests.support.endings import record
 
 LEASE = timedelta(seconds=30)
 
@@ -125,7 +126,7 @@ async def test_complete_with_the_current_lease_finishes_the_job(store: InMemoryJ
     await store.submit(new_job())
     job = await claim_one(store)
 
-    done = await store.record(job.lease, Decision.complete())
+    done = await record(store, job.lease, Decision.complete())
 
     assert (done.status, done.locked_until) == (Status.COMPLETED, None)
 
@@ -140,14 +141,14 @@ async def test_outcome_write_with_a_superseded_lease_is_refused(
     fresh = await claim_one(store)
 
     with pytest.raises(LeaseLost):
-        await store.record(stale.lease, Decision.complete())
+        await record(store, stale.lease, Decision.complete())
     assert fresh.lease_token == stale.lease_token + 1
     assert (await store.get(fresh.id)).status is Status.PROCESSING
 
 
 async def test_outcome_write_for_an_unknown_job_is_lease_lost(store: InMemoryJobStore) -> None:
     with pytest.raises(LeaseLost):
-        await store.record(Lease(uuid.uuid4(), 1), Decision.fail("boom"))
+        await record(store, Lease(uuid.uuid4(), 1), Decision.fail("boom"))
 
 
 async def test_retry_makes_the_job_due_after_the_delay(
@@ -156,8 +157,8 @@ async def test_retry_makes_the_job_due_after_the_delay(
     await store.submit(new_job())
     job = await claim_one(store)
 
-    retried = await store.record(
-        job.lease, Decision.backoff(timedelta(seconds=10), "ValueError: x")
+    retried = await record(
+        store, job.lease, Decision.backoff(timedelta(seconds=10), "ValueError: x")
     )
 
     assert (retried.status, retried.last_error) == (Status.PENDING, "ValueError: x")
@@ -171,7 +172,7 @@ async def test_release_gives_the_attempt_back(store: InMemoryJobStore) -> None:
     await store.submit(new_job())
     job = await claim_one(store)
 
-    released = await store.record(job.lease, Decision.release())
+    released = await record(store, job.lease, Decision.release())
 
     assert (released.status, released.attempts) == (Status.PENDING, 0)
     again = await claim_one(store)
@@ -183,8 +184,8 @@ async def test_fail_and_dead_letter_keep_the_error(store: InMemoryJobStore) -> N
     await store.submit(new_job())
     first, second = await store.claim(2, LEASE)
 
-    failed = await store.record(first.lease, Decision.fail("Permanent: no"))
-    dead = await store.record(second.lease, Decision.dead_letter("ValueError: again"))
+    failed = await record(store, first.lease, Decision.fail("Permanent: no"))
+    dead = await record(store, second.lease, Decision.dead_letter("ValueError: again"))
 
     assert (failed.status, failed.last_error) == (Status.FAILED, "Permanent: no")
     assert (dead.status, dead.last_error) == (Status.DEAD_LETTER, "ValueError: again")
@@ -193,7 +194,7 @@ async def test_fail_and_dead_letter_keep_the_error(store: InMemoryJobStore) -> N
 async def test_operator_retry_gives_a_dead_letter_a_fresh_budget(store: InMemoryJobStore) -> None:
     await store.submit(new_job(max_attempts=1))
     job = await claim_one(store)
-    await store.record(job.lease, Decision.dead_letter("boom"))
+    await record(store, job.lease, Decision.dead_letter("boom"))
 
     revived = await store.retry(job.id)
 
@@ -256,11 +257,11 @@ async def _job_in(store: InMemoryJobStore, status: Status) -> Job:
     job = await claim_one(store)
     match status:
         case Status.COMPLETED:
-            return await store.record(job.lease, Decision.complete())
+            return await record(store, job.lease, Decision.complete())
         case Status.FAILED:
-            return await store.record(job.lease, Decision.fail("x"))
+            return await record(store, job.lease, Decision.fail("x"))
         case Status.DEAD_LETTER:
-            return await store.record(job.lease, Decision.dead_letter("x"))
+            return await record(store, job.lease, Decision.dead_letter("x"))
     return job
 
 
@@ -273,15 +274,15 @@ async def _attempt(
             if not await store.claim(1, LEASE):
                 raise InvalidTransition(job.id, operation, job.status)
         case Operation.COMPLETE:
-            await store.record(lease, Decision.complete())
+            await record(store, lease, Decision.complete())
         case Operation.BACKOFF:
-            await store.record(lease, Decision.backoff(timedelta(0), "x"))
+            await record(store, lease, Decision.backoff(timedelta(0), "x"))
         case Operation.FAIL:
-            await store.record(lease, Decision.fail("x"))
+            await record(store, lease, Decision.fail("x"))
         case Operation.DEAD_LETTER:
-            await store.record(lease, Decision.dead_letter("x"))
+            await record(store, lease, Decision.dead_letter("x"))
         case Operation.RELEASE:
-            await store.record(lease, Decision.release())
+            await record(store, lease, Decision.release())
         case Operation.RETRY:
             await store.retry(job.id)
         case Operation.RECOVER:

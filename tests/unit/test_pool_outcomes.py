@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -39,11 +40,12 @@ class RetryRecordingStore(InMemoryJobStore):
         super().__init__(wall_clock)
         self.retries: list[tuple[int, timedelta]] = []
 
-    async def record(self, lease: Lease, decision: Decision) -> Any:
-        if decision.operation is Operation.BACKOFF and decision.delay is not None:
-            attempt = next(j.attempts for j in self.jobs() if j.id == lease.job_id)
-            self.retries.append((attempt, decision.delay))
-        return await super().record(lease, decision)
+    async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> Any:
+        for lease, decision in endings:
+            if decision.operation is Operation.BACKOFF and decision.delay is not None:
+                attempt = next(j.attempts for j in self.jobs() if j.id == lease.job_id)
+                self.retries.append((attempt, decision.delay))
+        return await super().record_many(endings)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jobqueue.domain.job import Job, Lease
-from jobqueue.domain.outcome import Decision
+from jobqueue.domain.outcome import Decision, Outcome
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from tests.fakes import InMemoryJobStore, RecordingObserver, wall_clock
@@ -39,11 +39,11 @@ class GatedStore(InMemoryJobStore):
             await self.claim_gate.wait()
         return await super().claim(limit, lease)
 
-    async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
-        if self.hold_completes:
+    async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
+        if self.hold_completes and any(d.outcome is Outcome.COMPLETED for _, d in endings):
             self.complete_entered.set()
             await self.complete_gate.wait()
-        return await super().complete_many(leases)
+        return await super().record_many(endings)
 
 
 def blocking_registry(gate: asyncio.Event, entered: list[int]) -> Registry:

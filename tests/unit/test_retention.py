@@ -15,6 +15,7 @@ from jobqueue.domain.retention import RetentionPolicy
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.retention import RetentionLoop
 from tests.fakes import InMemoryJobStore, ManualClock
+from tests.support.endings import record
 from tests.unit.pool_harness import DEADLINE_SECONDS, eventually, submit
 
 LEASE = timedelta(minutes=5)
@@ -31,14 +32,14 @@ async def jobs_in(store: InMemoryJobStore, status: Status, count: int = 1) -> li
         [claimed] = await store.claim(1, LEASE)
         assert claimed.id == job.id
         if status is Status.COMPLETED:
-            made.append(await store.record(claimed.lease, Decision.complete()))
+            made.append(await record(store, claimed.lease, Decision.complete()))
         elif status is Status.FAILED:
-            made.append(await store.record(claimed.lease, Decision.fail("bad input")))
+            made.append(await record(store, claimed.lease, Decision.fail("bad input")))
         elif status is Status.DEAD_LETTER:
-            made.append(await store.record(claimed.lease, Decision.dead_letter("gave up")))
+            made.append(await record(store, claimed.lease, Decision.dead_letter("gave up")))
         elif status is Status.PENDING:
             # Not due for years, so that the next claim here takes the next new job.
-            made.append(await store.record(claimed.lease, Decision.backoff(DAY * 3650, "later")))
+            made.append(await record(store, claimed.lease, Decision.backoff(DAY * 3650, "later")))
         else:
             made.append(claimed)
     return made

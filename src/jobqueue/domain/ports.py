@@ -28,7 +28,8 @@ class Submitted:
 class JobStore(Protocol):
     """The state machine's operations, each one atomic compare-and-swap in the store.
 
-    Outcome writes (`record`, `complete_many`) are fenced by the claim's lease. Operations
+    Outcome writes and renewals (`record_many`, `renew`) are fenced by the claim's lease,
+    each row by its own. Operations
     on a job id raise `JobNotFound` or `InvalidTransition`; `submit` raises
     `IdempotencyConflict`. Every operation raises `StoreUnavailable` when the store fails.
     """
@@ -41,21 +42,22 @@ class JobStore(Protocol):
         """Up to `limit` due pending jobs, now processing under a fresh lease each."""
         ...
 
-    async def record(self, lease: Lease, decision: Decision) -> Job:
-        """End the attempt holding `lease` as `decision` says, in one fenced write; raise
-        `LeaseLost` when the job is no longer held by it. Due times (`decision.delay`)
-        are counted from the store's clock."""
+    async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
+        """End, in one write, each attempt whose lease still holds its job, as its decision
+        says; return the leases that held. Due times (`decision.delay`) are counted from
+        the store's clock.
+
+        Each job is fenced by its own lease: one not returned was lost (its lease expired
+        and the job was recovered, or a newer claim superseded it) and its decision is
+        dropped; the others are unaffected. Leases, not ids, are returned: a batch may hold
+        a stale attempt's lease and the current one for the same job, and only the current
+        one may count.
+        """
         ...
 
-    async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
-        """Complete, in one write, every job still held by its lease; return the leases
-        that held.
-
-        Each job is fenced by its own lease: one not returned was lost, exactly as
-        `record` would have raised `LeaseLost` for it, and the others are unaffected.
-        Leases, not ids, are returned: a batch may hold a stale attempt's lease and the
-        current one for the same job, and only the current one may count as completed.
-        """
+    async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
+        """Extend, in one write, each of `leases` that still holds its job to `lease` from
+        now (the store's clock); return those that held. A lease not returned is lost."""
         ...
 
     async def retry(self, job_id: UUID) -> Job:

@@ -4,13 +4,60 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, TypeVar
 from uuid import UUID
 
 from jobqueue.domain.errors import UnknownJobType
+
+
+class StopReason(StrEnum):
+    """Why the worker asks an attempt to stop."""
+
+    # The process is shutting down and SHUTDOWN_TIMEOUT has passed.
+    SHUTDOWN = "shutdown"
+    # The attempt outlived JOB_TIMEOUT.
+    TIMEOUT = "timeout"
+    # The job's lease could not be renewed: it was recovered or claimed elsewhere, or
+    # the database could not be reached before it ran out. Its outcome will not be
+    # written; another attempt may already be running.
+    LEASE_LOST = "lease_lost"
+
+
+class StopRequest:
+    """Whether, and why, the worker asked this attempt to stop: readable from any thread.
+
+    An async handler is cancelled as well; a plain (sync) function runs in a thread
+    that cannot be, so it should look at `requested` (or `wait`) between steps and return
+    early when it is set.
+    """
+
+    def __init__(self) -> None:
+        self._reason: StopReason | None = None
+        self._event = threading.Event()
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> StopReason | None:
+        return self._reason
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a stop is requested or `timeout` seconds pass; return whether it
+        was requested. A sync handler sleeping between steps can sleep on this instead."""
+        return self._event.wait(timeout)
+
+    def request(self, reason: StopReason) -> None:
+        """Ask the attempt to stop (the worker's call; the first reason given stays)."""
+        if self._reason is None:
+            self._reason = reason
+        self._event.set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +70,18 @@ class JobContext:
     max_attempts: int
     deadline: datetime
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
+    # Set by the worker when the attempt should end early (timeout, shutdown, lost lease).
+    stop: StopRequest = field(default_factory=StopRequest)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the worker asked this attempt to stop (`stop.reason` says why)."""
+        return self.stop.requested
+
+    @property
+    def lease_lost(self) -> bool:
+        """Whether the job is no longer this attempt's: its outcome will not be written."""
+        return self.stop.reason is StopReason.LEASE_LOST
 
 
 Handler = Callable[[JobContext, Any], Awaitable[None] | None]

@@ -101,7 +101,11 @@ async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> in
         async with database(settings) as url:
             if settings.auto_migrate:
                 await migrate(url)
-            engine = create_engine(url, pool_size=min(max(10, settings.workers), 50))
+            engine = create_engine(
+                url,
+                pool_size=min(max(10, settings.workers), 50),
+                limits=settings.database_limits(),
+            )
             if tracer_provider is not None:
                 from jobqueue.adapters.telemetry.tracing import trace_engine
 

@@ -11,17 +11,19 @@ with every problem listed at once, so a misconfigured deployment is fixed in one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from jobqueue.adapters.postgres.limits import Limits
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.durations import format_duration, parse_duration
+from jobqueue.domain.durations import parse_duration
 from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MIN_ATTEMPTS
 from jobqueue.domain.retention import DEFAULT_COMPLETED, DEFAULT_FAILED, RetentionPolicy
+from jobqueue.entrypoints.settings_rules import check
 from jobqueue.entrypoints.variables import (
     ALL_COMMANDS,
     LOG_LEVELS,
@@ -40,7 +42,6 @@ from jobqueue.entrypoints.variables import (
     parse_size,
     parse_tokens,
     setting,
-    show,
 )
 from jobqueue.entrypoints.variables import METRICS_OFF as METRICS_OFF
 from jobqueue.entrypoints.variables import HttpAddress as HttpAddress
@@ -49,12 +50,6 @@ from jobqueue.entrypoints.variables import parse_modules as parse_modules
 from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from jobqueue.entrypoints.worker.retention import DEFAULT_INTERVAL as DEFAULT_RETENTION_INTERVAL
 
-# An attempt's outcome is written after its handler returns; the lease must outlast the
-# handler's timeout by at least this much, and the write is bounded by it.
-LEASE_MARGIN = timedelta(seconds=5)
-MAX_WORKERS = 10_000
-MIN_BODY_BYTES = 64
-MAX_BODY_BYTES = 1 << 30
 TRACING_OFF = TracingConfig()
 
 # `jobqueue worker` serves no API: without a listener of its own its metrics and probes
@@ -131,9 +126,24 @@ class Settings:
     lease_duration: timedelta = setting(
         "LEASE_DURATION",
         parse_duration,
-        timedelta(minutes=1),
-        f"claim lease; must exceed JOB_TIMEOUT + {format_duration(LEASE_MARGIN)}",
+        timedelta(seconds=30),
+        "claim lease, renewed every third of it while the attempt runs; a crashed "
+        "process's jobs come back about this long after it died",
         commands=WITH_WORKERS,
+    )
+    statement_timeout: timedelta = setting(
+        "STATEMENT_TIMEOUT",
+        parse_duration,
+        timedelta(seconds=5),
+        "server-side limit of every statement the service sends (statement_timeout)",
+        commands=SERVICES,
+    )
+    db_client_timeout: timedelta = setting(
+        "DB_CLIENT_TIMEOUT",
+        parse_duration,
+        timedelta(seconds=6),
+        "client-side limit of connecting and of each statement's round trip",
+        commands=SERVICES,
     )
     recovery_interval: timedelta = setting(
         "RECOVERY_INTERVAL",
@@ -254,7 +264,7 @@ class Settings:
     tracing: TracingConfig = TRACING_OFF
 
     def __post_init__(self) -> None:
-        problems = _check(_values_of(self), skip=frozenset())
+        problems = check(_values_of(self), skip=frozenset(), variables=_VARIABLE)
         if problems:
             raise ConfigError(problems)
 
@@ -279,7 +289,7 @@ class Settings:
         except TracingConfigError as error:
             problems.extend(error.problems)
         merged = {**_defaults(), **values}
-        problems.extend(_check(merged, skip=frozenset(failed)))
+        problems.extend(check(merged, skip=frozenset(failed), variables=_VARIABLE))
         if problems:
             raise ConfigError(problems)
         return cls(**values)
@@ -291,9 +301,12 @@ class Settings:
             lease_duration=self.lease_duration,
             poll_interval=self.poll_interval,
             shutdown_timeout=self.shutdown_timeout,
-            outcome_timeout=LEASE_MARGIN,
+            outcome_timeout=self.db_client_timeout,
             backoff=Backoff(self.backoff_base, self.backoff_max),
         )
+
+    def database_limits(self) -> Limits:
+        return Limits(statement=self.statement_timeout, client=self.db_client_timeout)
 
     def metrics_listener(self, *, serves_api: bool) -> HttpAddress | None:
         """Where the separate metrics server listens, or None for no such server.
@@ -322,70 +335,6 @@ SETTINGS: tuple[Setting, ...] = tuple(
     if SETTING_KEY in f.metadata
 )
 _VARIABLE = {row.attribute: row.env for row in SETTINGS}
-
-
-# --- checking the whole ------------------------------------------------------------------
-
-
-def _check(values: Mapping[str, Any], skip: frozenset[str]) -> list[str]:
-    """Range and consistency problems of a complete set of values.
-
-    A check is skipped when a value it reads failed to parse (`skip`): its problem is
-    reported already, and comparing against a default would only confuse. A problem
-    starts with the variable of the first value it reads.
-    """
-    problems: list[str] = []
-
-    def rule(attributes: tuple[str, ...], ok: Callable[..., bool], message: str) -> None:
-        if skip.intersection(attributes):
-            return
-        read = [values[attribute] for attribute in attributes]
-        if not ok(*read):
-            problems.append(f"{_VARIABLE[attributes[0]]}: {message.format(*map(show, read))}")
-
-    rule(("workers",), lambda n: 1 <= n <= MAX_WORKERS, f"{{}} is not between 1 and {MAX_WORKERS}")
-    rule(
-        ("max_attempts",),
-        lambda n: MIN_ATTEMPTS <= n <= MAX_ATTEMPTS,
-        f"{{}} is not between {MIN_ATTEMPTS} and {MAX_ATTEMPTS}",
-    )
-    for attribute in (
-        "job_timeout",
-        "lease_duration",
-        "recovery_interval",
-        "retention_interval",
-        "poll_interval",
-        "backoff_base",
-    ):
-        rule((attribute,), _positive, "must be longer than 0, got {}")
-    rule(
-        ("lease_duration", "job_timeout"),
-        lambda lease, timeout: lease > timeout + LEASE_MARGIN,
-        f"{{}} must exceed {_VARIABLE['job_timeout']} ({{}}) + "
-        f"{format_duration(LEASE_MARGIN)}, or an attempt near its timeout would lose its "
-        "lease before recording its outcome",
-    )
-    for attribute in ("retention_completed", "retention_failed"):
-        rule(
-            (attribute,),
-            lambda age: age >= timedelta(0),
-            "must not be negative, got {}; 0 keeps the jobs",
-        )
-    rule(
-        ("backoff_max", "backoff_base"),
-        lambda cap, base: cap >= base,
-        f"{{}} is shorter than {_VARIABLE['backoff_base']} ({{}})",
-    )
-    rule(
-        ("max_body_bytes",),
-        lambda n: MIN_BODY_BYTES <= n <= MAX_BODY_BYTES,
-        f"{{}} is not between {MIN_BODY_BYTES} and {MAX_BODY_BYTES} bytes",
-    )
-    return problems
-
-
-def _positive(value: timedelta) -> bool:
-    return value > timedelta(0)
 
 
 def _values_of(settings: Settings) -> dict[str, Any]:

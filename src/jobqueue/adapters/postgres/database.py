@@ -8,6 +8,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from jobqueue.adapters.postgres.limits import Limits
+
 _ACCEPTED_SCHEMES = {"postgres", "postgresql", "postgresql+asyncpg"}
 # Arguments the SQLAlchemy asyncpg adapter consumes itself; asyncpg.connect refuses them.
 _ADAPTER_ONLY_ARGUMENTS = (
@@ -41,13 +43,28 @@ def redact(url: str) -> str:
 
 
 def create_engine(
-    url: str, *, pool_size: int = 10, application_name: str = "jobqueue"
+    url: str,
+    *,
+    pool_size: int = 10,
+    application_name: str = "jobqueue",
+    limits: Limits | None = None,
 ) -> AsyncEngine:
+    """An engine on `url`; with `limits`, every connection is bounded by them."""
+    server_settings = {"application_name": application_name}
+    connect_args: dict[str, Any] = {"server_settings": server_settings}
+    pool_timeout = 30.0  # SQLAlchemy's own default
+    if limits is not None:
+        server_settings["statement_timeout"] = str(limits.statement_milliseconds)
+        client = limits.client.total_seconds()
+        # asyncpg: `timeout` bounds connecting, `command_timeout` every statement.
+        connect_args |= {"timeout": client, "command_timeout": client}
+        pool_timeout = client
     return create_async_engine(
         normalize_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
-        connect_args={"server_settings": {"application_name": application_name}},
+        pool_timeout=pool_timeout,
+        connect_args=connect_args,
     )
 
 

@@ -47,7 +47,7 @@ from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.schema import status_literal as _status
-from jobqueue.domain.errors import InvalidTransition, JobNotFound, LeaseLost
+from jobqueue.domain.errors import InvalidTransition, JobNotFound
 from jobqueue.domain.job import Job, Lease, NewJob, Operation
 from jobqueue.domain.listing import JobPage, JobQuery, position_of
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
@@ -99,34 +99,46 @@ _CLAIM = (
 )
 
 
-# Every ending of an attempt is this one statement, whatever the decision: fenced by status
-# and token, so a stale worker (its lease recovered, the job claimed again) matches no
-# row; leaving processing always ends the lease. The due time comes from the database
-# clock, the one the claim compares with. The target status is bound, not inlined: only
-# the WHERE clause must show the partial index its status.
-_delay = cast(bindparam("delay", type_=Interval()), Interval())
-_RECORD = (
+# Every ending of every attempt in a batch is this one statement, whatever the mix of
+# decisions: each row is fenced by status and its own token, so a stale worker (its lease
+# recovered, the job claimed again) matches no row and is simply not returned; leaving
+# processing always ends the lease. Due times come from the database clock, the one the
+# claim compares with. The arrays are cast because unnest() is polymorphic: PostgreSQL
+# cannot infer an untyped parameter's type there. The target status is bound, not
+# inlined: only the WHERE clause must show the partial index its status.
+_ending = (
+    func.unnest(
+        cast(bindparam("ids"), ARRAY(PG_UUID(as_uuid=True))),
+        cast(bindparam("tokens"), ARRAY(BigInteger())),
+        cast(bindparam("statuses"), ARRAY(Text())),
+        cast(bindparam("errors"), ARRAY(Text())),
+        cast(bindparam("delays"), ARRAY(Interval())),
+        cast(bindparam("refunds"), ARRAY(Integer())),
+    )
+    .table_valued("id", "token", "status", "error", "delay", "refund")
+    .render_derived(name="ending")
+)
+_RECORD_MANY = (
     update(jobs)
     .where(
-        jobs.c.id == bindparam("job_id"),
+        jobs.c.id == _ending.c.id,
+        jobs.c.lease_token == _ending.c.token,
         jobs.c.status == _status(Status.PROCESSING),
-        jobs.c.lease_token == bindparam("token"),
     )
     .values(
-        status=bindparam("status", type_=Text()),
-        last_error=func.coalesce(cast(bindparam("error", type_=Text()), Text()), jobs.c.last_error),
-        run_at=case((_delay.is_(None), jobs.c.run_at), else_=func.now() + _delay),
+        status=_ending.c.status,
+        last_error=func.coalesce(_ending.c.error, jobs.c.last_error),
+        run_at=case((_ending.c.delay.is_(None), jobs.c.run_at), else_=func.now() + _ending.c.delay),
         # GREATEST only guards rows written by hand; a claim always counted one.
-        attempts=func.greatest(jobs.c.attempts - bindparam("refund", type_=Integer()), 0),
+        attempts=func.greatest(jobs.c.attempts - _ending.c.refund, 0),
         locked_until=None,
         updated_at=func.now(),
     )
-    .returning(*jobs.c)
+    .returning(jobs.c.id, jobs.c.lease_token)
 )
 
-# Many completions in one statement, each row still fenced by its own token: a lease
-# that was lost matches no row and is simply not returned. The arrays are cast because
-# unnest() is polymorphic: PostgreSQL cannot infer an untyped parameter's type there.
+# Lease renewal: every held lease of a process in one statement, fenced like an outcome
+# write; a lease not returned is no longer held (recovered, or superseded).
 _held = (
     func.unnest(
         cast(bindparam("ids"), ARRAY(PG_UUID(as_uuid=True))),
@@ -135,14 +147,14 @@ _held = (
     .table_valued("id", "token")
     .render_derived(name="held")
 )
-_COMPLETE_MANY = (
+_RENEW = (
     update(jobs)
     .where(
         jobs.c.id == _held.c.id,
         jobs.c.lease_token == _held.c.token,
         jobs.c.status == _status(Status.PROCESSING),
     )
-    .values(status=_status(Status.COMPLETED), locked_until=None, updated_at=func.now())
+    .values(locked_until=func.now() + bindparam("lease", type_=Interval()))
     .returning(jobs.c.id, jobs.c.lease_token)
 )
 
@@ -177,33 +189,30 @@ class PostgresJobStore:
         claimed = await self._all(_CLAIM, {"limit": limit, "lease": lease})
         return sorted(claimed, key=lambda job: job.run_at)
 
-    async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
+    async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
+        if not endings:
+            return set()
+        parameters = {
+            "ids": [lease.job_id for lease, _ in endings],
+            "tokens": [lease.token for lease, _ in endings],
+            "statuses": [decision.status.value for _, decision in endings],
+            "errors": [decision.error for _, decision in endings],
+            "delays": [decision.delay for _, decision in endings],
+            "refunds": [1 if decision.gives_back_attempt else 0 for _, decision in endings],
+        }
+        return await self._leases(_RECORD_MANY, parameters)
+
+    async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
+        if lease <= timedelta(0):
+            raise ValueError(f"lease must be positive, got {lease}")
         if not leases:
             return set()
         parameters = {
-            "ids": [lease.job_id for lease in leases],
-            "tokens": [lease.token for lease in leases],
+            "ids": [held.job_id for held in leases],
+            "tokens": [held.token for held in leases],
+            "lease": lease,
         }
-        with store_failures():
-            async with self._autocommit.connect() as connection:
-                result = await connection.execute(_COMPLETE_MANY, parameters)
-                return {Lease(job_id, token) for job_id, token in result}
-
-    async def record(self, lease: Lease, decision: Decision) -> Job:
-        row = await self._one(
-            _RECORD,
-            {
-                "job_id": lease.job_id,
-                "token": lease.token,
-                "status": decision.status.value,
-                "error": decision.error,
-                "delay": decision.delay,
-                "refund": 1 if decision.gives_back_attempt else 0,
-            },
-        )
-        if row is None:
-            raise LeaseLost(lease.job_id, lease.token)
-        return job_from_row(row)
+        return await self._leases(_RENEW, parameters)
 
     async def retry(self, job_id: UUID) -> Job:
         # lease_token is left alone: it must keep growing so that claims from before the
@@ -328,6 +337,12 @@ class PostgresJobStore:
         with store_failures():
             async with self._engine.connect() as connection:
                 await connection.execute(text("SELECT 1"))
+
+    async def _leases(self, statement: Executable, parameters: Mapping[str, Any]) -> set[Lease]:
+        with store_failures():
+            async with self._autocommit.connect() as connection:
+                result = await connection.execute(statement, parameters)
+                return {Lease(job_id, token) for job_id, token in result}
 
     async def _status_of(self, job_id: UUID) -> str | None:
         row = await self._one(select(jobs.c.status).where(jobs.c.id == job_id))

@@ -70,6 +70,16 @@ class Metrics:
             "Outcome writes dropped because the job's lease had been lost.",
             registry=self.registry,
         )
+        self._outcome_retries = Counter(
+            "jobs_outcome_write_retries",
+            "Outcome writes tried again after the store failed (tries beyond the first).",
+            registry=self.registry,
+        )
+        self._unrecorded = Counter(
+            "jobs_outcome_unrecorded",
+            "Outcomes not written before their lease ran out; their jobs went to recovery.",
+            registry=self.registry,
+        )
         self._duration = Histogram(
             "job_processing_duration_seconds",
             "Duration of attempts, by outcome.",
@@ -127,6 +137,12 @@ class Metrics:
 
     def lease_lost(self, job: Job) -> None:
         self._lease_lost.inc()
+
+    def outcome_retried(self, job: Job, tries: int) -> None:
+        self._outcome_retries.inc(tries - 1)
+
+    def outcome_unrecorded(self, job: Job) -> None:
+        self._unrecorded.inc()
 
     def recovered(self, jobs: Iterable[Job]) -> None:
         for job in jobs:

@@ -30,7 +30,17 @@ class PoolObserver(Protocol):
         """
 
     def lease_lost(self, job: Job) -> None:
-        """The attempt's outcome was refused: its lease had expired or been superseded."""
+        """The attempt lost its lease: a renewal or its outcome write was refused (the job
+        was recovered or claimed again), or the lease ran out before a renewal got through.
+        Its outcome is not written."""
+
+    def outcome_retried(self, job: Job, tries: int) -> None:
+        """The attempt's outcome was recorded, but only at try `tries` (the store failed
+        before)."""
+
+    def outcome_unrecorded(self, job: Job) -> None:
+        """The attempt's outcome could not be written before its lease ran out; the job is
+        left to lease recovery."""
 
     def recovered(self, jobs: Sequence[Job]) -> None:
         """Lease recovery moved `jobs` (as they are now) out of processing."""
@@ -46,6 +56,12 @@ class NullObserver:
         pass
 
     def lease_lost(self, job: Job) -> None:
+        pass
+
+    def outcome_retried(self, job: Job, tries: int) -> None:
+        pass
+
+    def outcome_unrecorded(self, job: Job) -> None:
         pass
 
     def recovered(self, jobs: Sequence[Job]) -> None:
@@ -79,6 +95,18 @@ class GuardedObserver:
             self._inner.lease_lost(job)
         except Exception:
             _log.exception("observer failed in lease_lost", extra={"job_id": str(job.id)})
+
+    def outcome_retried(self, job: Job, tries: int) -> None:
+        try:
+            self._inner.outcome_retried(job, tries)
+        except Exception:
+            _log.exception("observer failed in outcome_retried", extra={"job_id": str(job.id)})
+
+    def outcome_unrecorded(self, job: Job) -> None:
+        try:
+            self._inner.outcome_unrecorded(job)
+        except Exception:
+            _log.exception("observer failed in outcome_unrecorded", extra={"job_id": str(job.id)})
 
     def recovered(self, jobs: Sequence[Job]) -> None:
         try:

@@ -1,76 +1,50 @@
 """The worker pool: claims jobs only when a worker is free for them, runs each attempt
-under a timeout, and records what the domain decides with one fenced store write.
+(`attempt.Executor`) under a timeout, and records what the domain decides.
 
-Handlers are user code, and none of what they do may kill the pool. Every exception
-escaping a handler, including `SystemExit`, `KeyboardInterrupt` and a `CancelledError`
-the handler raised on its own, is logged with its traceback and becomes a retryable
-failure (unless `is_permanent` says otherwise). Under `asyncio.run`, Ctrl-C and SIGTERM
-reach the pool as cancellation or `stop()`, never as an exception out of a handler, so
-a handler raising them is a bug in that handler, not a request to stop the process.
-Only cancellation of the attempt by the pool itself (shutdown) is treated as one.
+Under `asyncio.run`, Ctrl-C and SIGTERM reach the pool as cancellation or `stop()`, never
+as an exception out of a handler, so a handler raising them is a bug in that handler, not
+a request to stop the process.
+
+Every lease the pool holds, from the claim until the outcome is written, is renewed by
+its `LeaseKeeper`; every outcome goes through its `OutcomeWriter`, retried until
+recorded or its lease has run out.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import random
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Callable, Mapping
 
-from jobqueue.domain.errors import LeaseLost, is_permanent, retry_after
-from jobqueue.domain.job import Job
+from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import (
     Decision,
-    Ending,
-    Errored,
-    Interrupted,
-    Outcome,
-    Succeeded,
-    TimedOut,
     decide,
 )
 from jobqueue.domain.ports import JobStore, PayloadDecoder
-from jobqueue.domain.registry import JobContext, Registry
-from jobqueue.entrypoints.worker.completer import Completer
+from jobqueue.domain.registry import Registry, StopReason
+from jobqueue.entrypoints.worker.attempt import Attempt, Executor, job_fields
+from jobqueue.entrypoints.worker.leases import LeaseKeeper
 from jobqueue.entrypoints.worker.observer import PoolObserver, guarded
+from jobqueue.entrypoints.worker.outcomes import OutcomeWriter, Written
 from jobqueue.entrypoints.worker.pool_config import PoolConfig
-from jobqueue.entrypoints.worker.tracing import AttemptSpan, AttemptTracer, NullTracer
+from jobqueue.entrypoints.worker.tracing import AttemptTracer, NullTracer
 
 _log = logging.getLogger("jobqueue.worker")
-# Handlers log through `ctx.logger`, an adapter on this logger carrying the job's fields.
-_handler_log = logging.getLogger("jobqueue.jobs")
-
-
-@dataclass(slots=True, eq=False)
-class _Attempt:
-    job: Job
-    started: float  # time.monotonic()
-    # When the claim that returned the job ran (time.time_ns()), for its trace.
-    claimed: tuple[int, int]
-    # The job's log fields, built once for every line the attempt logs.
-    fields: dict[str, Any]
-    # Set once the outcome write has its own task; from then on cancelling the attempt
-    # cannot lose the outcome.
-    recording: bool = False
-    span: AttemptSpan | None = None
 
 
 class WorkerPool:
     """Runs at most `config.workers` attempts at once in this process.
 
-    Synchronous handlers run in a thread of the pool's own (one per worker) and cannot
-    be cancelled:
-    when one overruns `job_timeout`, or is still running when shutdown gives up on it,
-    the attempt is recorded as timed out (or released) and its slot freed, but the
-    thread runs on until the function returns, possibly while the job runs again
-    elsewhere. Handlers must be idempotent for this reason, as for at-least-once
-    delivery in general.
+    Synchronous handlers run in a thread of their own and cannot be cancelled. When one
+    overruns `job_timeout`, loses its lease or is still running at shutdown, its
+    `ctx.stop` is set and the attempt keeps its slot and its job's lease until the
+    function returns; only then is the ending recorded (timed out, released), so this
+    process never claims past its capacity nor lets the job run again while the thread
+    runs. Shutdown waits `outcome_timeout` for such a thread after asking it to stop;
+    past that the job is left to lease recovery, never released.
     """
 
     def __init__(
@@ -91,15 +65,19 @@ class WorkerPool:
         self._observer = guarded(observer)
         self._tracer = tracer if tracer is not None else NullTracer()
         self._rand = rand
-        self._attempts: dict[asyncio.Task[None], _Attempt] = {}
+        self._attempts: dict[asyncio.Task[None], Attempt] = {}
+        # Every lease held, from the claim until its outcome is written or given up.
+        self._held: dict[Lease, Attempt] = {}
+        self._tasks: dict[Lease, asyncio.Task[None]] = {}
         self._writes: set[asyncio.Task[None]] = set()
-        self._completer = Completer(store, config.outcome_timeout)
+        self._executor = Executor(registry, decoder, config)
+        self._writer = OutcomeWriter(store, config.outcome_timeout)
+        self._keeper = LeaseKeeper(
+            store, self, config.lease_duration, timeout=config.outcome_timeout
+        )
         self._stopping = asyncio.Event()
         self._woken = asyncio.Event()
         self._slot_freed = asyncio.Event()
-        # One thread per worker slot: sync handlers never queue behind each other (the
-        # default executor is sized by CPU count) and never starve other thread users.
-        self._threads = ThreadPoolExecutor(config.workers, thread_name_prefix="jobqueue-job")
 
     @property
     def in_flight(self) -> int:
@@ -123,7 +101,7 @@ class WorkerPool:
         before or during that grace period, cancels the attempts at once, but still
         waits for their releases before re-raising.
         """
-        self._config.warn_if_lease_is_short(_log)
+        keeper = asyncio.create_task(self._keeper.run(), name="jobqueue lease renewal")
         try:
             await self._dispatch()
             await self._drain(grace=self._config.shutdown_timeout.total_seconds())
@@ -132,8 +110,32 @@ class WorkerPool:
             await self._drain(grace=0.0)
             raise
         finally:
-            # A sync handler that outlived its attempt cannot be stopped; do not wait for it.
-            self._threads.shutdown(wait=False, cancel_futures=True)
+            # Renewing until every outcome is written: a long drain keeps its leases.
+            self._keeper.stop()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+    # --- leases (the keeper's LeaseHolder) ------------------------------------------------
+
+    def held(self) -> Mapping[Lease, float]:
+        return {lease: attempt.lease_until for lease, attempt in self._held.items()}
+
+    def renewed(self, leases: set[Lease], until: float) -> None:
+        for lease in leases:
+            attempt = self._held.get(lease)
+            if attempt is not None:
+                attempt.lease_until = until
+
+    def lost(self, lease: Lease) -> None:
+        attempt = self._held.pop(lease, None)
+        if attempt is None:
+            return
+        attempt.lost = True
+        attempt.stop.request(StopReason.LEASE_LOST)
+        self._observer.lease_lost(attempt.job)
+        task = self._tasks.get(lease)
+        if task is not None and not attempt.recording:
+            # Stopped at once: another process may already be running the job.
+            task.cancel()
 
     # --- claiming -----------------------------------------------------------------------
 
@@ -148,6 +150,8 @@ class WorkerPool:
             # Cleared before the claim, so a wake() arriving while it runs is not lost.
             self._woken.clear()
             claim_started = time.time_ns()
+            # The lease runs from when the statement ran, which is after this.
+            lease_until = time.monotonic() + self._config.lease_duration.total_seconds()
             try:
                 jobs = await self._store.claim(free, self._config.lease_duration)
             except Exception:
@@ -156,7 +160,7 @@ class WorkerPool:
                 continue
             claimed = (claim_started, time.time_ns())
             for job in jobs:
-                self._start(job, claimed)
+                self._start(job, claimed, lease_until)
             # Let the attempts just created take their first step before this loop goes
             # on: when slots freed up during the claim, the next claim would otherwise
             # go out while the jobs of this one still wait to begin.
@@ -165,8 +169,9 @@ class WorkerPool:
                 # Nothing more is due: wait for the poll interval or an enqueue's wake().
                 await _first_of(self._woken, self._stopping, at_most=poll)
 
-    def _start(self, job: Job, claimed: tuple[int, int]) -> None:
-        attempt = _Attempt(job, time.monotonic(), claimed, _job_fields(job))
+    def _start(self, job: Job, claimed: tuple[int, int], lease_until: float) -> None:
+        attempt = Attempt(job, time.monotonic(), claimed, job_fields(job), lease_until)
+        self._held[job.lease] = attempt
         if self._stopping.is_set():
             # Claimed while stop() was called: give it back at once rather than begin
             # work the shutdown may have to interrupt.
@@ -174,13 +179,15 @@ class WorkerPool:
             return
         task = asyncio.create_task(self._run_attempt(attempt), name=f"jobqueue job {job.id}")
         self._attempts[task] = attempt
+        self._tasks[job.lease] = task
         task.add_done_callback(self._attempt_ended)
 
     def _attempt_ended(self, task: asyncio.Task[None]) -> None:
         attempt = self._attempts.pop(task)
+        self._tasks.pop(attempt.job.lease, None)
         self._slot_freed.set()
         if task.cancelled():
-            if not attempt.recording:
+            if not attempt.recording and not attempt.lost:
                 # Cancelled before its first step (shutdown right after the claim): the
                 # handler never ran, so the job is given back like any interrupted one.
                 self._record(attempt, Decision.release(), 0.0, observe=False)
@@ -206,6 +213,7 @@ class WorkerPool:
         if running:
             _log.warning("cancelling %d attempts still running at shutdown", len(running))
             for task in running:
+                self._attempts[task].stop.request(StopReason.SHUTDOWN)
                 task.cancel()
             # A cancelled attempt only records its release; one that takes longer than
             # a write may is a handler ignoring cancellation, and is left to recovery.
@@ -220,12 +228,11 @@ class WorkerPool:
                 )
         while self._writes:
             await asyncio.wait(set(self._writes))
-        # A write that timed out stopped waiting for its batch; the batch may still land.
-        await self._completer.idle()
+        await self._writer.idle()
 
     # --- one attempt ----------------------------------------------------------------------
 
-    async def _run_attempt(self, attempt: _Attempt) -> None:
+    async def _run_attempt(self, attempt: Attempt) -> None:
         job = attempt.job
         span = attempt.span = self._tracer.start(job, *attempt.claimed)
         # Everything from here on, the outcome write's task included, runs with the
@@ -233,71 +240,19 @@ class WorkerPool:
         with span.activate():
             _log.info("job started", extra=attempt.fields)
             self._observer.attempt_started(job)
-            ending = await self._execute(attempt, span)
+            ending = await self._executor.run(attempt, span)
+            if attempt.lost or attempt.abandoned:
+                self._left(attempt)
+                return
             decision = decide(job, ending, self._config.backoff, self._rand)
             write = self._record(attempt, decision, time.monotonic() - attempt.started)
             # Shielded: a shutdown cancelling the attempt now must not lose its result.
             await asyncio.shield(write)
 
-    async def _execute(self, attempt: _Attempt, span: AttemptSpan) -> Ending:
-        limit = self._config.job_timeout
-        deadline = asyncio.timeout(limit.total_seconds())
-        try:
-            async with deadline:
-                await self._invoke(attempt)
-        except asyncio.CancelledError as error:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                # Only the pool cancels attempts, and only to shut down.
-                task.uncancel()
-                return Interrupted()
-            return self._errored(attempt, error, span)
-        except BaseException as error:
-            if isinstance(error, TimeoutError) and deadline.expired():
-                _log.warning("job timed out", extra=attempt.fields)
-                return TimedOut(limit)
-            return self._errored(attempt, error, span)
-        return Succeeded()
-
-    async def _invoke(self, attempt: _Attempt) -> None:
-        job = attempt.job
-        spec = self._registry.get(job.type)
-        payload: Any = job.payload
-        if spec.payload_type is not None:
-            payload = self._decoder.decode(job.type, job.payload, spec.payload_type)
-        context = JobContext(
-            job_id=job.id,
-            job_type=job.type,
-            attempt=job.attempts,
-            max_attempts=job.max_attempts,
-            deadline=datetime.now(UTC) + self._config.job_timeout,
-            # A copy: the handler may change its adapter's fields, not the pool's.
-            logger=logging.LoggerAdapter(_handler_log, dict(attempt.fields)),
-        )
-        if spec.is_async:
-            pending = spec.func(context, payload)
-            if pending is not None:
-                await pending
-        else:
-            # The copied context carries the attempt's log fields and trace span into
-            # the thread, as asyncio.to_thread would.
-            call = contextvars.copy_context().run
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._threads, call, spec.func, context, payload)
-
-    def _errored(self, attempt: _Attempt, error: BaseException, span: AttemptSpan) -> Errored:
-        _log.error("job raised %s", type(error).__name__, exc_info=error, extra=attempt.fields)
-        span.record_error(error)
-        return Errored(
-            f"{type(error).__name__}: {error}",
-            permanent=is_permanent(error),
-            retry_after=retry_after(error),
-        )
-
     # --- recording the outcome --------------------------------------------------------------
 
     def _record(
-        self, attempt: _Attempt, decision: Decision, duration: float, *, observe: bool = True
+        self, attempt: Attempt, decision: Decision, duration: float, *, observe: bool = True
     ) -> asyncio.Task[None]:
         attempt.recording = True
         task = asyncio.create_task(self._write(attempt, decision, duration, observe))
@@ -308,14 +263,23 @@ class WorkerPool:
         return task
 
     async def _write(
-        self, attempt: _Attempt, decision: Decision, duration: float, observe: bool
+        self, attempt: Attempt, decision: Decision, duration: float, observe: bool
     ) -> None:
         job, fields, span = attempt.job, attempt.fields, attempt.span
+        # Tried until the lease runs out, and at most one lease from now: were renewals to
+        # go through while writes keep failing, the job still goes to recovery in time.
+        give_up_at = time.monotonic() + self._config.lease_duration.total_seconds()
+        result = await self._writer.write(
+            job.lease, decision, lambda: min(attempt.lease_until, give_up_at)
+        )
+        self._held.pop(job.lease, None)
         outcome: str = decision.outcome
-        try:
-            async with asyncio.timeout(self._config.outcome_timeout.total_seconds()):
-                await self._apply(job, decision)
-        except LeaseLost:
+        if result.written is Written.RECORDED:
+            if observe:
+                self._observer.attempt_finished(job, decision, duration)
+            if result.tries > 1:
+                self._observer.outcome_retried(job, result.tries)
+        elif result.written is Written.LEASE_LOST:
             _log.warning(
                 "lease lost: the job was recovered or claimed again; outcome %s dropped",
                 outcome,
@@ -323,16 +287,16 @@ class WorkerPool:
             )
             outcome = "lease_lost"
             self._observer.lease_lost(job)
-        except Exception:
-            _log.exception(
-                "recording outcome %s failed; the job stays processing until its lease expires",
+        else:
+            _log.error(
+                "recording outcome %s failed after %d tries; the job is left to lease recovery",
                 outcome,
+                result.tries,
+                exc_info=result.error,
                 extra=fields,
             )
             outcome = "unrecorded"
-        else:
-            if observe:
-                self._observer.attempt_finished(job, decision, duration)
+            self._observer.outcome_unrecorded(job)
         if _log.isEnabledFor(logging.INFO):
             _log.info(
                 "job finished",
@@ -342,28 +306,31 @@ class WorkerPool:
                     "duration_ms": duration * 1000,
                     "error": decision.error,
                     "retry_in": _retry_in(decision),
+                    "tries": result.tries,
                 },
             )
         if span is not None:
             span.end(outcome, decision.error)
 
-    async def _apply(self, job: Job, decision: Decision) -> None:
-        lease = job.lease
-        if decision.outcome is Outcome.COMPLETED:
-            # Batched with other attempts' completions, each still fenced by its lease.
-            if not await self._completer.complete(lease):
-                raise LeaseLost(lease.job_id, lease.token)
-            return
-        await self._store.record(lease, decision)
+    def _left(self, attempt: Attempt) -> None:
+        """The attempt ended without an outcome to write: its lease was lost, or shutdown
+        gave up on its thread."""
+        self._held.pop(attempt.job.lease, None)
+        outcome = "lease_lost" if attempt.lost else "abandoned"
+        _log.warning(
+            "job finished without an outcome: %s",
+            "its lease was lost"
+            if attempt.lost
+            else "its thread still runs at shutdown; the job is left to lease recovery",
+            extra={**attempt.fields, "outcome": outcome},
+        )
+        if attempt.span is not None:
+            attempt.span.end(outcome, None)
 
 
 def _retry_in(decision: Decision) -> float | None:
     # Seconds until the job is due again: the backoff of a retry, 0 for a release.
     return None if decision.delay is None else decision.delay.total_seconds()
-
-
-def _job_fields(job: Job) -> dict[str, Any]:
-    return {"job_id": str(job.id), "job_type": job.type, "attempt": job.attempts}
 
 
 async def _first_of(*events: asyncio.Event, at_most: float | None = None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -31,14 +30,3 @@ class PoolConfig:
                 raise ValueError(f"{name} must be positive")
         if self.shutdown_timeout < timedelta(0):
             raise ValueError("shutdown_timeout cannot be negative")
-
-    def warn_if_lease_is_short(self, log: logging.Logger) -> None:
-        # Not refused outright: tests (and the brave) run leases shorter than attempts on
-        # purpose. In production it means a slow attempt can be recovered and run twice.
-        if self.lease_duration <= self.job_timeout + self.outcome_timeout:
-            log.warning(
-                "lease_duration (%gs) is not longer than job_timeout + outcome_timeout (%gs): "
-                "a slow attempt can lose its lease and run twice",
-                self.lease_duration.total_seconds(),
-                (self.job_timeout + self.outcome_timeout).total_seconds(),
-            )

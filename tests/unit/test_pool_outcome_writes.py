@@ -1,4 +1,5 @@
-"""Completions are written in batches, each job still fenced by its own lease."""
+"""Endings are written in batches, each job still fenced by its own lease, and a write
+that fails is tried again until it is recorded or its lease runs out."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.completer import Completer
+from jobqueue.entrypoints.worker.outcomes import OutcomeWriter, Written
 from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver
 from tests.unit.pool_harness import (
     DEADLINE_SECONDS,
@@ -31,7 +32,7 @@ from tests.unit.pool_harness import (
 
 
 class BatchRecordingStore(InMemoryJobStore):
-    """Records each batched completion; can fail the next ones or hold them at a gate."""
+    """Records each batched write; can fail the next ones or hold them at a gate."""
 
     def __init__(self, clock: ManualClock | None = None) -> None:
         super().__init__(clock)
@@ -41,15 +42,15 @@ class BatchRecordingStore(InMemoryJobStore):
         self.entered = asyncio.Event()
         self.gate = asyncio.Event()
 
-    async def complete_many(self, leases: Sequence[Lease]) -> set[Lease]:
-        self.batches.append(list(leases))
+    async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
+        self.batches.append([lease for lease, _ in endings])
         if self.hold:
             self.entered.set()
             await self.gate.wait()
         if self.failures_left:
             self.failures_left -= 1
             raise StoreUnavailable("the job store failed: connection reset")
-        return await super().complete_many(leases)
+        return await super().record_many(endings)
 
 
 def gated_registry(gate: asyncio.Event, entered: list[UUID]) -> Registry:
@@ -114,7 +115,8 @@ async def test_stale_lease_in_a_batch_is_refused_while_the_others_complete(
         claimed = {job.id: job for job in store.jobs()}
         # Another claim supersedes one attempt only: released behind its back, then
         # claimed again (by a worker elsewhere) with a newer token.
-        await store.record(claimed[stale.id].lease, Decision.release())
+        # Behind the pool's back: not one of the batches the pool writes.
+        await InMemoryJobStore.record_many(store, [(claimed[stale.id].lease, Decision.release())])
         [newer] = await store.claim(1, FAST.lease_duration)
         assert newer.id == stale.id
         gate.set()
@@ -133,16 +135,17 @@ async def test_stale_lease_in_a_batch_is_refused_while_the_others_complete(
     assert outcomes(caplog) == {str(stale.id): "lease_lost", str(fresh.id): "completed"}
 
 
-async def test_failed_batch_write_is_reported_unrecorded_and_the_pool_goes_on(
+async def test_failed_batch_write_is_tried_again_and_recorded_and_the_pool_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="jobqueue.worker")
     store = BatchRecordingStore()
     store.failures_left = 1
+    observer = RecordingObserver()
     gate = asyncio.Event()
     entered: list[UUID] = []
-    lost = [await submit(store, "gated") for _ in range(2)]
-    pool = make_pool(store, gated_registry(gate, entered))
+    blipped = [await submit(store, "gated") for _ in range(2)]
+    pool = make_pool(store, gated_registry(gate, entered), observer=observer)
 
     async with running(pool) as pool_task:
         await eventually(lambda: len(entered) == 2, "both attempts run")
@@ -154,14 +157,42 @@ async def test_failed_batch_write_is_reported_unrecorded_and_the_pool_goes_on(
         assert not pool_task.done()
 
     assert done.status is Status.COMPLETED
-    assert [len(batch) for batch in store.batches] == [2, 1]
+    # The failed batch went out again whole, then the later job on its own.
+    assert [len(batch) for batch in store.batches] == [2, 2, 1]
+    assert {current(store, job).status for job in blipped} == {Status.COMPLETED}
+    assert [outcomes(caplog)[str(job.id)] for job in blipped] == ["completed", "completed"]
+    assert sorted(tries for _, tries in observer.retried_writes) == [2, 2]
+    finished = [r for r in caplog.records if r.getMessage() == "job finished"]
+    assert {getattr(r, "tries", None) for r in finished if str(r.job_id) != str(later.id)} == {2}
+
+
+async def test_a_write_failing_until_the_lease_runs_out_leaves_the_job_to_recovery(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobqueue.worker")
+    store = BatchRecordingStore()
+    store.failures_left = 1_000_000
+    observer = RecordingObserver()
+    job = await submit(store, "quick")
+    pool = make_pool(
+        store,
+        gated_registry(asyncio.Event(), []),
+        config(lease_duration=timedelta(milliseconds=300)),
+        observer=observer,
+    )
+
+    async with running(pool):
+        await eventually(lambda: str(job.id) in outcomes(caplog), "the attempt gives up its write")
+
+    assert outcomes(caplog) == {str(job.id): "unrecorded"}
+    assert len(store.batches) > 1
+    assert [each.id for each in observer.unrecorded] == [job.id]
     # Left processing, for lease recovery to pick up.
-    assert {current(store, job).status for job in lost} == {Status.PROCESSING}
-    logged = outcomes(caplog)
-    assert [logged[str(job.id)] for job in lost] == ["unrecorded", "unrecorded"]
+    assert current(store, job).status is Status.PROCESSING
     failures = [r for r in caplog.records if r.getMessage().startswith("recording outcome")]
-    assert len(failures) == 2
-    assert all(isinstance(r.exc_info[1], StoreUnavailable) for r in failures if r.exc_info)
+    assert len(failures) == 1
+    assert failures[0].exc_info is not None
+    assert isinstance(failures[0].exc_info[1], StoreUnavailable)
 
 
 async def test_completions_waiting_behind_a_write_are_flushed_at_shutdown() -> None:
@@ -201,7 +232,7 @@ async def test_completions_waiting_behind_a_write_are_flushed_at_shutdown() -> N
     assert {current(store, job).status for job in jobs} == {Status.COMPLETED}
 
 
-async def test_batch_write_that_never_answers_is_given_up_after_the_outcome_timeout(
+async def test_a_write_that_never_answers_is_tried_again_until_its_lease_runs_out(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="jobqueue.worker")
@@ -211,17 +242,19 @@ async def test_batch_write_that_never_answers_is_given_up_after_the_outcome_time
     pool = make_pool(
         store,
         gated_registry(asyncio.Event(), []),
-        config(outcome_timeout=timedelta(milliseconds=50)),
+        config(outcome_timeout=timedelta(milliseconds=50), lease_duration=timedelta(seconds=1)),
     )
 
     task = asyncio.create_task(pool.run())
     await asyncio.wait_for(store.entered.wait(), DEADLINE_SECONDS)
     await eventually(lambda: str(job.id) in outcomes(caplog), "the attempt gives up on its write")
     pool.stop()
-    # Shutdown waits for the batch, which its own timeout ends.
+    # Shutdown waits for the writes, which their deadlines end.
     await asyncio.wait_for(task, DEADLINE_SECONDS)
 
     assert outcomes(caplog) == {str(job.id): "unrecorded"}
+    # Each try was bounded by the outcome timeout, so several went out within the lease.
+    assert len(store.batches) > 2
     assert current(store, job).status is Status.PROCESSING
 
 
@@ -235,10 +268,14 @@ async def test_stale_and_current_lease_of_one_job_in_one_batch_are_told_apart() 
     clock.advance(timedelta(seconds=2))
     await store.recover_expired(10)
     (second,) = await store.claim(1, timedelta(seconds=1))
-    completer = Completer(store, timedelta(seconds=5))
+    writer = OutcomeWriter(store, timedelta(seconds=5))
+    forever = lambda: float("inf")  # noqa: E731
 
-    stale = completer.complete(first.lease)
-    current = completer.complete(second.lease)
+    stale = writer.write(first.lease, Decision.complete(), forever)
+    current = writer.write(second.lease, Decision.complete(), forever)
 
-    assert (await stale, await current) == (False, True)
+    assert ((await stale).written, (await current).written) == (
+        Written.LEASE_LOST,
+        Written.RECORDED,
+    )
     assert (await store.get(job.id)).status is Status.COMPLETED

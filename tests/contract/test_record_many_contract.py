@@ -9,6 +9,7 @@ from jobqueue.domain.job import Lease, Operation, sources
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
 from tests.contract.steps import SHORT_LEASE, claim_only, eventually, job_in, only_target, submit
+from tests.support.endings import complete_many
 
 
 async def test_complete_many_completes_every_held_job_and_returns_their_leases(
@@ -16,7 +17,7 @@ async def test_complete_many_completes_every_held_job_and_returns_their_leases(
 ) -> None:
     held = [await job_in(store, Status.PROCESSING) for _ in range(3)]
 
-    completed = await store.complete_many([job.lease for job in held])
+    completed = await complete_many(store, [job.lease for job in held])
 
     assert completed == {job.lease for job in held}
     for job in held:
@@ -42,13 +43,13 @@ async def test_stale_lease_in_a_batch_is_refused_while_the_others_complete(
     await eventually(lambda: store.recover_expired(10), "the short lease to be recovered")
     newer = await claim_only(store, contested)
 
-    completed = await store.complete_many([held.lease, stale.lease])
+    completed = await complete_many(store, [held.lease, stale.lease])
 
     assert completed == {held.lease}
     assert (await store.get(held.id)).status is Status.COMPLETED
     # The newer claim still holds the job, and can still record its own outcome.
     assert await store.get(newer.id) == newer
-    assert await store.complete_many([newer.lease]) == {newer.lease}
+    assert await complete_many(store, [newer.lease]) == {newer.lease}
 
 
 async def test_complete_many_refuses_jobs_not_processing_and_unknown_ids(store: JobStore) -> None:
@@ -60,8 +61,8 @@ async def test_complete_many_refuses_jobs_not_processing_and_unknown_ids(store: 
     unknown = Lease(uuid.uuid4(), 1)
     never_taken = replace(held.lease, token=held.lease_token + 1)
 
-    completed = await store.complete_many(
-        [unknown, never_taken, *(job.lease for job in others), held.lease]
+    completed = await complete_many(
+        store, [unknown, never_taken, *(job.lease for job in others), held.lease]
     )
 
     assert completed == {held.lease}
@@ -72,7 +73,7 @@ async def test_complete_many_refuses_jobs_not_processing_and_unknown_ids(store: 
 async def test_complete_many_of_no_leases_writes_nothing(store: JobStore) -> None:
     held = await job_in(store, Status.PROCESSING)
 
-    assert await store.complete_many([]) == set()
+    assert await complete_many(store, []) == set()
     assert await store.get(held.id) == held
 
 
@@ -86,7 +87,7 @@ async def test_stale_and_current_lease_of_one_job_in_one_batch_complete_only_the
     await eventually(lambda: store.recover_expired(10), "the short lease to be recovered")
     newer = await claim_only(store, contested)
 
-    completed = await store.complete_many([stale.lease, newer.lease])
+    completed = await complete_many(store, [stale.lease, newer.lease])
 
     assert completed == {newer.lease}
     assert (await store.get(newer.id)).status is Status.COMPLETED

@@ -1,0 +1,157 @@
+"""One attempt: the claimed job on its way through the pool, and running its handler.
+
+Handlers are user code, and none of what they do may kill the pool. Every exception
+escaping a handler, including `SystemExit`, `KeyboardInterrupt` and a `CancelledError`
+the handler raised on its own, is logged with its traceback and becomes a retryable
+failure (unless `is_permanent` says otherwise). Only cancellation of the attempt by the
+pool itself (shutdown, a lost lease) ends it as interrupted, and only the attempt's own
+timeout as timed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jobqueue.domain.errors import is_permanent, retry_after
+from jobqueue.domain.job import Job
+from jobqueue.domain.outcome import Ending, Errored, Interrupted, Succeeded, TimedOut
+from jobqueue.domain.ports import PayloadDecoder
+from jobqueue.domain.registry import JobContext, Registry, StopReason, StopRequest
+from jobqueue.entrypoints.worker.pool_config import PoolConfig
+from jobqueue.entrypoints.worker.threads import run_in_thread
+from jobqueue.entrypoints.worker.tracing import AttemptSpan
+
+_log = logging.getLogger("jobqueue.worker")
+# Handlers log through `ctx.logger`, an adapter on this logger carrying the job's fields.
+_handler_log = logging.getLogger("jobqueue.jobs")
+
+
+@dataclass(slots=True, eq=False)
+class Attempt:
+    """One claimed job on its way through the pool, from the claim to its outcome."""
+
+    job: Job
+    started: float  # time.monotonic()
+    # When the claim that returned the job ran (time.time_ns()), for its trace.
+    claimed: tuple[int, int]
+    # The job's log fields, built once for every line the attempt logs.
+    fields: dict[str, Any]
+    # When the lease runs out by this process's clock (time.monotonic()): the claim's
+    # start plus the lease, moved on by every renewal.
+    lease_until: float
+    # Set once the outcome write has its own task; from then on cancelling the attempt
+    # cannot lose the outcome.
+    recording: bool = False
+    # The lease is gone (recovered elsewhere, or not renewed in time): no outcome for it.
+    lost: bool = False
+    # Shutdown gave up on a sync handler whose thread still runs: the job is neither
+    # released nor recorded, but left to lease recovery.
+    abandoned: bool = False
+    stop: StopRequest = field(default_factory=StopRequest)
+    span: AttemptSpan | None = None
+
+
+class Executor:
+    """Runs handlers: async ones on the loop, plain ones in a thread of their own."""
+
+    def __init__(self, registry: Registry, decoder: PayloadDecoder, config: PoolConfig) -> None:
+        self._registry = registry
+        self._decoder = decoder
+        self._config = config
+
+    async def run(self, attempt: Attempt, span: AttemptSpan) -> Ending:
+        """Run the attempt's handler under its timeout; say how it ended."""
+        limit = self._config.job_timeout
+        deadline = asyncio.timeout(limit.total_seconds())
+        try:
+            async with deadline:
+                await self._invoke(attempt)
+        except asyncio.CancelledError as error:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Only the pool cancels attempts: to shut down, or for a lost lease.
+                task.uncancel()
+                return Interrupted()
+            return self._errored(attempt, error, span)
+        except BaseException as error:
+            if isinstance(error, TimeoutError) and deadline.expired():
+                _log.warning("job timed out", extra=attempt.fields)
+                return TimedOut(limit)
+            return self._errored(attempt, error, span)
+        return Succeeded()
+
+    async def _invoke(self, attempt: Attempt) -> None:
+        job = attempt.job
+        spec = self._registry.get(job.type)
+        payload: Any = job.payload
+        if spec.payload_type is not None:
+            payload = self._decoder.decode(job.type, job.payload, spec.payload_type)
+        context = JobContext(
+            job_id=job.id,
+            job_type=job.type,
+            attempt=job.attempts,
+            max_attempts=job.max_attempts,
+            deadline=datetime.now(UTC) + self._config.job_timeout,
+            # A copy: the handler may change its adapter's fields, not the pool's.
+            logger=logging.LoggerAdapter(_handler_log, dict(attempt.fields)),
+            stop=attempt.stop,
+        )
+        if spec.is_async:
+            pending = spec.func(context, payload)
+            if pending is not None:
+                await pending
+            return
+        thread = run_in_thread(spec.func, context, payload)
+        try:
+            await asyncio.shield(thread)
+        except asyncio.CancelledError:
+            # The timeout, shutdown or a lost lease: the thread runs on, and keeps its
+            # slot and its lease until it returns. Its stop reason decides the ending.
+            attempt.stop.request(_reason_of(attempt))
+            await self._until_returned(attempt, thread)
+            raise
+
+    async def _until_returned(self, attempt: Attempt, thread: asyncio.Future[Any]) -> None:
+        """Wait for a sync attempt's thread, after it was asked to stop. At shutdown the
+        wait is bounded; past it the job is left to lease recovery."""
+        task = asyncio.current_task()
+        while not thread.done():
+            try:
+                if attempt.stop.reason is StopReason.SHUTDOWN:
+                    bound = self._config.outcome_timeout.total_seconds()
+                    await asyncio.wait({thread}, timeout=bound)
+                    # Still running: the pool leaves the job to lease recovery.
+                    attempt.abandoned = not thread.done()
+                    return
+                _log.warning(
+                    "sync job asked to stop (%s); its thread still runs and keeps its slot",
+                    attempt.stop.reason,
+                    extra=attempt.fields,
+                )
+                await asyncio.shield(thread)
+            except asyncio.CancelledError:
+                if task is not None:
+                    task.uncancel()
+                attempt.stop.request(StopReason.SHUTDOWN)
+
+    def _errored(self, attempt: Attempt, error: BaseException, span: AttemptSpan) -> Errored:
+        _log.error("job raised %s", type(error).__name__, exc_info=error, extra=attempt.fields)
+        span.record_error(error)
+        return Errored(
+            f"{type(error).__name__}: {error}",
+            permanent=is_permanent(error),
+            retry_after=retry_after(error),
+        )
+
+
+def _reason_of(attempt: Attempt) -> StopReason:
+    # Set by the pool before it cancels; a cancellation it did not set is the timeout's.
+    return attempt.stop.reason if attempt.stop.reason is not None else StopReason.TIMEOUT
+
+
+def job_fields(job: Job) -> dict[str, Any]:
+    return {"job_id": str(job.id), "job_type": job.type, "attempt": job.attempts}
