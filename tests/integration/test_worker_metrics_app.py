@@ -9,7 +9,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from jobqueue.adapters.telemetry.metrics import Metrics
-from jobqueue.domain.errors import StoreUnavailable
+from jobqueue.domain.errors import StoreError, StoreUnavailable
 from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.entrypoints.http.health import Readiness
@@ -20,6 +20,11 @@ from tests.fakes import InMemoryJobStore
 class UnreachableStore(InMemoryJobStore):
     async def ping(self) -> None:
         raise StoreUnavailable("connection refused by db.internal:5432")
+
+
+class RefusingStore(InMemoryJobStore):
+    async def ping(self) -> None:
+        raise StoreError("42501 InsufficientPrivilegeError: permission denied", "42501")
 
 
 def client_for(readiness: Readiness, metrics: Metrics | None = None) -> AsyncTestClient[Any]:
@@ -52,6 +57,16 @@ async def test_readyz_is_503_without_the_driver_message_when_the_store_is_unreac
         ready = await client.get("/readyz")
 
     assert (ready.status_code, ready.json()) == (503, {"error": "not ready: database unreachable"})
+
+
+async def test_readyz_is_503_when_the_store_refuses_the_check() -> None:
+    async with client_for(Readiness(RefusingStore())) as client:
+        ready = await client.get("/readyz")
+
+    assert (ready.status_code, ready.json()) == (
+        503,
+        {"error": "not ready: database refused the check"},
+    )
 
 
 async def test_metrics_exposes_the_registry_the_pool_observer_writes_to() -> None:

@@ -16,7 +16,7 @@ from litestar.di import NamedDependency, Provide
 from litestar.exceptions import ServiceUnavailableException
 from litestar.openapi.datastructures import ResponseSpec
 
-from jobqueue.domain.errors import StoreUnavailable
+from jobqueue.domain.errors import StoreError, StoreUnavailable
 from jobqueue.domain.ports import JobStore
 from jobqueue.entrypoints.http.dto import ErrorBody, HealthBody
 from jobqueue.entrypoints.http.middleware import PUBLIC
@@ -69,6 +69,11 @@ class Readiness:
             # the log only.
             _log.warning("readiness check failed", extra={"error": str(error)})
             return "database unreachable"
+        except StoreError as error:
+            # Reached, but refusing us (a role without rights, say): not ready either,
+            # and an operator's to fix, so logged as an error.
+            _log.error("readiness check failed", extra={"error": str(error)})
+            return "database refused the check"
         return None
 
 
