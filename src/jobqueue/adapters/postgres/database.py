@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.engine import make_url
+from sqlalchemy import event
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -59,13 +60,31 @@ def create_engine(
         # asyncpg: `timeout` bounds connecting, `command_timeout` every statement.
         connect_args |= {"timeout": client, "command_timeout": client}
         pool_timeout = client
-    return create_async_engine(
+    engine = create_async_engine(
         normalize_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_timeout=pool_timeout,
         connect_args=connect_args,
     )
+    if limits is not None:
+        event.listen(engine.sync_engine, "handle_error", _drop_timed_out_connection)
+    return engine
+
+
+def _drop_timed_out_connection(context: ExceptionContext) -> None:
+    """A statement that ran out of client time leaves its connection mid-statement, maybe
+    on a socket that stopped answering: it is closed at once and discarded, never reused.
+    Left to SQLAlchemy, the discard would first try a graceful close, and wait out a
+    timeout of its own on that same dead socket."""
+    if not isinstance(context.original_exception, TimeoutError):
+        return
+    context.is_disconnect = True
+    if context.connection is None:
+        return
+    driver = context.connection.connection.driver_connection
+    if driver is not None:
+        driver.terminate()  # asyncpg: drops the socket, waits for nothing
 
 
 def driver_arguments(url: str) -> dict[str, Any]:

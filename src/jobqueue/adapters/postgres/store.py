@@ -12,7 +12,8 @@ cannot see through `status = $1`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -39,7 +40,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 
 from jobqueue.adapters.postgres.enqueue import enqueue, submit_in
@@ -171,9 +172,8 @@ class PostgresJobStore:
     async def submit(self, new: NewJob) -> Submitted:
         # Autocommit too: the insert commits on its own, and the read that explains a key
         # conflict needs no transaction, only to run after the insert saw the winner.
-        with store_failures():
-            async with self._autocommit.connect() as connection:
-                return await enqueue(connection, new)
+        async with self._connection() as connection:
+            return await enqueue(connection, new)
 
     async def get(self, job_id: UUID) -> Job:
         row = await self._one(select(jobs).where(jobs.c.id == job_id))
@@ -304,10 +304,9 @@ class PostgresJobStore:
         # primary key. Joined as a subquery, a batch of a thousand can tip the planner into
         # hashing it and scanning the whole table to find the rows to delete.
         doomed = jobs.c.id == any_(func.array(oldest.scalar_subquery()))
-        with store_failures():
-            async with self._engine.begin() as connection:
-                result = await connection.execute(delete(jobs).where(doomed))
-                return result.rowcount
+        async with self._connection(self._engine) as connection, connection.begin():
+            result = await connection.execute(delete(jobs).where(doomed))
+            return result.rowcount
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         order = query.order
@@ -334,15 +333,23 @@ class PostgresJobStore:
         return JobPage(page, position_of(page[-1]) if following else None)
 
     async def ping(self) -> None:
-        with store_failures():
-            async with self._engine.connect() as connection:
-                await connection.execute(text("SELECT 1"))
+        async with self._connection(self._engine) as connection:
+            await connection.execute(text("SELECT 1"))
 
     async def _leases(self, statement: Executable, parameters: Mapping[str, Any]) -> set[Lease]:
+        async with self._connection() as connection:
+            result = await connection.execute(statement, parameters)
+            return {Lease(job_id, token) for job_id, token in result}
+
+    @asynccontextmanager
+    async def _connection(
+        self, engine: AsyncEngine | None = None
+    ) -> AsyncIterator[AsyncConnection]:
+        """A connection for one statement (autocommit unless `engine` says otherwise), its
+        failures made domain errors."""
         with store_failures():
-            async with self._autocommit.connect() as connection:
-                result = await connection.execute(statement, parameters)
-                return {Lease(job_id, token) for job_id, token in result}
+            async with (engine or self._autocommit).connect() as connection:
+                yield connection
 
     async def _status_of(self, job_id: UUID) -> str | None:
         row = await self._one(select(jobs.c.status).where(jobs.c.id == job_id))
@@ -351,15 +358,13 @@ class PostgresJobStore:
     async def _one(
         self, statement: Executable, parameters: Mapping[str, Any] | None = None
     ) -> RowMapping | None:
-        with store_failures():
-            async with self._autocommit.connect() as connection:
-                result = await connection.execute(statement, parameters)
-                return result.mappings().one_or_none()
+        async with self._connection() as connection:
+            result = await connection.execute(statement, parameters)
+            return result.mappings().one_or_none()
 
     async def _all(
         self, statement: Executable, parameters: Mapping[str, Any] | None = None
     ) -> list[Job]:
-        with store_failures():
-            async with self._autocommit.connect() as connection:
-                result = await connection.execute(statement, parameters)
-                return [job_from_row(row) for row in result.mappings()]
+        async with self._connection() as connection:
+            result = await connection.execute(statement, parameters)
+            return [job_from_row(row) for row in result.mappings()]
