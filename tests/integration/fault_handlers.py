@@ -88,6 +88,14 @@ def work_sync(ctx: JobContext, payload: Work) -> None:
     _record(ctx, "end")
 
 
+@registry.handler("stuck_sync", payload=Long)
+def stuck_sync(ctx: JobContext, payload: Long) -> None:
+    # A blocking call that ignores `ctx.stop`, as a stuck driver or socket would.
+    _record(ctx, "start")
+    time.sleep(payload.seconds)
+    _record(ctx, "end")
+
+
 @registry.handler("long", payload=Long)
 async def long(ctx: JobContext, payload: Long) -> None:
     _record(ctx, "start")

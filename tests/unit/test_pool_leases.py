@@ -225,3 +225,37 @@ async def test_a_sync_handler_that_heeds_the_stop_request_is_released_at_shutdow
 
     released = current(store, job.id)
     assert (released.status, released.attempts) == (Status.PENDING, 0)
+
+
+async def test_shutdown_gives_up_on_a_thread_already_past_its_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Asked to stop by the timeout first, then by the shutdown: the shutdown's bound still
+    # applies, and the pool drains instead of waiting for the thread for good.
+    caplog.set_level(logging.INFO, logger="jobqueue.worker")
+    store = InMemoryJobStore(wall_clock)
+    release = threading.Event()
+    stops: list[StopReason | None] = []
+    job = await submit(store, "stuck")
+    pool = make_pool(
+        store,
+        stuck_sync_registry(release, stops),
+        config(
+            job_timeout=timedelta(milliseconds=20),
+            shutdown_timeout=timedelta(0),
+            outcome_timeout=timedelta(milliseconds=100),
+        ),
+    )
+
+    task = asyncio.create_task(pool.run())
+    await eventually(
+        lambda: any("asked to stop (timeout)" in r.getMessage() for r in caplog.records),
+        "the timeout asks the thread to stop",
+    )
+    pool.stop()
+    await asyncio.wait_for(task, DEADLINE_SECONDS)
+    release.set()
+
+    left = current(store, job.id)
+    assert (left.status, left.attempts) == (Status.PROCESSING, 1)
+    assert "abandoned" in finished_outcomes(caplog)

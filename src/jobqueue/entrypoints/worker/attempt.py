@@ -51,6 +51,8 @@ class Attempt:
     # Shutdown gave up on a sync handler whose thread still runs: the job is neither
     # released nor recorded, but left to lease recovery.
     abandoned: bool = False
+    # Shutdown gave up waiting for the attempt (SHUTDOWN_TIMEOUT passed, or forced).
+    given_up: bool = False
     stop: StopRequest = field(default_factory=StopRequest)
     span: AttemptSpan | None = None
 
@@ -116,27 +118,31 @@ class Executor:
             raise
 
     async def _until_returned(self, attempt: Attempt, thread: asyncio.Future[Any]) -> None:
-        """Wait for a sync attempt's thread, after it was asked to stop. At shutdown the
-        wait is bounded; past it the job is left to lease recovery."""
+        """Wait for a sync attempt's thread, after it was asked to stop. Once shutdown has
+        given up on the attempt the wait is bounded; past it the job is left to lease
+        recovery."""
         task = asyncio.current_task()
         while not thread.done():
+            if attempt.given_up:
+                bound = self._config.outcome_timeout.total_seconds()
+                await asyncio.wait({thread}, timeout=bound)
+                # Still running: the pool leaves the job to lease recovery.
+                attempt.abandoned = not thread.done()
+                return
+            _log.warning(
+                "sync job asked to stop (%s); its thread still runs and keeps its slot",
+                attempt.stop.reason,
+                extra=attempt.fields,
+            )
             try:
-                if attempt.stop.reason is StopReason.SHUTDOWN:
-                    bound = self._config.outcome_timeout.total_seconds()
-                    await asyncio.wait({thread}, timeout=bound)
-                    # Still running: the pool leaves the job to lease recovery.
-                    attempt.abandoned = not thread.done()
-                    return
-                _log.warning(
-                    "sync job asked to stop (%s); its thread still runs and keeps its slot",
-                    attempt.stop.reason,
-                    extra=attempt.fields,
-                )
                 await asyncio.shield(thread)
             except asyncio.CancelledError:
                 if task is not None:
                     task.uncancel()
-                attempt.stop.request(StopReason.SHUTDOWN)
+                # The pool cancels a waiting attempt only to give up on it (shutdown), or
+                # for a lost lease, after which the thread still holds its slot.
+                if not attempt.lost:
+                    attempt.given_up = True
 
     def _errored(self, attempt: Attempt, error: BaseException, span: AttemptSpan) -> Errored:
         _log.error("job raised %s", type(error).__name__, exc_info=error, extra=attempt.fields)

@@ -213,7 +213,9 @@ class WorkerPool:
         if running:
             _log.warning("cancelling %d attempts still running at shutdown", len(running))
             for task in running:
-                self._attempts[task].stop.request(StopReason.SHUTDOWN)
+                attempt = self._attempts[task]
+                attempt.given_up = True
+                attempt.stop.request(StopReason.SHUTDOWN)
                 task.cancel()
             # A cancelled attempt only records its release; one that takes longer than
             # a write may is a handler ignoring cancellation, and is left to recovery.
