@@ -175,7 +175,9 @@ async def test_stuck_sync_handlers_keep_their_slots_and_burn_no_attempts() -> No
                 f"job {job.id} leaves processing",
             )
 
-    assert stops[:2] == [StopReason.TIMEOUT, StopReason.TIMEOUT]
+    # The two stuck ones were asked to stop by their timeout; the waiting one, which
+    # ran after them (released at once, in any order), never was.
+    assert sorted(str(reason) for reason in stops) == ["None", "timeout", "timeout"]
     assert all(current(store, job.id).last_error.startswith("attempt timed out") for job in stuck)
 
 
