@@ -12,8 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -46,15 +44,6 @@ SERVE_SETTINGS = {
     "LEASE_DURATION": "15s",
     "JOB_TIMEOUT": "5s",
 }
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    processes = Fleet(tmp_path / "logs", tmp_path / "executions.txt")
-    try:
-        yield processes
-    finally:
-        processes.close()
 
 
 class Killer:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -51,15 +49,6 @@ WORKER_SETTINGS = {
     "LOG_LEVEL": "INFO",
     "AUTO_MIGRATE": "false",
 }
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    processes = Fleet(tmp_path / "logs", tmp_path / "executions.txt")
-    try:
-        yield processes
-    finally:
-        processes.close()
 
 
 @pytest.mark.timeout(300)

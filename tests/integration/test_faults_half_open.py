@@ -15,7 +15,6 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -57,15 +56,6 @@ WORKER_SETTINGS = {
     "LOG_LEVEL": "INFO",
     "AUTO_MIGRATE": "false",
 }
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    processes = Fleet(tmp_path / "logs", tmp_path / "executions.txt")
-    try:
-        yield processes
-    finally:
-        processes.close()
 
 
 @pytest.fixture

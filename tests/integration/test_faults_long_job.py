@@ -11,8 +11,6 @@ This is the longest test of the suite (about 3 minutes).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -47,15 +45,6 @@ WORKER_SETTINGS = {
     "LOG_LEVEL": "INFO",
     "AUTO_MIGRATE": "false",
 }
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    processes = Fleet(tmp_path / "logs", tmp_path / "executions.txt")
-    try:
-        yield processes
-    finally:
-        processes.close()
 
 
 def long_job(database: Database, seconds: float) -> str:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
@@ -54,15 +52,6 @@ SERVE_SETTINGS = {
     "LEASE_DURATION": "15s",
     "JOB_TIMEOUT": "5s",
 }
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    processes = Fleet(tmp_path / "logs", tmp_path / "executions.txt")
-    try:
-        yield processes
-    finally:
-        processes.close()
 
 
 def completed_among(database: Database, job_ids: list[str]) -> int:

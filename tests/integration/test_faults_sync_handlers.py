@@ -7,8 +7,6 @@ and shutdown leaves their jobs to lease recovery instead of releasing them.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -39,15 +37,6 @@ WORKER_SETTINGS = {
     "LOG_LEVEL": "INFO",
     "AUTO_MIGRATE": "false",
 }
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    processes = Fleet(tmp_path / "logs", tmp_path / "executions.txt")
-    try:
-        yield processes
-    finally:
-        processes.close()
 
 
 def started(fleet: Fleet) -> dict[str, int]:

@@ -14,7 +14,8 @@ from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry, StopReason
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
-from tests.fakes import InMemoryJobStore, RecordingObserver, wall_clock
+from jobqueue.entrypoints.worker.pool import WorkerPool
+from tests.fakes import DataclassDecoder, InMemoryJobStore, RecordingObserver, wall_clock
 from tests.unit.pool_harness import (
     DEADLINE_SECONDS,
     config,
@@ -261,3 +262,29 @@ async def test_shutdown_gives_up_on_a_thread_already_past_its_timeout(
     left = current(store, job.id)
     assert (left.status, left.attempts) == (Status.PROCESSING, 1)
     assert "abandoned" in finished_outcomes(caplog)
+
+
+class BrokenTracer:
+    """Fails where the pool cannot recover the attempt: a bug inside the worker."""
+
+    def start(self, job: Any, claim_started_ns: int, claim_ended_ns: int) -> Any:
+        raise RuntimeError("tracer broke")
+
+
+async def test_an_attempt_that_fails_inside_the_worker_stops_renewing_its_lease() -> None:
+    store = InMemoryJobStore(wall_clock)
+    registry = Registry()
+
+    @registry.handler("any")
+    async def anything(ctx: JobContext, payload: Any) -> None:
+        pass
+
+    job = await submit(store, "any")
+    pool = WorkerPool(
+        store, registry, DataclassDecoder(), config(lease_duration=LEASE), tracer=BrokenTracer()
+    )
+    async with running(pool):
+        await eventually(lambda: current(store, job.id).status is Status.PROCESSING, "claimed")
+        await eventually(lambda: pool.in_flight == 0, "the broken attempt ends")
+        # No longer held: the lease is left to run out, for recovery to take the job.
+        assert pool.held() == {}

@@ -194,6 +194,9 @@ class WorkerPool:
             return
         error = task.exception()
         if error is not None:
+            if not attempt.recording:
+                # Renewed no more: the lease runs out and recovery takes the job.
+                self._held.pop(attempt.job.lease, None)
             if attempt.span is not None and not attempt.recording:
                 attempt.span.end("unrecorded", f"{type(error).__name__}: {error}")
             _log.error(
