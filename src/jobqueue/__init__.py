@@ -28,7 +28,7 @@ from jobqueue.domain.errors import (
 )
 from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, Job, NewJob
 from jobqueue.domain.ports import Submitted
-from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.domain.registry import JobContext, Registry, StopReason
 from jobqueue.domain.status import Status
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ __all__ = [
     "Permanent",
     "Registry",
     "Status",
+    "StopReason",
     "StoreError",
     "StoreUnavailable",
     "Submitted",
