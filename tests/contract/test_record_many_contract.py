@@ -1,14 +1,25 @@
-"""Batched completion: many attempts' completions in one write, each fenced by its lease."""
+"""Batched endings and renewals: many attempts' outcomes (or leases) in one write, each
+fenced by its own lease."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from datetime import timedelta
 
 from jobqueue.domain.job import Lease, Operation, sources
+from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
-from tests.contract.steps import SHORT_LEASE, claim_only, eventually, job_in, only_target, submit
+from tests.contract.steps import (
+    LEASE,
+    SHORT_LEASE,
+    claim_only,
+    eventually,
+    job_in,
+    only_target,
+    submit,
+)
 from tests.support.endings import complete_many
 
 
@@ -91,3 +102,53 @@ async def test_stale_and_current_lease_of_one_job_in_one_batch_complete_only_the
 
     assert completed == {newer.lease}
     assert (await store.get(newer.id)).status is Status.COMPLETED
+
+
+async def test_a_batch_mixing_every_ending_writes_each_as_decided(store: JobStore) -> None:
+    # The pool's writer sends whatever ended together in one statement.
+    delay = timedelta(seconds=30)
+    decisions = [
+        Decision.complete(),
+        Decision.backoff(delay, "flaky"),
+        Decision.fail("bad input"),
+        Decision.dead_letter("gave up"),
+        Decision.release(),
+    ]
+    held = [await job_in(store, Status.PROCESSING) for _ in decisions]
+    stale = Lease(held[0].id, held[0].lease_token - 1)
+
+    written = await store.record_many(
+        [(job.lease, decision) for job, decision in zip(held, decisions, strict=True)]
+        + [(stale, Decision.fail("stale"))]
+    )
+
+    assert written == {job.lease for job in held}
+    for job, decision in zip(held, decisions, strict=True):
+        now = await store.get(job.id)
+        assert now.status is only_target(decision.operation, Status.PROCESSING)
+        assert now.locked_until is None
+        assert now.last_error == decision.error
+        assert now.attempts == (0 if decision.gives_back_attempt else job.attempts)
+        if decision.delay is not None:
+            assert now.run_at == now.updated_at + decision.delay
+        else:
+            assert now.run_at == job.run_at
+
+
+async def test_renew_extends_held_leases_and_returns_only_those(store: JobStore) -> None:
+    held = await job_in(store, Status.PROCESSING)
+    done = await job_in(store, Status.COMPLETED)
+
+    # Twice the claim's lease: the new expiry, from the store's clock now, lies past the old.
+    renewed = await store.renew([held.lease, done.lease, Lease(uuid.uuid4(), 1)], LEASE * 2)
+
+    assert renewed == {held.lease}
+    now = await store.get(held.id)
+    assert now.locked_until is not None
+    assert held.locked_until is not None
+    assert now.locked_until > held.locked_until
+    assert (now.status, now.lease_token, now.attempts) == (
+        Status.PROCESSING,
+        held.lease_token,
+        held.attempts,
+    )

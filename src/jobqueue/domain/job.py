@@ -26,7 +26,7 @@ MAX_IDEMPOTENCY_KEY_LENGTH = 255
 class Operation(StrEnum):
     """What causes a transition; each one is a single guarded store statement.
 
-    The attempt's endings (complete .. release) are written by `JobStore.record`; the
+    The attempt's endings (complete .. release) are written by `JobStore.record_many`; the
     others are store methods of the same name.
     """
 
@@ -81,7 +81,8 @@ def targets(operation: Operation, source: Status) -> frozenset[Status]:
 @dataclass(frozen=True, slots=True)
 class Lease:
     """Proof of one claim. Outcome writes are fenced by the token, which grows at every
-    claim; attempt numbers cannot fence because a manual retry or a release repeats them."""
+    claim; attempt numbers cannot fence because an operator's retry or a release repeats
+    them."""
 
     job_id: UUID
     token: int

@@ -1,7 +1,7 @@
 """How an attempt ended, and what the store must do about it: a pure decision.
 
 The worker observes the ending, asks `decide`, and executes the answer with one fenced
-store write (`JobStore.record`). It never chooses a status itself.
+store write (`JobStore.record_many`). It never chooses a status itself.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ doing `LISTEN` and calling back (the pool's `wake`) on each notification. Both a
 optimisation of latency only: a lost notification, a dead listener or `NOTIFY=false`
 leave workers polling, so a job is claimed by the next poll at the latest.
 
-Only jobs due now are announced: a submission and a manual retry. A retry after a
+Only jobs due now are announced: a submission and an operator's retry. A retry after a
 failure is due later, at its backoff time, and nobody is told: the next poll after its
 due time claims it, so POLL_INTERVAL bounds how late it starts.
 """
