@@ -38,11 +38,13 @@ class StopRequest:
 
     def __init__(self) -> None:
         self._reason: StopReason | None = None
-        self._event = threading.Event()
+        # Made only when a thread waits on it: most attempts are async and never do, and
+        # an Event (a lock and a condition) per attempt is measurable on the hot path.
+        self._event: threading.Event | None = None
 
     @property
     def requested(self) -> bool:
-        return self._event.is_set()
+        return self._reason is not None
 
     @property
     def reason(self) -> StopReason | None:
@@ -51,13 +53,25 @@ class StopRequest:
     def wait(self, timeout: float | None = None) -> bool:
         """Block until a stop is requested or `timeout` seconds pass; return whether it
         was requested. A sync handler sleeping between steps can sleep on this instead."""
-        return self._event.wait(timeout)
+        with _EVENTS:
+            if self._event is None:
+                self._event = threading.Event()
+                if self._reason is not None:
+                    self._event.set()
+            event = self._event
+        return event.wait(timeout)
 
     def request(self, reason: StopReason) -> None:
         """Ask the attempt to stop (the worker's call; the first reason given stays)."""
-        if self._reason is None:
-            self._reason = reason
-        self._event.set()
+        with _EVENTS:
+            if self._reason is None:
+                self._reason = reason
+            if self._event is not None:
+                self._event.set()
+
+
+# Guards the lazy creation of a StopRequest's event against a waiting thread.
+_EVENTS = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
-    literal,
+    literal_column,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
@@ -94,4 +94,6 @@ def status_literal(status: Status) -> ColumnElement[str]:
     """`status` written into the SQL text, never bound: a partial index (`WHERE status =
     'pending'`) serves a statement only when its predicate visibly implies the index's,
     and the generic plan of a prepared statement cannot see through `status = $1`."""
-    return literal(status.value, Text, literal_execute=True)
+    # Rendered into the statement when it is compiled (and cached with it), not at every
+    # execution as a `literal_execute` bind would be: a status value needs no escaping.
+    return literal_column(f"'{status.value}'", Text)
