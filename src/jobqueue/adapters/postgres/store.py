@@ -26,6 +26,7 @@ from sqlalchemy import (
     Interval,
     RowMapping,
     Text,
+    and_,
     any_,
     bindparam,
     case,
@@ -42,6 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
+from sqlalchemy.types import TypeEngine
 
 from jobqueue.adapters.postgres.enqueue import enqueue, submit_in
 from jobqueue.adapters.postgres.failures import store_failures
@@ -100,32 +102,56 @@ _CLAIM = (
 )
 
 
-# Every ending of every attempt in a batch is this one statement, whatever the mix of
-# decisions: each row is fenced by status and its own token, so a stale worker (its lease
-# recovered, the job claimed again) matches no row and is simply not returned; leaving
-# processing always ends the lease. Due times come from the database clock, the one the
-# claim compares with. The arrays are cast because unnest() is polymorphic: PostgreSQL
-# cannot infer an untyped parameter's type there. The target status is bound, not
-# inlined: only the WHERE clause must show the partial index its status.
-_ending = (
-    func.unnest(
-        cast(bindparam("ids"), ARRAY(PG_UUID(as_uuid=True))),
-        cast(bindparam("tokens"), ARRAY(BigInteger())),
-        cast(bindparam("statuses"), ARRAY(Text())),
-        cast(bindparam("errors"), ARRAY(Text())),
-        cast(bindparam("delays"), ARRAY(Interval())),
-        cast(bindparam("refunds"), ARRAY(Integer())),
+def _leases_with(name: str, **columns: TypeEngine[Any]) -> Any:
+    """Rows of (id, token, *columns) from parallel array parameters (`_arrays` names them),
+    one element per lease. The
+    arrays are cast because unnest() is polymorphic: PostgreSQL cannot infer an untyped
+    parameter's type there."""
+    arrays: dict[str, ARRAY[Any]] = {
+        "id": ARRAY(PG_UUID(as_uuid=True)),
+        "token": ARRAY(BigInteger()),
+        **{column: ARRAY(kind) for column, kind in columns.items()},
+    }
+    return (
+        func.unnest(*(cast(bindparam(_BOUND + c), array) for c, array in arrays.items()))
+        .table_valued(*arrays)
+        .render_derived(name=name)
     )
-    .table_valued("id", "token", "status", "error", "delay", "refund")
-    .render_derived(name="ending")
-)
-_RECORD_MANY = (
-    update(jobs)
-    .where(
-        jobs.c.id == _ending.c.id,
-        jobs.c.lease_token == _ending.c.token,
+
+
+def _held_by(rows: Any) -> ColumnElement[bool]:
+    # Fenced by status and each row's own token: a stale worker (its lease recovered, the
+    # job claimed again) matches no row and is simply not returned.
+    return and_(
+        jobs.c.id == rows.c.id,
+        jobs.c.lease_token == rows.c.token,
         jobs.c.status == _status(Status.PROCESSING),
     )
+
+
+# A prefix for the arrays' parameters: an UPDATE reserves the names of its table's columns.
+_BOUND = "each_"
+
+
+def _arrays(leases: Sequence[Lease], **columns: list[Any]) -> dict[str, list[Any]]:
+    """The parameters of a `_leases_with` statement: the leases' ids and tokens, and one
+    list per extra column, all in the leases' order."""
+    arrays: dict[str, list[Any]] = {
+        "id": [lease.job_id for lease in leases],
+        "token": [lease.token for lease in leases],
+        **columns,
+    }
+    return {_BOUND + column: values for column, values in arrays.items()}
+
+
+# Every ending of every attempt in a batch is this one statement, whatever the mix of
+# decisions; leaving processing always ends the lease. Due times come from the database
+# clock, the one the claim compares with. The target status is bound, not inlined: only
+# the WHERE clause must show the partial index its status.
+_ending = _leases_with("ending", status=Text(), error=Text(), delay=Interval(), refund=Integer())
+_RECORD_MANY = (
+    update(jobs)
+    .where(_held_by(_ending))
     .values(
         status=_ending.c.status,
         last_error=func.coalesce(_ending.c.error, jobs.c.last_error),
@@ -140,21 +166,10 @@ _RECORD_MANY = (
 
 # Lease renewal: every held lease of a process in one statement, fenced like an outcome
 # write; a lease not returned is no longer held (recovered, or superseded).
-_held = (
-    func.unnest(
-        cast(bindparam("ids"), ARRAY(PG_UUID(as_uuid=True))),
-        cast(bindparam("tokens"), ARRAY(BigInteger())),
-    )
-    .table_valued("id", "token")
-    .render_derived(name="held")
-)
+_held = _leases_with("held")
 _RENEW = (
     update(jobs)
-    .where(
-        jobs.c.id == _held.c.id,
-        jobs.c.lease_token == _held.c.token,
-        jobs.c.status == _status(Status.PROCESSING),
-    )
+    .where(_held_by(_held))
     .values(locked_until=func.now() + bindparam("lease", type_=Interval()))
     .returning(jobs.c.id, jobs.c.lease_token)
 )
@@ -192,14 +207,14 @@ class PostgresJobStore:
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         if not endings:
             return set()
-        parameters = {
-            "ids": [lease.job_id for lease, _ in endings],
-            "tokens": [lease.token for lease, _ in endings],
-            "statuses": [decision.status.value for _, decision in endings],
-            "errors": [decision.error for _, decision in endings],
-            "delays": [decision.delay for _, decision in endings],
-            "refunds": [1 if decision.gives_back_attempt else 0 for _, decision in endings],
-        }
+        decisions = [decision for _, decision in endings]
+        parameters = _arrays(
+            [lease for lease, _ in endings],
+            status=[decision.status.value for decision in decisions],
+            error=[decision.error for decision in decisions],
+            delay=[decision.delay for decision in decisions],
+            refund=[1 if decision.gives_back_attempt else 0 for decision in decisions],
+        )
         return await self._leases(_RECORD_MANY, parameters)
 
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
@@ -207,11 +222,7 @@ class PostgresJobStore:
             raise ValueError(f"lease must be positive, got {lease}")
         if not leases:
             return set()
-        parameters = {
-            "ids": [held.job_id for held in leases],
-            "tokens": [held.token for held in leases],
-            "lease": lease,
-        }
+        parameters = {**_arrays(leases), "lease": lease}
         return await self._leases(_RENEW, parameters)
 
     async def retry(self, job_id: UUID) -> Job:
