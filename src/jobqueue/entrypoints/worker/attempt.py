@@ -54,6 +54,9 @@ class Attempt:
     # Shutdown gave up waiting for the attempt (SHUTDOWN_TIMEOUT passed, or forced).
     given_up: bool = False
     stop: StopRequest = field(default_factory=StopRequest)
+    # The task running the attempt, once it has one (the pool cancels it when the lease
+    # is lost).
+    task: asyncio.Task[None] | None = None
     span: AttemptSpan | None = None
 
 

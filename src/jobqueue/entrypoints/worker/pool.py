@@ -68,7 +68,6 @@ class WorkerPool:
         self._attempts: dict[asyncio.Task[None], Attempt] = {}
         # Every lease held, from the claim until its outcome is written or given up.
         self._held: dict[Lease, Attempt] = {}
-        self._tasks: dict[Lease, asyncio.Task[None]] = {}
         self._writes: set[asyncio.Task[None]] = set()
         self._executor = Executor(registry, decoder, config)
         self._writer = OutcomeWriter(store, config.outcome_timeout)
@@ -132,8 +131,8 @@ class WorkerPool:
         attempt.lost = True
         attempt.stop.request(StopReason.LEASE_LOST)
         self._observer.lease_lost(attempt.job)
-        task = self._tasks.get(lease)
-        if task is not None and not attempt.recording:
+        task = attempt.task
+        if task is not None and not task.done() and not attempt.recording:
             # Stopped at once: another process may already be running the job.
             task.cancel()
 
@@ -179,12 +178,11 @@ class WorkerPool:
             return
         task = asyncio.create_task(self._run_attempt(attempt), name=f"jobqueue job {job.id}")
         self._attempts[task] = attempt
-        self._tasks[job.lease] = task
+        attempt.task = task
         task.add_done_callback(self._attempt_ended)
 
     def _attempt_ended(self, task: asyncio.Task[None]) -> None:
         attempt = self._attempts.pop(task)
-        self._tasks.pop(attempt.job.lease, None)
         self._slot_freed.set()
         if task.cancelled():
             if not attempt.recording and not attempt.lost:
