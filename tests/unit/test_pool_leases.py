@@ -146,7 +146,9 @@ async def test_stuck_sync_handlers_keep_their_slots_and_burn_no_attempts() -> No
     store = InMemoryJobStore(wall_clock)
     release = threading.Event()
     stops: list[StopReason | None] = []
-    stuck = [await submit(store, "stuck") for _ in range(2)]
+    # One attempt each: a timed-out attempt that went back to pending could otherwise be
+    # claimed again once released, and run a second time with no stop asked.
+    stuck = [await submit(store, "stuck", max_attempts=1) for _ in range(2)]
     waiting = await submit(store, "stuck")
     pool = make_pool(
         store,
@@ -179,6 +181,7 @@ async def test_stuck_sync_handlers_keep_their_slots_and_burn_no_attempts() -> No
     # The two stuck ones were asked to stop by their timeout; the waiting one, which
     # ran after them (released at once, in any order), never was.
     assert sorted(str(reason) for reason in stops) == ["None", "timeout", "timeout"]
+    assert all(current(store, job.id).status is Status.DEAD_LETTER for job in stuck)
     assert all(current(store, job.id).last_error.startswith("attempt timed out") for job in stuck)
 
 
