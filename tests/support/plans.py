@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -18,6 +18,7 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.database import create_engine
+from jobqueue.adapters.postgres.driver import watch
 from jobqueue.domain.status import Status
 from tests.support.job_rows import seed_many
 
@@ -31,10 +32,18 @@ def capture_statements(engine: AsyncEngine) -> Iterator[list[tuple[str, Sequence
         _connection, _cursor, statement, parameters, _context, _many = args
         sent.append((statement, parameters))
 
+    class Sent:
+        # The hot path's statements go out on the driver, past SQLAlchemy's events.
+        def sending(self, sql: str, arguments: Sequence[Any]) -> AbstractContextManager[object]:
+            sent.append((sql, tuple(arguments)))
+            return nullcontext()
+
     event.listen(engine.sync_engine, "before_cursor_execute", capture)
+    unwatch = watch(engine, Sent())
     try:
         yield sent
     finally:
+        unwatch()
         event.remove(engine.sync_engine, "before_cursor_execute", capture)
 
 

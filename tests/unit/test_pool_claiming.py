@@ -13,6 +13,7 @@ import pytest
 from jobqueue.domain.job import Job
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
+from jobqueue.entrypoints.worker import pool as pool_module
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from tests.fakes import InMemoryJobStore, wall_clock
 from tests.unit.pool_harness import config, eventually, make_pool, running, settled, submit
@@ -24,19 +25,16 @@ class ClaimRecordingStore(InMemoryJobStore):
     def __init__(self) -> None:
         super().__init__(wall_clock)
         self.pool: WorkerPool | None = None
-        self.claims: list[tuple[int, int, int]] = []  # (limit, in_flight, claimed unstarted)
-        self.unstarted: set[Any] = set()
+        self.claims: list[tuple[int, int, int]] = []  # (limit, in_flight, claimed ahead)
         self.failures_left = 0
 
     async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
         assert self.pool is not None
-        self.claims.append((limit, self.pool.in_flight, len(self.unstarted)))
+        self.claims.append((limit, self.pool.in_flight, self.pool.claimed_ahead))
         if self.failures_left:
             self.failures_left -= 1
             raise ConnectionResetError("connection reset by peer")
-        jobs = await super().claim(limit, lease)
-        self.unstarted.update(job.id for job in jobs)
-        return jobs
+        return await super().claim(limit, lease)
 
 
 async def test_pool_never_runs_more_than_workers_attempts_at_once() -> None:
@@ -67,29 +65,133 @@ async def test_pool_never_runs_more_than_workers_attempts_at_once() -> None:
     assert peak == 3
 
 
-async def test_pool_claims_only_for_free_workers_and_starts_what_it_claims_at_once() -> None:
+async def test_pool_claims_at_most_a_batch_ahead_and_starts_claimed_jobs_as_workers_free() -> None:
     store = ClaimRecordingStore()
     registry = Registry()
     pool = make_pool(store, registry, config(workers=3))
     store.pool = pool
+    started_while_free: list[bool] = []
 
     @registry.handler("work")
     async def work(ctx: JobContext, payload: Any) -> None:
-        store.unstarted.discard(ctx.job_id)
-        # Uneven lengths, counted in event-loop turns, so slots free up in varying numbers.
+        # Uneven lengths, counted in event-loop turns, so workers free up in varying numbers.
         for _ in range(hash(ctx.job_id) % 5):
             await asyncio.sleep(0)
 
-    jobs = [await submit(store, "work") for _ in range(20)]
+    jobs = [await submit(store, "work") for _ in range(40)]
+    async with running(pool):
+        for job in jobs:
+            await settled(store, job)
+            started_while_free.append(pool.in_flight <= 3)
+
+    assert len(store.claims) >= 7  # 40 jobs, at most 6 a claim
+    for limit, in_flight, ahead in store.claims:
+        assert limit >= 1
+        # Never more than one batch claimed beyond the workers (see `prefetch`).
+        assert in_flight + ahead + limit <= 2 * 3
+        # A claimed job waits only while every worker is busy.
+        assert ahead == 0 or in_flight == 3
+    assert all(started_while_free)
+
+
+class SlowClaimStore(ClaimRecordingStore):
+    """Claims that take a measurable round trip, as a real database's do."""
+
+    def __init__(self, claim_seconds: float) -> None:
+        super().__init__()
+        self.claim_seconds = claim_seconds
+
+    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+        await asyncio.sleep(self.claim_seconds)
+        return await super().claim(limit, lease)
+
+
+async def test_long_jobs_are_claimed_only_for_free_workers() -> None:
+    store = SlowClaimStore(claim_seconds=0.002)
+    registry = Registry()
+    pool = make_pool(store, registry, config(workers=2))
+    store.pool = pool
+
+    @registry.handler("long")
+    async def long(ctx: JobContext, payload: Any) -> None:
+        await asyncio.sleep(0.1)  # fifty claims' time: claiming ahead would only hold jobs
+
+    jobs = [await submit(store, "long") for _ in range(8)]
     async with running(pool):
         for job in jobs:
             await settled(store, job)
 
-    assert len(store.claims) >= 7  # 20 jobs, at most 3 a claim
-    for limit, in_flight, unstarted in store.claims:
-        assert limit == 3 - in_flight
-        assert limit >= 1
-        assert unstarted == 0
+    assert [(limit + in_flight, ahead) for limit, in_flight, ahead in store.claims] == [
+        (2, 0)
+    ] * len(store.claims)
+
+
+async def test_short_jobs_are_claimed_ahead_so_a_freed_worker_need_not_wait_for_a_claim() -> None:
+    store = SlowClaimStore(claim_seconds=0.002)
+    registry = Registry()
+    pool = make_pool(store, registry, config(workers=2))
+    store.pool = pool
+    waiting_ahead: list[int] = []
+
+    @registry.handler("short")
+    async def short(ctx: JobContext, payload: Any) -> None:
+        waiting_ahead.append(pool.claimed_ahead)
+        # Two and a half claims long: while both workers run, a claim fits in.
+        await asyncio.sleep(0.005)
+
+    jobs = [await submit(store, "short") for _ in range(30)]
+    async with running(pool):
+        for job in jobs:
+            await settled(store, job)
+
+    # Once the pool has measured a few, it claims while both workers are busy.
+    assert any(limit >= 1 and in_flight == 2 for limit, in_flight, _ in store.claims)
+    # And a job claimed so waits for the first worker to free up, no round trip.
+    assert max(waiting_ahead) >= 1
+
+
+async def test_a_job_claimed_ahead_that_no_worker_takes_in_time_is_given_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pool_module, "PREFETCH_HOLD_SECONDS", 0.05)
+    store = SlowClaimStore(claim_seconds=0.005)
+    registry = Registry()
+    release = asyncio.Event()
+    pool = make_pool(store, registry, config(workers=1))
+    store.pool = pool
+
+    @registry.handler("short")
+    async def short(ctx: JobContext, payload: Any) -> None:
+        pass
+
+    @registry.handler("blocking")
+    async def blocking(ctx: JobContext, payload: Any) -> None:
+        await release.wait()
+
+    # Short jobs teach the pool to claim one ahead; then one blocks the only worker while
+    # the job claimed behind it waits.
+    shorts = [await submit(store, "short") for _ in range(6)]
+    async with running(pool):
+        for job in shorts:
+            await settled(store, job)
+        blocker = await submit(store, "blocking")
+        behind = await submit(store, "short")
+        pool.wake()
+        await eventually(
+            lambda: any(job.id == behind.id and job.lease_token > 0 for job in store.jobs()),
+            "the job behind the blocker is claimed ahead",
+        )
+        await eventually(
+            lambda: (
+                next(job for job in store.jobs() if job.id == behind.id).status is Status.PENDING
+            ),
+            "the job claimed ahead is given back",
+        )
+        given_back = next(job for job in store.jobs() if job.id == behind.id)
+        assert given_back.attempts == 0  # a release gives the attempt back
+        release.set()
+        await settled(store, blocker)
+        await settled(store, behind)
 
 
 async def test_full_batch_is_followed_by_another_claim_without_waiting_for_the_poll() -> None:

@@ -173,6 +173,11 @@ TRANSIENT_WITHOUT_SQLSTATE: list[Callable[[], BaseException]] = [
         E.InternalClientError("cannot switch to state 11; another operation (2) is in progress"),
         invalidated=True,
     ),
+    # The same, from a statement sent on the driver itself (`adapters.postgres.driver`),
+    # which invalidates the connection on any failure.
+    lambda: E.InternalClientError(
+        "cannot switch to state 12; another operation (2) is in progress"
+    ),
     # A prepared statement or type made stale by a migration: the adapter re-prepares.
     lambda: wrapped(E.InvalidCachedStatementError("cached statement plan is invalid")),
     lambda: E.OutdatedSchemaCacheError("type 'jobs_status' was changed"),

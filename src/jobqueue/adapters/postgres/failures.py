@@ -138,8 +138,16 @@ def _transient_type(error: BaseException) -> bool:
         return "connection is closed" in str(error)
     # A prepared statement or type cache made stale by a schema change (a migration
     # while running): the adapter drops its caches, so the next try prepares afresh.
-    return isinstance(
+    if isinstance(
         error, asyncpg.InvalidCachedStatementError | asyncpg.exceptions.OutdatedSchemaCacheError
+    ):
+        return True
+    # What a statement right after pg_terminate_backend meets when asyncpg has read the
+    # server's goodbye but not yet the closed socket: the statement never started, and
+    # the connection is replaced (the driver path invalidates it on any failure; through
+    # SQLAlchemy its dialect calls it a disconnect), so the next try gets a good one.
+    return isinstance(error, asyncpg.exceptions.InternalClientError) and "another operation" in str(
+        error
     )
 
 

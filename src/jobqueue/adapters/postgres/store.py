@@ -45,6 +45,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 from sqlalchemy.types import TypeEngine
 
+from jobqueue.adapters.postgres.driver import DriverStatement, fetch
 from jobqueue.adapters.postgres.enqueue import enqueue, submit_in
 from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.rows import job_from_row
@@ -100,6 +101,7 @@ _CLAIM = (
     )
     .returning(*jobs.c)
 )
+_CLAIM_SENT = DriverStatement(_CLAIM)
 
 
 def _leases_with(name: str, **columns: TypeEngine[Any]) -> Any:
@@ -163,6 +165,7 @@ _RECORD_MANY = (
     )
     .returning(jobs.c.id, jobs.c.lease_token)
 )
+_RECORD_MANY_SENT = DriverStatement(_RECORD_MANY)
 
 # Lease renewal: every held lease of a process in one statement, fenced like an outcome
 # write; a lease not returned is no longer held (recovered, or superseded).
@@ -173,6 +176,7 @@ _RENEW = (
     .values(locked_until=func.now() + bindparam("lease", type_=Interval()))
     .returning(jobs.c.id, jobs.c.lease_token)
 )
+_RENEW_SENT = DriverStatement(_RENEW)
 
 
 class PostgresJobStore:
@@ -201,7 +205,9 @@ class PostgresJobStore:
             raise ValueError(f"claim limit must be at least 1, got {limit}")
         if lease <= timedelta(0):
             raise ValueError(f"lease must be positive, got {lease}")
-        claimed = await self._all(_CLAIM, {"limit": limit, "lease": lease})
+        async with self._connection() as connection:
+            rows = await fetch(connection, _CLAIM_SENT, {"limit": limit, "lease": lease})
+        claimed = [job_from_row(row) for row in rows]
         return sorted(claimed, key=lambda job: job.run_at)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
@@ -215,7 +221,7 @@ class PostgresJobStore:
             delay=[decision.delay for decision in decisions],
             refund=[1 if decision.gives_back_attempt else 0 for decision in decisions],
         )
-        return await self._leases(_RECORD_MANY, parameters)
+        return await self._leases(_RECORD_MANY_SENT, parameters)
 
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
         if lease <= timedelta(0):
@@ -223,7 +229,7 @@ class PostgresJobStore:
         if not leases:
             return set()
         parameters = {**_arrays(leases), "lease": lease}
-        return await self._leases(_RENEW, parameters)
+        return await self._leases(_RENEW_SENT, parameters)
 
     async def retry(self, job_id: UUID) -> Job:
         # lease_token is left alone: it must keep growing so that claims from before the
@@ -347,10 +353,12 @@ class PostgresJobStore:
         async with self._connection(self._engine) as connection:
             await connection.execute(text("SELECT 1"))
 
-    async def _leases(self, statement: Executable, parameters: Mapping[str, Any]) -> set[Lease]:
+    async def _leases(
+        self, statement: DriverStatement, parameters: Mapping[str, Any]
+    ) -> set[Lease]:
         async with self._connection() as connection:
-            result = await connection.execute(statement, parameters)
-            return {Lease(job_id, token) for job_id, token in result}
+            rows = await fetch(connection, statement, parameters)
+        return {Lease(job_id, token) for job_id, token in rows}
 
     @asynccontextmanager
     async def _connection(

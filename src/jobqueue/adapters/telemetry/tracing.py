@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import TextIO
 
@@ -36,6 +36,7 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.util.types import Attributes
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from jobqueue.adapters.postgres.driver import watch
 from jobqueue.adapters.telemetry.tracing_config import (
     DEFAULT_SERVICE_NAME,
     Exporter,
@@ -192,6 +193,28 @@ def trace_engine(engine: AsyncEngine, provider: trace.TracerProvider) -> None:
         NoOpMeterProvider().get_meter("jobqueue").create_up_down_counter("db.client.connections")
     )
     EngineTracer(tracer, engine.sync_engine, connections)  # type: ignore[no-untyped-call]
+    # The worker's hot-path statements bypass SQLAlchemy's events; named and described
+    # here as the instrumentation names the others.
+    watch(engine, _DriverSpans(tracer, engine.url.database))
+
+
+class _DriverSpans:
+    """Client spans for the statements sent on the driver (`adapters.postgres.driver`)."""
+
+    def __init__(self, tracer: trace.Tracer, database: str | None) -> None:
+        self._tracer = tracer
+        self._database = database
+
+    def sending(self, sql: str, arguments: Sequence[object]) -> AbstractContextManager[object]:
+        verb = sql.split(None, 1)[0] if sql.strip() else "SQL"
+        # A claim's statement starts with its CTE; what it does is the UPDATE.
+        if verb == "WITH" and "UPDATE" in sql:
+            verb = "UPDATE"
+        name = f"{verb} {self._database}" if self._database else verb
+        attributes: dict[str, str] = {"db.system": "postgresql", "db.statement": sql}
+        if self._database:
+            attributes["db.name"] = self._database
+        return self._tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes)
 
 
 class _InTraceOnly(trace.Tracer):

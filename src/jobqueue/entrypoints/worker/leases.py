@@ -37,8 +37,10 @@ class LeaseHolder(Protocol):
     def renewed(self, leases: set[Lease], until: float) -> None:
         """These leases were extended: they now run out at `until` (time.monotonic())."""
 
-    def lost(self, lease: Lease) -> None:
-        """This lease is no longer held: stop its attempt, write no outcome for it."""
+    def lost(self, lease: Lease) -> bool:
+        """This lease is no longer held: stop its attempt, write no outcome for it.
+        Return False when the holder had let it go already, or is writing its outcome
+        (whose answer then says whether it was lost)."""
 
 
 class LeaseKeeper:
@@ -99,18 +101,17 @@ class LeaseKeeper:
         # Counted from before the statement: the store's clock set the new expiry later.
         self._holder.renewed(renewed, started + self._lease.total_seconds())
         for lease in held.keys() - renewed:
-            _log.warning(
-                "lease lost: the job was recovered or claimed elsewhere",
-                extra={"job_id": str(lease.job_id), "lease_token": lease.token},
-            )
-            self._holder.lost(lease)
+            if self._holder.lost(lease):
+                _log.warning(
+                    "lease lost: the job was recovered or claimed elsewhere",
+                    extra={"job_id": str(lease.job_id), "lease_token": lease.token},
+                )
 
     def _expire(self, held: Mapping[Lease, float]) -> None:
         now = self._clock()
         for lease, until in held.items():
-            if until <= now:
+            if until <= now and self._holder.lost(lease):
                 _log.warning(
                     "lease ran out without a renewal; another process may recover the job",
                     extra={"job_id": str(lease.job_id), "lease_token": lease.token},
                 )
-                self._holder.lost(lease)

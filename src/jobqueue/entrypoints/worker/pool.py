@@ -1,5 +1,10 @@
-"""The worker pool: claims jobs only when a worker is free for them, runs each attempt
-(`attempt.Executor`) under a timeout, and records what the domain decides.
+"""The worker pool: claims jobs for its free workers (and a few ahead of need, see
+`prefetch`), runs each attempt (`attempt.Executor`) under a timeout, and records what the
+domain decides.
+
+A worker is free again as soon as its handler returns: the outcome goes to the
+`OutcomeWriter`, which batches it with the others, and the worker takes the next claimed
+job at once, without waiting for the write's round trip.
 
 Under `asyncio.run`, Ctrl-C and SIGTERM reach the pool as cancellation or `stop()`, never
 as an exception out of a handler, so a handler raising them is a bug in that handler, not
@@ -13,12 +18,15 @@ recorded or its lease has run out.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
+from functools import partial
 
-from jobqueue.domain.job import Job, Lease
+from jobqueue.domain.job import Lease
 from jobqueue.domain.outcome import (
     Decision,
     decide,
@@ -28,11 +36,16 @@ from jobqueue.domain.registry import Registry, StopReason
 from jobqueue.entrypoints.worker.attempt import Attempt, Executor, job_fields
 from jobqueue.entrypoints.worker.leases import LeaseKeeper
 from jobqueue.entrypoints.worker.observer import PoolObserver, guarded
-from jobqueue.entrypoints.worker.outcomes import OutcomeWriter, Written
+from jobqueue.entrypoints.worker.outcomes import OutcomeWriter, WriteResult, Written
 from jobqueue.entrypoints.worker.pool_config import PoolConfig
+from jobqueue.entrypoints.worker.prefetch import Prefetch
 from jobqueue.entrypoints.worker.tracing import AttemptTracer, NullTracer
 
 _log = logging.getLogger("jobqueue.worker")
+
+# A job claimed ahead of need that no worker has taken after this long (the running jobs
+# turned out longer than the prefetch expected) is given back for another process to run.
+PREFETCH_HOLD_SECONDS = 1.0
 
 
 class WorkerPool:
@@ -65,10 +78,15 @@ class WorkerPool:
         self._observer = guarded(observer)
         self._tracer = tracer if tracer is not None else NullTracer()
         self._rand = rand
+        # Running attempts, each holding a worker.
         self._attempts: dict[asyncio.Task[None], Attempt] = {}
+        # Claimed ahead of need, in claim order, waiting for a worker.
+        self._ready: deque[Attempt] = deque()
         # Every lease held, from the claim until its outcome is written or given up.
         self._held: dict[Lease, Attempt] = {}
-        self._writes: set[asyncio.Task[None]] = set()
+        # Outcome writes not settled yet; shutdown waits for them.
+        self._recording: set[asyncio.Future[WriteResult]] = set()
+        self._prefetch = Prefetch(config.workers)
         self._executor = Executor(registry, decoder, config)
         self._writer = OutcomeWriter(store, config.outcome_timeout)
         self._keeper = LeaseKeeper(
@@ -80,8 +98,19 @@ class WorkerPool:
 
     @property
     def in_flight(self) -> int:
-        """Attempts running now, their outcome writes included."""
+        """Attempts running now, each holding a worker (neither jobs claimed ahead of need
+        nor outcome writes count)."""
         return len(self._attempts)
+
+    @property
+    def claimed_ahead(self) -> int:
+        """Jobs claimed ahead of need, waiting for a worker (see `prefetch`)."""
+        return len(self._ready)
+
+    @property
+    def held_leases(self) -> int:
+        """Leases held now: running attempts, jobs claimed ahead, outcomes being written."""
+        return len(self._held)
 
     def stop(self) -> None:
         """Stop claiming and begin the graceful shutdown; safe to call more than once."""
@@ -124,17 +153,26 @@ class WorkerPool:
             if attempt is not None:
                 attempt.lease_until = until
 
-    def lost(self, lease: Lease) -> None:
-        attempt = self._held.pop(lease, None)
-        if attempt is None:
-            return
+    def lost(self, lease: Lease) -> bool:
+        attempt = self._held.get(lease)
+        if attempt is None or attempt.recording:
+            # Already written, or being written: the write's own answer says whether the
+            # lease still held the job (a renewal racing a write always misses its row).
+            return False
+        del self._held[lease]
         attempt.lost = True
+        if attempt.task is None:
+            # Claimed ahead and never started: nothing runs, nothing to write.
+            self._ready.remove(attempt)
+            self._observer.lease_lost(attempt.job)
+            return True
         attempt.stop.request(StopReason.LEASE_LOST)
         self._observer.lease_lost(attempt.job)
         task = attempt.task
         if task is not None and not task.done() and not attempt.recording:
             # Stopped at once: another process may already be running the job.
             task.cancel()
+        return True
 
     # --- claiming -----------------------------------------------------------------------
 
@@ -142,47 +180,90 @@ class WorkerPool:
         poll = self._config.poll_interval.total_seconds()
         while not self._stopping.is_set():
             self._slot_freed.clear()
-            free = self._config.workers - len(self._attempts)
-            if free <= 0:
-                await _first_of(self._slot_freed, self._stopping)
+            self._give_back_stale()
+            wanted = self._wanted()
+            if wanted <= 0:
+                # Woken by a worker freed or a write settled; bounded while jobs wait in
+                # the prefetch, so that stale ones are given back in time.
+                hold = PREFETCH_HOLD_SECONDS if self._ready else None
+                await _first_of(self._slot_freed, self._stopping, at_most=hold)
                 continue
             # Cleared before the claim, so a wake() arriving while it runs is not lost.
             self._woken.clear()
             claim_started = time.time_ns()
+            sent = time.monotonic()
             # The lease runs from when the statement ran, which is after this.
-            lease_until = time.monotonic() + self._config.lease_duration.total_seconds()
+            lease_until = sent + self._config.lease_duration.total_seconds()
             try:
-                jobs = await self._store.claim(free, self._config.lease_duration)
+                jobs = await self._store.claim(wanted, self._config.lease_duration)
             except Exception:
                 _log.exception("claiming jobs failed; trying again in %gs", poll)
                 await _first_of(self._stopping, at_most=poll)
                 continue
+            self._prefetch.claimed(time.monotonic() - sent)
             claimed = (claim_started, time.time_ns())
             for job in jobs:
-                self._start(job, claimed, lease_until)
-            # Let the attempts just created take their first step before this loop goes
-            # on: when slots freed up during the claim, the next claim would otherwise
+                self._claimed(Attempt(job, 0.0, claimed, job_fields(job), lease_until))
+            self._start_ready()
+            # Let the attempts just started take their first step before this loop goes
+            # on: when workers freed up during the claim, the next claim would otherwise
             # go out while the jobs of this one still wait to begin.
             await asyncio.sleep(0)
-            if len(jobs) < free:
+            if len(jobs) < wanted:
                 # Nothing more is due: wait for the poll interval or an enqueue's wake().
                 await _first_of(self._woken, self._stopping, at_most=poll)
 
-    def _start(self, job: Job, claimed: tuple[int, int], lease_until: float) -> None:
-        attempt = Attempt(job, time.monotonic(), claimed, job_fields(job), lease_until)
-        self._held[job.lease] = attempt
+    def _wanted(self) -> int:
+        """How many jobs to claim now: enough for every free worker and the prefetch.
+
+        While every worker is busy, the next claim waits until the prefetch is half used,
+        so that claims come in batches rather than one per finished job. Outcomes not yet
+        written count too: a pool whose writes lag (the database slow or away) claims no
+        more than it can record.
+        """
+        workers = self._config.workers
+        depth = self._prefetch.depth
+        running, ready = len(self._attempts), len(self._ready)
+        if running >= workers and ready > depth // 2:
+            return 0
+        # At most a pool's worth of each: running, claimed ahead, being written.
+        return min(workers + depth - running - ready, 3 * workers - len(self._held))
+
+    def _claimed(self, attempt: Attempt) -> None:
+        self._held[attempt.job.lease] = attempt
         if self._stopping.is_set():
             # Claimed while stop() was called: give it back at once rather than begin
             # work the shutdown may have to interrupt.
             self._record(attempt, Decision.release(), 0.0, observe=False)
             return
-        task = asyncio.create_task(self._run_attempt(attempt), name=f"jobqueue job {job.id}")
-        self._attempts[task] = attempt
-        attempt.task = task
-        task.add_done_callback(self._attempt_ended)
+        self._ready.append(attempt)
+
+    def _start_ready(self) -> None:
+        """Give every free worker its next claimed job."""
+        while self._ready and len(self._attempts) < self._config.workers:
+            if self._stopping.is_set():
+                return  # shutdown gives the rest back
+            attempt = self._ready.popleft()
+            attempt.started = time.monotonic()
+            task = asyncio.create_task(
+                self._run_attempt(attempt), name=f"jobqueue job {attempt.job.id}"
+            )
+            self._attempts[task] = attempt
+            attempt.task = task
+            task.add_done_callback(self._attempt_ended)
+
+    def _give_back_stale(self) -> None:
+        """Release jobs claimed ahead that no worker took in time: the prefetch guessed
+        wrong, and another process may be free to run them now."""
+        if not self._ready:
+            return
+        oldest = time.time_ns() - int(PREFETCH_HOLD_SECONDS * 1e9)
+        while self._ready and self._ready[0].claimed[1] < oldest:
+            self._record(self._ready.popleft(), Decision.release(), 0.0, observe=False)
 
     def _attempt_ended(self, task: asyncio.Task[None]) -> None:
         attempt = self._attempts.pop(task)
+        self._start_ready()
         self._slot_freed.set()
         if task.cancelled():
             if not attempt.recording and not attempt.lost:
@@ -207,6 +288,9 @@ class WorkerPool:
     # --- shutdown ---------------------------------------------------------------------------
 
     async def _drain(self, grace: float) -> None:
+        # Claimed ahead and never started: given back first, for other processes to run.
+        while self._ready:
+            self._record(self._ready.popleft(), Decision.release(), 0.0, observe=False)
         running = set(self._attempts)
         if running and grace > 0:
             _log.info("stopping: waiting up to %gs for %d running attempts", grace, len(running))
@@ -229,8 +313,8 @@ class WorkerPool:
                     "their leases expire",
                     len(stuck),
                 )
-        while self._writes:
-            await asyncio.wait(set(self._writes))
+        while self._recording:
+            await asyncio.wait(set(self._recording))
         await self._writer.idle()
 
     # --- one attempt ----------------------------------------------------------------------
@@ -244,37 +328,48 @@ class WorkerPool:
             _log.info("job started", extra=attempt.fields)
             self._observer.attempt_started(job)
             ending = await self._executor.run(attempt, span)
+            duration = time.monotonic() - attempt.started
+            self._prefetch.ran(duration)
             if attempt.lost or attempt.abandoned:
                 self._left(attempt)
                 return
             decision = decide(job, ending, self._config.backoff, self._rand)
-            write = self._record(attempt, decision, time.monotonic() - attempt.started)
-            # Shielded: a shutdown cancelling the attempt now must not lose its result.
-            await asyncio.shield(write)
+            # Nothing awaited from here on: the attempt ends, freeing its worker, while
+            # the write goes on without it.
+            self._record(attempt, decision, duration)
 
     # --- recording the outcome --------------------------------------------------------------
 
     def _record(
         self, attempt: Attempt, decision: Decision, duration: float, *, observe: bool = True
-    ) -> asyncio.Task[None]:
-        attempt.recording = True
-        task = asyncio.create_task(self._write(attempt, decision, duration, observe))
-        # Kept here, not only by the attempt, so that shutdown waits for it even when
-        # the attempt awaiting it was cancelled.
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-        return task
-
-    async def _write(
-        self, attempt: Attempt, decision: Decision, duration: float, observe: bool
     ) -> None:
-        job, fields, span = attempt.job, attempt.fields, attempt.span
+        attempt.recording = True
         # Tried until the lease runs out, and at most one lease from now: were renewals to
         # go through while writes keep failing, the job still goes to recovery in time.
         give_up_at = time.monotonic() + self._config.lease_duration.total_seconds()
-        result = await self._writer.write(
-            job.lease, decision, lambda: min(attempt.lease_until, give_up_at)
+        done = self._writer.write(
+            attempt.job.lease, decision, lambda: min(attempt.lease_until, give_up_at)
         )
+        self._recording.add(done)
+        # Settled in the attempt's context, so that its span is current for what follows.
+        done.add_done_callback(
+            partial(self._written, attempt, decision, duration, observe),
+            context=contextvars.copy_context(),
+        )
+
+    def _written(
+        self,
+        attempt: Attempt,
+        decision: Decision,
+        duration: float,
+        observe: bool,
+        done: asyncio.Future[WriteResult],
+    ) -> None:
+        self._recording.discard(done)
+        # A write that settles may let a pool whose writes lagged claim again.
+        self._slot_freed.set()
+        job, fields, span = attempt.job, attempt.fields, attempt.span
+        result = done.result()
         self._held.pop(job.lease, None)
         outcome: str = decision.outcome
         if result.written is Written.RECORDED:

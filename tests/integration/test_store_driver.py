@@ -1,0 +1,92 @@
+"""The hot path's statements, sent by asyncpg itself (`adapters.postgres.driver`): what
+they return matches what SQLAlchemy reads, and a failure leaves no broken connection in
+the pool."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import asyncpg
+import pytest
+from sqlalchemy import JSON, Float, Integer, bindparam, func, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from jobqueue.adapters.postgres.driver import DriverStatement, fetch
+from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.domain.job import NewJob
+from jobqueue.domain.outcome import Decision
+
+LEASE = timedelta(minutes=5)
+
+
+async def test_claimed_jobs_equal_the_same_rows_read_through_sqlalchemy(
+    engine: AsyncEngine,
+) -> None:
+    store = PostgresJobStore(engine)
+    payload = {"to": "a@example.com", "n": [1, 2.5, None, True], "nested": {"é": "ü"}}
+    await store.submit(
+        NewJob(
+            type="email",
+            max_attempts=3,
+            payload=payload,
+            idempotency_key="k-1",
+            traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+    )
+
+    [claimed] = await store.claim(1, LEASE)
+
+    assert claimed == await store.get(claimed.id)
+    assert claimed.payload == payload
+
+
+async def test_batched_writes_answer_with_the_leases_they_held(engine: AsyncEngine) -> None:
+    store = PostgresJobStore(engine)
+    for _ in range(3):
+        await store.submit(NewJob(type="email", max_attempts=3))
+    first, second, third = await store.claim(3, LEASE)
+    stale = type(third.lease)(third.id, third.lease_token - 1)
+
+    assert await store.renew([first.lease, stale], LEASE) == {first.lease}
+    recorded = await store.record_many(
+        [
+            (first.lease, Decision.complete()),
+            (second.lease, Decision.release()),
+            (stale, Decision.complete()),
+        ]
+    )
+    assert recorded == {first.lease, second.lease}
+
+
+def test_a_statement_whose_values_sqlalchemy_converts_is_refused() -> None:
+    # JSON is serialised by SQLAlchemy before the driver sees it: sent raw, it would not be.
+    with pytest.raises(TypeError, match="converts"):
+        DriverStatement(select(bindparam("document", type_=JSON)))
+
+
+def test_a_missing_value_is_refused_before_anything_is_sent() -> None:
+    statement = DriverStatement(select(bindparam("wanted", type_=Integer())))
+    with pytest.raises(TypeError, match="wanted"):
+        statement.arguments({})
+
+
+async def test_a_connection_whose_statement_failed_is_not_handed_out_again(
+    engine: AsyncEngine,
+) -> None:
+    sleeping = DriverStatement(select(func.pg_sleep(bindparam("seconds", type_=Float()))))
+    async with engine.connect() as victim, engine.connect() as other:
+        backend = (await victim.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        await victim.commit()
+        running = asyncio.create_task(fetch(victim, sleeping, {"seconds": 30.0}))
+        await asyncio.sleep(0.2)
+        await other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": backend})
+        with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
+            await running
+        # Invalidated: closed, not returned to the pool with a broken socket.
+        assert victim.invalidated
+
+    # Every pooled connection still works.
+    store = PostgresJobStore(engine)
+    for _ in range(3):
+        await store.ping()
