@@ -100,7 +100,7 @@ async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> in
     try:
         async with database(settings) as url:
             if settings.auto_migrate:
-                await migrate(url)
+                await migrate(url, unless_current=True)
             engine = create_engine(
                 url,
                 pool_size=min(max(10, settings.workers), 50),

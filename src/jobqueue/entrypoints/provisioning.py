@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 
 from jobqueue.adapters.postgres.database import redact
 from jobqueue.adapters.postgres.embedded import start_embedded
+from jobqueue.adapters.postgres.schema_version import is_current
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.entrypoints import exit_codes
 from jobqueue.entrypoints.config import Settings
@@ -64,8 +65,14 @@ def redact_url(url: str) -> str:
         return "<unparsable URL>"
 
 
-async def migrate(url: str) -> None:
-    """Apply every migration to the database at `url`. Raises `StartupError`."""
+async def migrate(url: str, *, unless_current: bool = False) -> None:
+    """Apply every migration to the database at `url`. Raises `StartupError`.
+
+    With `unless_current`, a database already at the newest revision is left alone
+    without loading Alembic (the usual start of a worker or an API process)."""
+    if unless_current and await is_current(url):
+        _log.info("database schema is up to date")
+        return
     from jobqueue.adapters.postgres.migrations import upgrade
 
     _log.info("applying database migrations")

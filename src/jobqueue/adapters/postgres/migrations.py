@@ -6,24 +6,10 @@ as `jobqueue/_migrations`, so an installed package can migrate without the sourc
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import command
 from alembic.config import Config
 
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-
-
-def migrations_dir() -> Path:
-    candidates = (_PACKAGE_ROOT / "_migrations", _PACKAGE_ROOT.parents[1] / "migrations")
-    for candidate in candidates:
-        if (candidate / "env.py").is_file():
-            return candidate
-    raise FileNotFoundError(
-        "the jobqueue migrations were not found (looked in "
-        + ", ".join(str(c) for c in candidates)
-        + ")"
-    )
+from jobqueue.adapters.postgres.schema_version import migrations_dir
 
 
 def alembic_config(url: str) -> Config:
