@@ -59,9 +59,9 @@ def ratios(run: Run) -> list[Ratio]:
         ),
         (
             "enqueue_multirow_vs_in_transaction",
-            "enqueue: multi-row INSERT vs enqueue() batches (throughput)",
-            lambda: rate("enqueue.bulk.multirow_reference") / rate("enqueue.bulk.in_transaction"),
-            ("enqueue.bulk.multirow_reference", "enqueue.bulk.in_transaction"),
+            "enqueue: enqueue_many() vs enqueue() batches (throughput)",
+            lambda: rate("enqueue.bulk.many") / rate("enqueue.bulk.in_transaction"),
+            ("enqueue.bulk.many", "enqueue.bulk.in_transaction"),
         ),
         (
             "drain_2pools_vs_1pool",

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 import jobqueue
 from bench.database import Server, engine_on, scratch_database
 from bench.drain import drain
-from bench.enqueue import enqueue_in_batches, multi_row_insert, submit_one_per_call
+from bench.enqueue import enqueue_in_batches, enqueue_many_in_batches, submit_one_per_call
 from bench.pickup import pickup
 from bench.pools import POLL_INTERVAL
 from bench.probe import noop_job
@@ -116,9 +116,9 @@ async def _enqueue(engine: AsyncEngine, sizes: Sizes, into: list[Measurement]) -
     result = await enqueue_in_batches(engine, new, sizes.jobs, sizes.batch, label)
     into.append(Measurement("enqueue.bulk.in_transaction", label, result))
     await reset(engine)
-    label = f"enqueue: multi-row INSERT of {sizes.batch:,} (reference, not a store API)"
-    result = await multi_row_insert(engine, new, sizes.jobs, sizes.batch, label)
-    into.append(Measurement("enqueue.bulk.multirow_reference", label, result))
+    label = f"enqueue: enqueue_many() of {sizes.batch:,} per transaction"
+    result = await enqueue_many_in_batches(engine, new, sizes.jobs, sizes.batch, label)
+    into.append(Measurement("enqueue.bulk.many", label, result))
 
 
 async def _warm_up(engine: AsyncEngine, sizes: Sizes) -> None:

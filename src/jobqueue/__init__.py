@@ -4,7 +4,7 @@ The public API: what handler authors and in-process producers write code with.
 Everything else in the package (`jobqueue.domain`, `jobqueue.adapters`,
 `jobqueue.entrypoints`) is internal and may change between releases.
 
-`import jobqueue` loads only the pure domain. `enqueue` (SQLAlchemy) and
+`import jobqueue` loads only the pure domain. `enqueue`, `enqueue_many` (SQLAlchemy) and
 `current_traceparent` (OpenTelemetry) load their modules the first time they are used.
 """
 
@@ -32,12 +32,13 @@ from jobqueue.domain.registry import JobContext, Registry, StopReason
 from jobqueue.domain.status import Status
 
 if TYPE_CHECKING:
-    from jobqueue.adapters.postgres.enqueue import enqueue
+    from jobqueue.adapters.postgres.enqueue import enqueue, enqueue_many
     from jobqueue.adapters.telemetry.trace_context import current_traceparent
 
 # Public names whose modules are heavy: (module, attribute), imported on first access.
 _ON_DEMAND = {
     "enqueue": ("jobqueue.adapters.postgres.enqueue", "enqueue"),
+    "enqueue_many": ("jobqueue.adapters.postgres.enqueue", "enqueue_many"),
     "current_traceparent": ("jobqueue.adapters.telemetry.trace_context", "current_traceparent"),
 }
 
@@ -74,4 +75,5 @@ __all__ = [
     "UnknownJobType",
     "current_traceparent",
     "enqueue",
+    "enqueue_many",
 ]

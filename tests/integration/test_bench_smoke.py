@@ -28,7 +28,7 @@ THROUGHPUTS = {
     "enqueue.single.c1",
     "enqueue.single.c8",
     "enqueue.bulk.in_transaction",
-    "enqueue.bulk.multirow_reference",
+    "enqueue.bulk.many",
     "drain.empty.1pool",
     "drain.empty.2pools",
     "drain.history.1pool",

@@ -35,7 +35,7 @@ The METRICS_ADDR listener stops last, so the final counters can still be scraped
 A second signal exits at once with status 130."""
 
 _WAKE_UPS = """\
-new jobs: an api or serve process sends a NOTIFY (at most one per 25ms, however many
+new jobs: an api or serve process sends a NOTIFY (at most one per 2ms, however many
 jobs arrive) and idle workers in every worker or serve process claim at once; without
 it they find new jobs within POLL_INTERVAL. Set NOTIFY=false when the database is
 reached through a pooler in transaction mode (PgBouncer), where LISTEN does not work."""

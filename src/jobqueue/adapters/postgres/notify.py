@@ -44,9 +44,10 @@ _log = logging.getLogger("jobqueue.notify")
 Send = Callable[[], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
 
-# Short enough to be invisible next to a job's own latency, long enough that a burst of
-# submissions costs a handful of NOTIFYs per second, not one per job.
-DEFAULT_NOTIFY_INTERVAL = timedelta(milliseconds=25)
+# Short enough that a job submitted right after another waits at most this long for its
+# wake-up (pickup latency is measured in milliseconds); long enough that a burst of
+# submissions costs at most 500 NOTIFY transactions a second, not one per job.
+DEFAULT_NOTIFY_INTERVAL = timedelta(milliseconds=2)
 _SEND_TIMEOUT = timedelta(seconds=5)
 _RECONNECT_BACKOFF = Backoff(timedelta(milliseconds=250), timedelta(seconds=10))
 _CONNECT_TIMEOUT = timedelta(seconds=10)

@@ -192,7 +192,8 @@ class PostgresJobStore:
         # Autocommit too: the insert commits on its own, and the read that explains a key
         # conflict needs no transaction, only to run after the insert saw the winner.
         async with self._connection() as connection:
-            return await enqueue(connection, new)
+            # Announced by the caller (the API's coalescing notifier), not per statement.
+            return await enqueue(connection, new, announce=False)
 
     async def get(self, job_id: UUID) -> Job:
         row = await self._one(select(jobs).where(jobs.c.id == job_id))

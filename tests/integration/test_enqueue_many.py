@@ -1,0 +1,152 @@
+"""Enqueueing in-process: many jobs in one statement, and the wake-up each transaction
+sends to idle workers (`adapters.postgres.enqueue`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from jobqueue import enqueue, enqueue_many
+from jobqueue.adapters.postgres.notify import CHANNEL
+from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.domain.errors import IdempotencyConflict, InvalidJob
+from jobqueue.domain.job import NewJob
+from jobqueue.domain.status import Status
+from tests.support.job_rows import count_jobs
+from tests.support.postgres import dsn
+
+
+def job(n: int, key: str | None = None) -> NewJob:
+    return NewJob.build(
+        type="email", payload={"n": n, "to": f"{n}@example.com"}, idempotency_key=key
+    )
+
+
+async def test_many_jobs_are_one_statement_and_come_back_in_the_order_given(
+    engine: AsyncEngine,
+) -> None:
+    news = [job(n) for n in range(1_500)]
+    async with engine.begin() as connection:
+        submitted = await enqueue_many(connection, news)
+
+    assert [each.job.payload for each in submitted] == [new.payload for new in news]
+    assert not any(each.replayed for each in submitted)
+    assert len({each.job.id for each in submitted}) == 1_500
+    # What was returned is what was stored.
+    store = PostgresJobStore(engine)
+    for each in submitted[::250]:
+        assert await store.get(each.job.id) == each.job
+    assert await count_jobs(engine, Status.PENDING) == 1_500
+
+
+async def test_many_jobs_exist_only_if_the_transaction_commits(engine: AsyncEngine) -> None:
+    async def fails_after_enqueueing() -> None:
+        async with engine.begin() as connection:
+            await enqueue_many(connection, [job(n) for n in range(10)])
+            raise RuntimeError("the caller's own write failed")
+
+    with pytest.raises(RuntimeError):
+        await fails_after_enqueueing()
+    assert await count_jobs(engine) == 0
+
+
+async def test_taken_keys_are_replayed_and_a_different_request_is_refused(
+    engine: AsyncEngine,
+) -> None:
+    async with engine.begin() as connection:
+        [first] = await enqueue_many(connection, [job(1, key="k1")])
+    async with engine.begin() as connection:
+        again = await enqueue_many(connection, [job(2), job(1, key="k1"), job(3, key="k3")])
+    assert [each.replayed for each in again] == [False, True, False]
+    assert again[1].job == first.job
+
+    with pytest.raises(IdempotencyConflict):
+        async with engine.begin() as connection:
+            await enqueue_many(connection, [job(4), job(99, key="k1")])
+    assert await count_jobs(engine) == 3  # the refused call's other job rolled back too
+
+
+async def test_the_same_key_twice_in_one_call_is_one_job(engine: AsyncEngine) -> None:
+    async with engine.begin() as connection:
+        first, second = await enqueue_many(connection, [job(1, key="k"), job(1, key="k")])
+    assert (first.replayed, second.replayed) == (False, True)
+    assert first.job == second.job
+    assert await count_jobs(engine) == 1
+
+
+async def test_what_is_not_a_new_job_is_refused_before_anything_is_sent(
+    engine: AsyncEngine,
+) -> None:
+    async with engine.begin() as connection:
+        with pytest.raises(InvalidJob):
+            await enqueue_many(connection, [job(1), {"type": "email"}])  # type: ignore[list-item]
+    assert await count_jobs(engine) == 0
+
+
+async def test_nothing_to_enqueue_sends_nothing(engine: AsyncEngine) -> None:
+    async with engine.begin() as connection:
+        assert await enqueue_many(connection, []) == []
+
+
+# --- wake-ups --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def notifications(database_url: str) -> AsyncIterator[asyncio.Queue[str]]:
+    """Every notification on the workers' channel, as it arrives."""
+    received: asyncio.Queue[str] = asyncio.Queue()
+    listener = await asyncpg.connect(dsn(database_url))
+    await listener.add_listener(CHANNEL, lambda *args: received.put_nowait(args[2]))
+    try:
+        yield received
+    finally:
+        await listener.close()
+
+
+async def arrived(queue: asyncio.Queue[str], wait: float = 0.5) -> int:
+    """How many notifications arrive within `wait` seconds."""
+    await asyncio.sleep(wait)
+    count = 0
+    while not queue.empty():
+        queue.get_nowait()
+        count += 1
+    return count
+
+
+async def test_a_transaction_that_enqueues_notifies_once_when_it_commits(
+    engine: AsyncEngine, notifications: asyncio.Queue[str]
+) -> None:
+    async with engine.begin() as connection:
+        await enqueue(connection, job(1))
+        await enqueue(connection, job(2))
+        await enqueue_many(connection, [job(n) for n in range(3, 50)])
+        # Not before the commit: a worker woken now would find nothing.
+        assert await arrived(notifications, wait=0.3) == 0
+    assert await arrived(notifications) == 1
+
+
+async def test_a_rolled_back_enqueue_notifies_nobody(
+    engine: AsyncEngine, notifications: asyncio.Queue[str]
+) -> None:
+    async def rolled_back() -> None:
+        async with engine.begin() as connection:
+            await enqueue(connection, job(1))
+            raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError):
+        await rolled_back()
+    assert await arrived(notifications) == 0
+
+
+async def test_announce_false_sends_no_notification(
+    engine: AsyncEngine, notifications: asyncio.Queue[str]
+) -> None:
+    async with engine.begin() as connection:
+        await enqueue(connection, job(1), announce=False)
+        await enqueue_many(connection, [job(2)], announce=False)
+    assert await arrived(notifications) == 0
+    assert await count_jobs(engine) == 2
