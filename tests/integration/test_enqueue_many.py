@@ -150,3 +150,32 @@ async def test_announce_false_sends_no_notification(
         await enqueue_many(connection, [job(2)], announce=False)
     assert await arrived(notifications) == 0
     assert await count_jobs(engine) == 2
+
+
+# --- enqueue on its own (an engine: autocommit, one round trip) ----------------------------
+
+
+async def test_enqueue_on_an_engine_commits_at_once_and_then_wakes_workers(
+    engine: AsyncEngine, notifications: asyncio.Queue[str]
+) -> None:
+    submitted = await enqueue(engine, job(1))
+
+    assert await PostgresJobStore(engine).get(submitted.job.id) == submitted.job
+    assert await arrived(notifications) == 1
+    # A burst costs a few notifications, not one per job.
+    for n in range(2, 52):
+        await enqueue(engine, job(n))
+    assert 1 <= await arrived(notifications) < 50
+
+
+async def test_enqueue_on_an_engine_replays_keys_and_can_stay_quiet(
+    engine: AsyncEngine, notifications: asyncio.Queue[str]
+) -> None:
+    first = await enqueue(engine, job(1, key="k"), announce=False)
+    again = await enqueue(engine, job(1, key="k"))
+    assert (first.replayed, again.replayed) == (False, True)
+    assert again.job == first.job
+    # Neither announced: the first was asked not to, the replay created nothing new.
+    assert await arrived(notifications) == 0
+    with pytest.raises(IdempotencyConflict):
+        await enqueue(engine, job(2, key="k"))

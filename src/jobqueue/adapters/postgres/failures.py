@@ -89,7 +89,8 @@ def refused_values() -> Iterator[None]:
     """
     try:
         yield
-    except DBAPIError as exc:
+    except (DBAPIError, asyncpg.PostgresError) as exc:
+        # SQLAlchemy's wrapper, or asyncpg's own error from a statement sent on the driver.
         if not sqlstate(exc).startswith(_REFUSED_VALUE_CLASSES):
             raise
         raise InvalidJob(f"the job store refused the job: {reason(exc)}") from exc

@@ -46,7 +46,7 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.types import TypeEngine
 
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch
-from jobqueue.adapters.postgres.enqueue import enqueue, submit_in
+from jobqueue.adapters.postgres.enqueue import submit_in, submit_on_driver
 from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
@@ -191,9 +191,9 @@ class PostgresJobStore:
     async def submit(self, new: NewJob) -> Submitted:
         # Autocommit too: the insert commits on its own, and the read that explains a key
         # conflict needs no transaction, only to run after the insert saw the winner.
+        # Announced by the caller (the API's coalescing notifier), not per statement.
         async with self._connection() as connection:
-            # Announced by the caller (the API's coalescing notifier), not per statement.
-            return await enqueue(connection, new, announce=False)
+            return await submit_on_driver(connection, new)
 
     async def get(self, job_id: UUID) -> Job:
         row = await self._one(select(jobs).where(jobs.c.id == job_id))

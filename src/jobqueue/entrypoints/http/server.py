@@ -28,6 +28,9 @@ def http_server(app: ASGIApp, *, graceful_timeout: timedelta) -> uvicorn.Server:
     running when the listener closed get `graceful_timeout` (at least a second)."""
     config = uvicorn.Config(
         app,
+        # httptools (a dependency) over uvicorn's pure-Python parser; uvicorn's default
+        # event loop setting is left alone: uvloop measured no faster here.
+        http="httptools",
         lifespan="on",
         log_config=None,
         access_log=False,
