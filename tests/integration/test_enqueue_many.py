@@ -179,3 +179,15 @@ async def test_enqueue_on_an_engine_replays_keys_and_can_stay_quiet(
     assert await arrived(notifications) == 0
     with pytest.raises(IdempotencyConflict):
         await enqueue(engine, job(2, key="k"))
+
+
+async def test_enqueue_on_an_engine_leaves_no_task_behind(
+    engine: AsyncEngine, notifications: asyncio.Queue[str]
+) -> None:
+    for n in range(5):
+        await enqueue(engine, job(n))
+    assert await arrived(notifications) >= 1
+    # Nothing owed any more: the sender's task has ended, so dropping the engine or
+    # closing the loop leaves no pending task behind (asyncio would warn of it).
+    names = {task.get_name() for task in asyncio.all_tasks() if not task.done()}
+    assert "jobqueue wake-ups" not in names

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import fields
@@ -34,13 +35,22 @@ from sqlalchemy.pool import Pool
 
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
-from jobqueue.adapters.postgres.notify import CHANNEL, Notifier, pg_notify
+from jobqueue.adapters.postgres.notify import (
+    CHANNEL,
+    DEFAULT_NOTIFY_INTERVAL,
+    Send,
+    pg_notify,
+)
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
 from jobqueue.domain.job import Job, JsonValue, NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.status import Status
+
+_log = logging.getLogger("jobqueue.notify")
+# A wake-up that cannot be sent in this long is given up: the workers poll anyway.
+_SEND_TIMEOUT = 5.0
 
 _NEW_JOB_FIELDS = tuple(field.name for field in fields(NewJob))
 # A bulk call is one statement; past this it is split, so that one call cannot build a
@@ -255,7 +265,7 @@ async def _enqueue_committed(engine: AsyncEngine, new: NewJob, announce: bool) -
         async with _autocommit_of(engine).connect() as connection:
             submitted = await submit_on_driver(connection, new)
     if announce and not submitted.replayed:
-        _notifier_of(engine).job_available()
+        _wakeups_of(engine).job_available()
     return submitted
 
 
@@ -271,21 +281,58 @@ def _autocommit_of(engine: AsyncEngine) -> AsyncEngine:
     return autocommit
 
 
-# One wake-up notifier per engine and event loop, started on first use; it ends with its
-# loop (asyncio.run cancels it), sending what it still owes only while the loop runs.
-_NOTIFIERS: WeakKeyDictionary[Pool, dict[asyncio.AbstractEventLoop, Notifier]] = WeakKeyDictionary()
+# One wake-up sender per engine and event loop, made on first use.
+_WAKEUPS: WeakKeyDictionary[Pool, dict[asyncio.AbstractEventLoop, _Wakeups]] = WeakKeyDictionary()
 
 
-def _notifier_of(engine: AsyncEngine) -> Notifier:
+class _Wakeups:
+    """Coalesces the wake-ups of jobs enqueued on an engine: the first is sent at once,
+    those arriving while it is sent or during `DEFAULT_NOTIFY_INTERVAL` after it become one
+    more. The task sending them ends as soon as nothing is owed, so nothing lingers after
+    the producer's last job (no task left pending when its engine or loop goes away)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._owed = False
+        self._sending: asyncio.Task[None] | None = None
+        self._failing = False
+
+    def job_available(self) -> None:
+        self._owed = True
+        if self._sending is None or self._sending.done():
+            self._sending = asyncio.get_running_loop().create_task(
+                self._send_owed(), name="jobqueue wake-ups"
+            )
+
+    async def _send_owed(self) -> None:
+        interval = DEFAULT_NOTIFY_INTERVAL.total_seconds()
+        while self._owed:
+            self._owed = False
+            try:
+                async with asyncio.timeout(_SEND_TIMEOUT):
+                    await self._send()
+            except Exception as error:
+                if not self._failing:
+                    _log.warning(
+                        "could not send a wake-up notification; workers will find new "
+                        "jobs at their next poll",
+                        extra={"error": f"{type(error).__name__}: {error}"},
+                    )
+                self._failing = True
+            else:
+                self._failing = False
+            await asyncio.sleep(interval)
+
+
+def _wakeups_of(engine: AsyncEngine) -> _Wakeups:
     loop = asyncio.get_running_loop()
-    by_loop = _NOTIFIERS.setdefault(engine.sync_engine.pool, {})
-    notifier = by_loop.get(loop)
-    if notifier is None:
+    by_loop = _WAKEUPS.setdefault(engine.sync_engine.pool, {})
+    wakeups = by_loop.get(loop)
+    if wakeups is None:
         for stale in [each for each in by_loop if each.is_closed()]:
             del by_loop[stale]
-        notifier = by_loop[loop] = Notifier(pg_notify(engine))
-        notifier.start()
-    return notifier
+        wakeups = by_loop[loop] = _Wakeups(pg_notify(engine))
+    return wakeups
 
 
 async def submit_on_driver(connection: AsyncConnection, new: NewJob) -> Submitted:
