@@ -189,4 +189,4 @@ async def test_enqueue_on_an_engine_leaves_no_task_behind(
     # Nothing owed any more: the sender's task has ended, so dropping the engine or
     # closing the loop leaves no pending task behind (asyncio would warn of it).
     names = {task.get_name() for task in asyncio.all_tasks() if not task.done()}
-    assert "jobqueue wake-ups" not in names
+    assert "jobqueue notifier" not in names

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import event
 from sqlalchemy.engine import ExceptionContext, make_url
@@ -41,6 +42,20 @@ def normalize_url(url: str) -> str:
 def redact(url: str) -> str:
     """The URL with its password hidden, for logs."""
     return make_url(url).render_as_string(hide_password=True)
+
+
+# An autocommit view of each engine, made once per engine: setting the isolation level per
+# connection costs more than a one-statement operation itself.
+_AUTOCOMMIT: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
+
+
+def autocommit(engine: AsyncEngine) -> AsyncEngine:
+    """`engine` in autocommit (same pool): for operations that are one statement each, which
+    an explicit transaction would only add a BEGIN and a COMMIT round trip to."""
+    view = _AUTOCOMMIT.get(engine)
+    if view is None:
+        view = _AUTOCOMMIT[engine] = engine.execution_options(isolation_level="AUTOCOMMIT")
+    return view
 
 
 def create_engine(

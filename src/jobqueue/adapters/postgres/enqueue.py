@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 from collections.abc import Sequence
 from dataclasses import fields
@@ -33,24 +32,15 @@ from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool
 
+from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
-from jobqueue.adapters.postgres.notify import (
-    CHANNEL,
-    DEFAULT_NOTIFY_INTERVAL,
-    Send,
-    pg_notify,
-)
+from jobqueue.adapters.postgres.notify import CHANNEL, Notifier, pg_notify
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
 from jobqueue.domain.job import Job, JsonValue, NewJob
 from jobqueue.domain.ports import Submitted
-from jobqueue.domain.status import Status
-
-_log = logging.getLogger("jobqueue.notify")
-# A wake-up that cannot be sent in this long is given up: the workers poll anyway.
-_SEND_TIMEOUT = 5.0
 
 _NEW_JOB_FIELDS = tuple(field.name for field in fields(NewJob))
 # A bulk call is one statement; past this it is split, so that one call cannot build a
@@ -117,17 +107,8 @@ _bulk_rows = (
 _AS_GIVEN = [name for name in _BULK_COLUMNS if name != "payload"]
 # Only what the server decides is read back: the payload, decoded again, would cost more
 # than the insert itself for a thousand jobs, and is the caller's own value anyway.
-_DECIDED = (
-    jobs.c.id,
-    jobs.c.status,
-    jobs.c.attempts,
-    jobs.c.run_at,
-    jobs.c.locked_until,
-    jobs.c.lease_token,
-    jobs.c.last_error,
-    jobs.c.created_at,
-    jobs.c.updated_at,
-)
+_DECIDED = tuple(column for column in jobs.c if column.name not in _NEW_JOB_FIELDS)
+_DECIDED_NAMES = tuple(column.name for column in _DECIDED)
 _SUBMIT_MANY = (
     insert(jobs)
     .from_select(
@@ -224,24 +205,10 @@ async def _enqueue_batch(
 
 
 def _job(new: NewJob, decided: Any) -> Job:
-    # `_DECIDED`, then `announced` when the statement notified.
-    job_id, status, attempts, run_at, locked_until, token, error, created, updated, *_ = decided
-    return Job(
-        id=job_id,
-        type=new.type,
-        payload=new.payload,
-        status=Status(status),
-        attempts=attempts,
-        max_attempts=new.max_attempts,
-        run_at=run_at,
-        locked_until=locked_until,
-        lease_token=token,
-        last_error=error,
-        idempotency_key=new.idempotency_key,
-        created_at=created,
-        updated_at=updated,
-        traceparent=new.traceparent,
-    )
+    # The submission's own fields, and `_DECIDED` by position (then `announced`, when the
+    # statement notified: `zip` leaves it out).
+    named = dict(zip(_DECIDED_NAMES, decided, strict=False))
+    return job_from_row({**_columns(new), **named})
 
 
 def _new_ids(count: int) -> list[UUID]:
@@ -262,77 +229,28 @@ def _json_text(payload: JsonValue) -> str:
 
 async def _enqueue_committed(engine: AsyncEngine, new: NewJob, announce: bool) -> Submitted:
     with store_failures():
-        async with _autocommit_of(engine).connect() as connection:
+        async with autocommit(engine).connect() as connection:
             submitted = await submit_on_driver(connection, new)
     if announce and not submitted.replayed:
-        _wakeups_of(engine).job_available()
+        _notifier_of(engine).job_available()
     return submitted
 
 
-# An autocommit view of each engine, made once: setting it per connection costs more
-# than the statement.
-_AUTOCOMMIT: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
+# One wake-up notifier per engine and event loop, made and started on first use; its task
+# runs only while a wake-up is owed, so nothing is left pending when the engine goes.
+_NOTIFIERS: WeakKeyDictionary[Pool, dict[asyncio.AbstractEventLoop, Notifier]] = WeakKeyDictionary()
 
 
-def _autocommit_of(engine: AsyncEngine) -> AsyncEngine:
-    autocommit = _AUTOCOMMIT.get(engine)
-    if autocommit is None:
-        autocommit = _AUTOCOMMIT[engine] = engine.execution_options(isolation_level="AUTOCOMMIT")
-    return autocommit
-
-
-# One wake-up sender per engine and event loop, made on first use.
-_WAKEUPS: WeakKeyDictionary[Pool, dict[asyncio.AbstractEventLoop, _Wakeups]] = WeakKeyDictionary()
-
-
-class _Wakeups:
-    """Coalesces the wake-ups of jobs enqueued on an engine: the first is sent at once,
-    those arriving while it is sent or during `DEFAULT_NOTIFY_INTERVAL` after it become one
-    more. The task sending them ends as soon as nothing is owed, so nothing lingers after
-    the producer's last job (no task left pending when its engine or loop goes away)."""
-
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self._owed = False
-        self._sending: asyncio.Task[None] | None = None
-        self._failing = False
-
-    def job_available(self) -> None:
-        self._owed = True
-        if self._sending is None or self._sending.done():
-            self._sending = asyncio.get_running_loop().create_task(
-                self._send_owed(), name="jobqueue wake-ups"
-            )
-
-    async def _send_owed(self) -> None:
-        interval = DEFAULT_NOTIFY_INTERVAL.total_seconds()
-        while self._owed:
-            self._owed = False
-            try:
-                async with asyncio.timeout(_SEND_TIMEOUT):
-                    await self._send()
-            except Exception as error:
-                if not self._failing:
-                    _log.warning(
-                        "could not send a wake-up notification; workers will find new "
-                        "jobs at their next poll",
-                        extra={"error": f"{type(error).__name__}: {error}"},
-                    )
-                self._failing = True
-            else:
-                self._failing = False
-            await asyncio.sleep(interval)
-
-
-def _wakeups_of(engine: AsyncEngine) -> _Wakeups:
+def _notifier_of(engine: AsyncEngine) -> Notifier:
     loop = asyncio.get_running_loop()
-    by_loop = _WAKEUPS.setdefault(engine.sync_engine.pool, {})
-    wakeups = by_loop.get(loop)
-    if wakeups is None:
+    by_loop = _NOTIFIERS.setdefault(engine.sync_engine.pool, {})
+    notifier = by_loop.get(loop)
+    if notifier is None:
         for stale in [each for each in by_loop if each.is_closed()]:
             del by_loop[stale]
-        wakeups = by_loop[loop] = _Wakeups(pg_notify(engine))
-    return wakeups
+        notifier = by_loop[loop] = Notifier(pg_notify(engine))
+        notifier.start()
+    return notifier
 
 
 async def submit_on_driver(connection: AsyncConnection, new: NewJob) -> Submitted:

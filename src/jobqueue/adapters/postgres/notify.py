@@ -32,7 +32,7 @@ import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.adapters.postgres.database import driver_arguments
+from jobqueue.adapters.postgres.database import autocommit, driver_arguments
 from jobqueue.adapters.postgres.failures import reason
 from jobqueue.domain.backoff import Backoff
 
@@ -64,10 +64,11 @@ def pg_notify(engine: AsyncEngine) -> Send:
     transaction of its own (autocommit), never inside a job's."""
     statement = text("SELECT pg_notify(:channel, '')").bindparams(channel=CHANNEL)
 
+    in_autocommit = autocommit(engine)
+
     async def send() -> None:
-        async with engine.connect() as connection:
-            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            await autocommit.execute(statement)
+        async with in_autocommit.connect() as connection:
+            await connection.execute(statement)
 
     return send
 
@@ -117,6 +118,10 @@ class Notifier(_Background):
     The first call after a quiet spell is sent at once; calls made while a send is in
     flight or during the interval after it become one more send when the interval ends.
     Failures are logged, never raised: the caller is a request that already succeeded.
+
+    The task sending them runs only while something is owed: it ends after the interval
+    that follows its last send, and the next call starts another. So a notifier left
+    behind (a producer dropping its engine) leaves no task pending.
     """
 
     def __init__(
@@ -137,34 +142,42 @@ class Notifier(_Background):
         self._send_timeout = send_timeout.total_seconds()
         self._sleep = sleep
         self._wanted = asyncio.Event()
+        self._started = False
         self._closed = False
         self._failing = False
 
     def job_available(self) -> None:
         """Note that a job became due; returns at once, sends nothing itself."""
-        if not self._closed:
-            self._wanted.set()
+        if self._closed:
+            return
+        self._wanted.set()
+        if self._started:
+            self._send_owed()
 
     _task_name = "notifier"
 
     def start(self) -> None:
-        if self._closed:
+        if self._closed or self._started:
             raise RuntimeError("a Notifier is started once")
-        super().start()
+        self._started = True
+        if self._wanted.is_set():
+            self._send_owed()
+
+    def _send_owed(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name=f"jobqueue {self._task_name}")
 
     async def aclose(self, *, flush: bool = True) -> None:
         """Stop. With `flush`, a wake-up still owed is sent first (bounded by the send
         timeout), so the last submissions before a shutdown are announced too."""
         self._closed = True
-        was_running = self._task is not None
         await self._cancel()
-        if was_running and flush and self._wanted.is_set():
+        if self._started and flush and self._wanted.is_set():
             self._wanted.clear()
             await self._send_logged()
 
     async def _run(self) -> None:
-        while True:
-            await self._wanted.wait()
+        while self._wanted.is_set():
             self._wanted.clear()
             try:
                 await self._send_logged()

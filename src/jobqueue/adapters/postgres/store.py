@@ -45,6 +45,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 from sqlalchemy.types import TypeEngine
 
+from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch
 from jobqueue.adapters.postgres.enqueue import submit_in, submit_on_driver
 from jobqueue.adapters.postgres.failures import store_failures
@@ -186,7 +187,7 @@ class PostgresJobStore:
         self._engine = engine
         # Every operation is one statement, atomic on its own: an explicit transaction
         # would only add a BEGIN and a COMMIT round trip to each. Shares engine's pool.
-        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._autocommit = autocommit(engine)
 
     async def submit(self, new: NewJob) -> Submitted:
         # Autocommit too: the insert commits on its own, and the read that explains a key

@@ -107,11 +107,6 @@ class WorkerPool:
         """Jobs claimed ahead of need, waiting for a worker (see `prefetch`)."""
         return len(self._ready)
 
-    @property
-    def held_leases(self) -> int:
-        """Leases held now: running attempts, jobs claimed ahead, outcomes being written."""
-        return len(self._held)
-
     def stop(self) -> None:
         """Stop claiming and begin the graceful shutdown; safe to call more than once."""
         self._stopping.set()
