@@ -61,19 +61,11 @@ def _announcing(inserted: Any) -> Any:
     return select(*rows.c, notify)
 
 
-# One bound value per NewJob field, typed by the table's column of the same name.
+# One bound value per NewJob field, typed by the table's column of the same name, but the
+# payload as JSON text cast by the server: the driver path (`PostgresJobStore.submit`,
+# `enqueue(engine)`) skips exactly SQLAlchemy's JSONB conversion, and one statement
+# serves both paths.
 _SUBMIT = (
-    insert(jobs)
-    .values({name: bindparam(name, type_=jobs.c[name].type) for name in _NEW_JOB_FIELDS})
-    .on_conflict_do_nothing(**_key_conflict)
-    .returning(*jobs.c)
-)
-_SUBMIT_ANNOUNCED = _announcing(_SUBMIT)
-
-# The same insert for a connection of the store's own (`PostgresJobStore.submit`, the
-# HTTP path), sent on the driver (`driver.py`): the payload as JSON text cast by the
-# server, since SQLAlchemy's JSONB conversion is exactly what the driver path skips.
-_SUBMIT_SENT = DriverStatement(
     insert(jobs)
     .values(
         {
@@ -86,6 +78,8 @@ _SUBMIT_SENT = DriverStatement(
     .on_conflict_do_nothing(**_key_conflict)
     .returning(*jobs.c)
 )
+_SUBMIT_ANNOUNCED = _announcing(_SUBMIT)
+_SUBMIT_SENT = DriverStatement(_SUBMIT)
 
 # Many jobs: one row per element of parallel arrays. The ids are made here, so that each
 # returned row is matched to its submission whatever order the server returns them in.
@@ -143,7 +137,7 @@ async def enqueue(
         return await _enqueue_committed(connection, new, announce)
     statement = _SUBMIT_ANNOUNCED if announce else _SUBMIT
     with store_failures(), refused_values():
-        inserted = await connection.execute(statement, _columns(new))
+        inserted = await connection.execute(statement, _values(new))
         row = inserted.mappings().one_or_none()
         if row is not None:
             return Submitted(job_from_row(row), replayed=False)
@@ -257,14 +251,18 @@ async def submit_on_driver(connection: AsyncConnection, new: NewJob) -> Submitte
     """`enqueue` without the wake-up, on a pooled autocommit connection the caller owns
     alone: what the HTTP path calls, a third of the client CPU of going through
     SQLAlchemy (measured). A failed statement invalidates the connection (`driver.py`)."""
-    values = {**_columns(new), "payload": _json_text(new.payload)}
     with store_failures(), refused_values():
-        rows = await fetch(connection, _SUBMIT_SENT, values)
+        rows = await fetch(connection, _SUBMIT_SENT, _values(new))
         if rows:
             return Submitted(job_from_row(rows[0]), replayed=False)
         if new.idempotency_key is None:  # pragma: no cover - only the key's index can conflict
             raise StoreUnavailable("the job store inserted no row and reported no conflict")
         return await _replay(connection, new, new.idempotency_key)
+
+
+def _values(new: NewJob) -> dict[str, object]:
+    """The insert's parameters for `new`: its fields, the payload as JSON text."""
+    return {**_columns(new), "payload": _json_text(new.payload)}
 
 
 def _columns(new: NewJob) -> dict[str, object]:

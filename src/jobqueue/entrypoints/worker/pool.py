@@ -156,17 +156,15 @@ class WorkerPool:
             return False
         del self._held[lease]
         attempt.lost = True
+        self._observer.lease_lost(attempt.job)
         if attempt.task is None:
             # Claimed ahead and never started: nothing runs, nothing to write.
             self._ready.remove(attempt)
-            self._observer.lease_lost(attempt.job)
             return True
         attempt.stop.request(StopReason.LEASE_LOST)
-        self._observer.lease_lost(attempt.job)
-        task = attempt.task
-        if task is not None and not task.done() and not attempt.recording:
+        if not attempt.task.done():
             # Stopped at once: another process may already be running the job.
-            task.cancel()
+            attempt.task.cancel()
         return True
 
     # --- claiming -----------------------------------------------------------------------
@@ -235,9 +233,9 @@ class WorkerPool:
 
     def _start_ready(self) -> None:
         """Give every free worker its next claimed job."""
+        if self._stopping.is_set():
+            return  # shutdown gives them back
         while self._ready and len(self._attempts) < self._config.workers:
-            if self._stopping.is_set():
-                return  # shutdown gives the rest back
             attempt = self._ready.popleft()
             attempt.started = time.monotonic()
             task = asyncio.create_task(
