@@ -97,23 +97,8 @@ class InMemoryJobStore:
                 raise IdempotencyConflict(new.idempotency_key)
             return Submitted(_detached(earlier), replayed=True)
         now = self.clock()
-        job = Job(
-            id=uuid.uuid4(),
-            type=new.type,
-            # A copy, as a database keeps: the caller may go on mutating its own.
-            payload=copy.deepcopy(new.payload),
-            status=Status.PENDING,
-            attempts=0,
-            max_attempts=new.max_attempts,
-            run_at=now,
-            locked_until=None,
-            lease_token=0,
-            last_error=None,
-            idempotency_key=new.idempotency_key,
-            created_at=now,
-            updated_at=now,
-            traceparent=new.traceparent,
-        )
+        # The payload a copy, as a database keeps: the caller may go on mutating its own.
+        job = replace(new, payload=copy.deepcopy(new.payload)).stored(uuid.uuid4(), now)
         self._jobs[job.id] = job
         self._sequence[job.id] = next(self._counter)
         if new.idempotency_key is not None:

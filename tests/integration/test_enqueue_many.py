@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import asyncpg
 import pytest
@@ -26,7 +27,7 @@ def job(n: int, key: str | None = None) -> NewJob:
     )
 
 
-async def test_many_jobs_are_one_statement_and_come_back_in_the_order_given(
+async def test_many_jobs_come_back_in_the_order_given_exactly_as_stored(
     engine: AsyncEngine,
 ) -> None:
     news = [job(n) for n in range(1_500)]
@@ -41,6 +42,53 @@ async def test_many_jobs_are_one_statement_and_come_back_in_the_order_given(
     for each in submitted[::250]:
         assert await store.get(each.job.id) == each.job
     assert await count_jobs(engine, Status.PENDING) == 1_500
+
+
+async def test_copied_jobs_are_stored_as_a_single_enqueue_stores_them(
+    engine: AsyncEngine,
+) -> None:
+    """Jobs without keys are written by COPY, which sets every column itself: they must
+    match, column for column, what the server's defaults give a single insert."""
+    async with engine.begin() as connection:
+        single = await enqueue(connection, job(1))
+        [copied] = await enqueue_many(connection, [job(1)])
+    ignored = {"id": None}
+    assert replace(copied.job, **ignored) == replace(single.job, **ignored)
+    assert copied.job.run_at == copied.job.created_at == copied.job.updated_at
+    assert await PostgresJobStore(engine).get(copied.job.id) == copied.job
+
+
+async def test_a_refused_payload_fails_the_call_and_leaves_the_connection_usable(
+    engine: AsyncEngine,
+) -> None:
+    # A lone surrogate passes `build` (it is a str) and is refused by the server's jsonb.
+    bad = NewJob.build(type="email", payload={"to": "\ud800"})
+    for keyed in (None, "k"):
+        news = [job(1), replace(bad, idempotency_key=keyed)]
+        with pytest.raises(InvalidJob):
+            async with engine.begin() as connection:
+                await enqueue_many(connection, news)
+    assert await count_jobs(engine) == 0
+    # The pool's connections still work, whichever path refused the job.
+    for _ in range(3):
+        async with engine.begin() as connection:
+            await enqueue_many(connection, [job(2)])
+    assert await count_jobs(engine) == 3
+
+
+async def test_enqueue_many_on_an_engine_is_one_transaction_of_its_own(
+    engine: AsyncEngine, notifications: asyncio.Queue[str]
+) -> None:
+    submitted = await enqueue_many(engine, [job(n) for n in range(20)])
+    assert await count_jobs(engine) == 20
+    assert await PostgresJobStore(engine).get(submitted[7].job.id) == submitted[7].job
+    assert await arrived(notifications) == 1
+
+    bad = NewJob.build(type="email", payload={"to": "\ud800"})
+    with pytest.raises(InvalidJob):
+        await enqueue_many(engine, [job(21), bad])
+    assert await count_jobs(engine) == 20  # all or nothing
+    assert await arrived(notifications) == 0
 
 
 async def test_many_jobs_exist_only_if_the_transaction_commits(engine: AsyncEngine) -> None:

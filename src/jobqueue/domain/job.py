@@ -157,6 +157,26 @@ class NewJob:
             traceparent=traceparent,
         )
 
+    def stored(self, job_id: UUID, now: datetime) -> Job:
+        """The job this submission becomes when stored at `now` (the store's clock):
+        pending and due at once, no attempt made, never leased."""
+        return Job(
+            id=job_id,
+            type=self.type,
+            payload=self.payload,
+            status=Status.PENDING,
+            attempts=0,
+            max_attempts=self.max_attempts,
+            run_at=now,
+            locked_until=None,
+            lease_token=0,
+            last_error=None,
+            idempotency_key=self.idempotency_key,
+            created_at=now,
+            updated_at=now,
+            traceparent=self.traceparent,
+        )
+
 
 def _check_type(job_type: object, registered: Collection[str] | None) -> None:
     if not isinstance(job_type, str) or not job_type.strip():

@@ -22,6 +22,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import fields
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
@@ -33,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool
 
 from jobqueue.adapters.postgres.database import autocommit
-from jobqueue.adapters.postgres.driver import DriverStatement, fetch
+from jobqueue.adapters.postgres.driver import DriverStatement, driver_of, fetch
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
 from jobqueue.adapters.postgres.notify import CHANNEL, Notifier, pg_notify
 from jobqueue.adapters.postgres.rows import job_from_row
@@ -41,8 +42,10 @@ from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
 from jobqueue.domain.job import Job, JsonValue, NewJob
 from jobqueue.domain.ports import Submitted
+from jobqueue.domain.status import Status
 
 _NEW_JOB_FIELDS = tuple(field.name for field in fields(NewJob))
+_JOB_FIELDS = tuple(field.name for field in fields(Job))
 # A bulk call is one statement; past this it is split, so that one call cannot build a
 # statement the server must hold in memory whole (ten thousand jobs is ~ten MB of JSON).
 MAX_BULK = 10_000
@@ -147,31 +150,69 @@ async def enqueue(
 
 
 async def enqueue_many(
-    connection: AsyncConnection, news: Sequence[NewJob], *, announce: bool = True
+    connection: AsyncConnection | AsyncEngine, news: Sequence[NewJob], *, announce: bool = True
 ) -> list[Submitted]:
-    """Submit every job of `news` inside the caller's connection and transaction, in one
-    statement per `MAX_BULK` jobs; return their `Submitted`, in the order given.
+    """Submit every job of `news` inside the caller's connection and transaction, or on
+    its own; return their `Submitted`, in the order given.
 
-    Like `enqueue`, job for job: all or none exist once the transaction ends, idle
-    workers are told once, and a job whose Idempotency-Key is taken is answered with the
-    job holding it (`replayed`), or refused with `IdempotencyConflict` when that job is
-    a different request (which fails the whole call: the caller's transaction should
-    then roll back). The returned jobs carry the caller's payload objects as given.
+    Like `enqueue`, job for job: all or none exist once the transaction ends (given an
+    engine, the call is one transaction of its own), idle workers are told once, and a job
+    whose Idempotency-Key is taken is answered with the job holding it (`replayed`), or
+    refused with `IdempotencyConflict` when that job is a different request (which fails
+    the whole call: the caller's transaction should then roll back). The returned jobs
+    carry the caller's payload objects as given.
+
+    Jobs without an Idempotency-Key are written by COPY, a third of the server's time of
+    an INSERT (measured); a call where any job has a key is one `INSERT ... ON CONFLICT`
+    per `MAX_BULK` jobs instead, since only an INSERT can meet a conflict.
     """
-    submitted: list[Submitted] = []
-    for start in range(0, len(news), MAX_BULK):
-        submitted += await _enqueue_batch(connection, news[start : start + MAX_BULK], announce)
-    return submitted
-
-
-async def _enqueue_batch(
-    connection: AsyncConnection, news: Sequence[NewJob], announce: bool
-) -> list[Submitted]:
-    if not news:
-        return []
+    if isinstance(connection, AsyncEngine):
+        with store_failures():
+            async with connection.begin() as own:
+                return await enqueue_many(own, news, announce=announce)
     for new in news:
         if not isinstance(new, NewJob):
             raise InvalidJob(f"enqueue_many takes NewJob values, got a {type(new).__name__}")
+    if not news:
+        return []
+    if all(new.idempotency_key is None for new in news):
+        return await _copy(connection, news, announce)
+    submitted: list[Submitted] = []
+    for start in range(0, len(news), MAX_BULK):
+        submitted += await _insert_batch(connection, news[start : start + MAX_BULK], announce)
+    return submitted
+
+
+# COPY sets every column itself, from the domain's own stored job: no server default is
+# read back, and what the caller is returned is exactly what was written.
+_COPIED = tuple(name for name in _JOB_FIELDS if name not in ("payload", "status"))
+_COPY_COLUMNS = ("payload", "status", *_COPIED)
+_copied_values = attrgetter(*_COPIED)
+# The clock the jobs are stored at, read first: in the caller's transaction, this is the
+# statement that opens it (SQLAlchemy begins on first execute, not on COPY). NOTIFY here
+# is delivered, like the insert's, on commit only.
+_CLOCK = select(func.now())
+_CLOCK_ANNOUNCED = _CLOCK.add_columns(func.pg_notify(CHANNEL, ""))
+
+
+async def _copy(
+    connection: AsyncConnection, news: Sequence[NewJob], announce: bool
+) -> list[Submitted]:
+    with store_failures(), refused_values():
+        clock = await connection.execute(_CLOCK_ANNOUNCED if announce else _CLOCK)
+        now = clock.scalar_one()
+        ids = _new_ids(len(news))
+        stored = [new.stored(job_id, now) for job_id, new in zip(ids, news, strict=True)]
+        pending = Status.PENDING.value
+        records = [(_json_text(job.payload), pending, *_copied_values(job)) for job in stored]
+        async with driver_of(connection) as driver:
+            await driver.copy_records_to_table(jobs.name, records=records, columns=_COPY_COLUMNS)
+    return [Submitted(job, replayed=False) for job in stored]
+
+
+async def _insert_batch(
+    connection: AsyncConnection, news: Sequence[NewJob], announce: bool
+) -> list[Submitted]:
     ids = _new_ids(len(news))
     parameters = {
         "each_id": ids,
@@ -211,12 +252,16 @@ def _new_ids(count: int) -> list[UUID]:
     return [UUID(bytes=raw[i : i + 16], version=4) for i in range(0, 16 * count, 16)]
 
 
+# `json`, not msgspec (5x faster): msgspec writes NaN as null, changing the data of a
+# NewJob made without `build`. NaN is refused here, a lone surrogate by the server
+# (escaped by `ensure_ascii`), as the SQLAlchemy path refuses them. One encoder, made
+# once: `json.dumps` with arguments makes a new one per call, at twice the cost.
+_encode_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
 def _json_text(payload: JsonValue) -> str:
-    # `json`, not msgspec (5x faster): msgspec writes NaN as null, changing the data of a
-    # NewJob made without `build`. NaN is refused here, a lone surrogate by the server
-    # (escaped by `ensure_ascii`), as the SQLAlchemy path refuses them.
     try:
-        return json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        return _encode_json(payload)
     except ValueError as error:
         raise InvalidJob(f"the job store refused the job: payload is not JSON ({error})") from None
 
