@@ -59,6 +59,40 @@ async def test_batched_writes_answer_with_the_leases_they_held(engine: AsyncEngi
     assert recorded == {first.lease, second.lease}
 
 
+async def test_endings_and_the_next_claim_go_in_one_statement(engine: AsyncEngine) -> None:
+    store = PostgresJobStore(engine)
+    for n in range(4):
+        await store.submit(NewJob(type="email", max_attempts=3, payload={"n": n}))
+    first, second = await store.claim(2, LEASE)
+    stale = type(first.lease)(first.id, first.lease_token - 1)
+
+    held, claimed = await store.record_and_claim(
+        [
+            (first.lease, Decision.complete()),
+            (second.lease, Decision.release()),
+            (stale, Decision.complete()),
+        ],
+        5,
+        LEASE,
+    )
+
+    assert held == {first.lease, second.lease}
+    # The two still pending, and not the one released by the same statement: both parts
+    # see the table as it was before it.
+    assert sorted(str(job.payload) for job in claimed) == ["{'n': 2}", "{'n': 3}"]
+    for job in claimed:
+        assert job == await store.get(job.id)
+    assert (await store.get(first.id)).status.value == "completed"
+    # Released, it is claimable by the next call; a claim finding nothing still answers
+    # for its endings.
+    held, [again] = await store.record_and_claim(
+        [(claimed[0].lease, Decision.complete())], 5, LEASE
+    )
+    assert (held, again.id) == ({claimed[0].lease}, second.id)
+    held, none = await store.record_and_claim([(again.lease, Decision.complete())], 5, LEASE)
+    assert (held, list(none)) == ({again.lease}, [])
+
+
 def test_a_statement_whose_values_sqlalchemy_converts_is_refused() -> None:
     # JSON is serialised by SQLAlchemy before the driver sees it: sent raw, it would not be.
     with pytest.raises(TypeError, match="converts"):

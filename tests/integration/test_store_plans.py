@@ -42,6 +42,12 @@ async def _record_many_unknown(store: PostgresJobStore) -> None:
     assert await store.record_many(endings) == set()
 
 
+async def _record_and_claim_unknown(store: PostgresJobStore) -> None:
+    endings = [(Lease(uuid4(), 1), Decision.complete()) for _ in range(8)]
+    held, _ = await store.record_and_claim(endings, 5, timedelta(minutes=5))
+    assert held == set()
+
+
 async def _renew_unknown(store: PostgresJobStore) -> None:
     leases = [Lease(uuid4(), 1) for _ in range(8)]
     assert await store.renew(leases, timedelta(seconds=30)) == set()
@@ -55,6 +61,8 @@ HOT_PATH: dict[str, tuple[StoreCall, tuple[str, ...]]] = {
     "claim": (lambda store: store.claim(5, timedelta(minutes=5)), ("ix_jobs_due",)),
     "recover": (lambda store: store.recover_expired(5), ("ix_jobs_lease_expiry",)),
     "record_many": (_record_many_unknown, ("pk_jobs", "ix_jobs_lease_expiry")),
+    # Its endings are record_many's; the claim in it must still find its index.
+    "record_and_claim": (_record_and_claim_unknown, ("ix_jobs_due",)),
     "renew": (_renew_unknown, ("pk_jobs", "ix_jobs_lease_expiry")),
 }
 

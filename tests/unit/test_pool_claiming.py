@@ -15,6 +15,7 @@ from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker import pool as pool_module
 from jobqueue.entrypoints.worker.pool import WorkerPool
+from jobqueue.entrypoints.worker.prefetch import AHEAD_PER_WORKER
 from tests.fakes import InMemoryJobStore, wall_clock
 from tests.unit.pool_harness import config, eventually, make_pool, running, settled, submit
 
@@ -65,7 +66,7 @@ async def test_pool_never_runs_more_than_workers_attempts_at_once() -> None:
     assert peak == 3
 
 
-async def test_pool_claims_at_most_a_batch_ahead_and_starts_claimed_jobs_as_workers_free() -> None:
+async def test_pool_claims_at_most_the_prefetch_ahead_and_starts_jobs_as_workers_free() -> None:
     store = ClaimRecordingStore()
     registry = Registry()
     pool = make_pool(store, registry, config(workers=3))
@@ -84,11 +85,12 @@ async def test_pool_claims_at_most_a_batch_ahead_and_starts_claimed_jobs_as_work
             await settled(store, job)
             started_while_free.append(pool.in_flight <= 3)
 
-    assert len(store.claims) >= 7  # 40 jobs, at most 6 a claim
+    most = (1 + AHEAD_PER_WORKER) * 3
+    assert len(store.claims) >= 40 // most
     for limit, in_flight, ahead in store.claims:
         assert limit >= 1
-        # Never more than one batch claimed beyond the workers (see `prefetch`).
-        assert in_flight + ahead + limit <= 2 * 3
+        # Never more than the prefetch's most claimed beyond the workers.
+        assert in_flight + ahead + limit <= most
         # A claimed job waits only while every worker is busy.
         assert ahead == 0 or in_flight == 3
     assert all(started_while_free)

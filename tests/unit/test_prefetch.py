@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobqueue.entrypoints.worker.prefetch import Prefetch
+from jobqueue.entrypoints.worker.prefetch import AHEAD_PER_WORKER, Prefetch
 
 
 def test_nothing_is_claimed_ahead_before_anything_was_measured() -> None:
@@ -12,11 +12,11 @@ def test_nothing_is_claimed_ahead_before_anything_was_measured() -> None:
     assert prefetch.depth == 0  # no run time yet
 
 
-def test_short_jobs_get_a_full_batch_ahead() -> None:
+def test_short_jobs_get_several_batches_ahead_and_no_more() -> None:
     prefetch = Prefetch(workers=10)
     prefetch.claimed(0.002)
-    prefetch.ran(0.0001)
-    assert prefetch.depth == 10
+    prefetch.ran(0.0001)  # each slot finishes 20 jobs while a claim is out
+    assert prefetch.depth == AHEAD_PER_WORKER * 10 < 200
 
 
 def test_long_jobs_get_none() -> None:
@@ -37,7 +37,7 @@ def test_depth_follows_jobs_that_get_longer() -> None:
     prefetch = Prefetch(workers=10)
     prefetch.claimed(0.002)
     prefetch.ran(0.0001)
-    assert prefetch.depth == 10
+    assert prefetch.depth == AHEAD_PER_WORKER * 10
     for _ in range(60):
         prefetch.ran(2.0)
     assert prefetch.depth == 0

@@ -55,6 +55,14 @@ class JobStore(Protocol):
         """
         ...
 
+    async def record_and_claim(
+        self, endings: Sequence[tuple[Lease, Decision]], limit: int, lease: timedelta
+    ) -> tuple[set[Lease], Sequence[Job]]:
+        """`record_many(endings)` and `claim(limit, lease)` at once, atomically: one write
+        where a busy pool would make two. The claim does not see the endings' effects: a
+        job they make due again is claimable from the next call on."""
+        ...
+
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
         """Extend, in one write, each of `leases` that still holds its job to `lease` from
         now (the store's clock); return those that held. A lease not returned is lost."""

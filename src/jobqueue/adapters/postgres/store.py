@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -37,6 +37,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    true,
     union_all,
     update,
 )
@@ -168,6 +169,23 @@ _RECORD_MANY = (
 )
 _RECORD_MANY_SENT = DriverStatement(_RECORD_MANY)
 
+# A batch of endings and the next claim in one statement: one round trip and one commit
+# where a busy pool would spend two. The two parts touch disjoint rows (the endings'
+# jobs are processing in the statement's snapshot, the claim takes only pending ones),
+# so neither sees nor needs the other's effects. The leases that held come back as two
+# arrays on every row, and the claim's rows are LEFT JOINed so that a claim finding
+# nothing still returns one row carrying them.
+_ended = _RECORD_MANY.cte("ended")
+_leases_held = select(
+    func.array_agg(_ended.c.id).label("ended_ids"),
+    func.array_agg(_ended.c.lease_token).label("ended_tokens"),
+).subquery("held")
+_claimed = _CLAIM.cte("claimed")
+_RECORD_AND_CLAIM = select(_leases_held, _claimed).select_from(
+    _leases_held.outerjoin(_claimed, true())
+)
+_RECORD_AND_CLAIM_SENT = DriverStatement(_RECORD_AND_CLAIM)
+
 # Lease renewal: every held lease of a process in one statement, fenced like an outcome
 # write; a lease not returned is no longer held (recovered, or superseded).
 _held = _leases_with("held")
@@ -178,6 +196,28 @@ _RENEW = (
     .returning(jobs.c.id, jobs.c.lease_token)
 )
 _RENEW_SENT = DriverStatement(_RENEW)
+
+
+def _ending_arrays(endings: Sequence[tuple[Lease, Decision]]) -> dict[str, list[Any]]:
+    decisions = [decision for _, decision in endings]
+    return _arrays(
+        [lease for lease, _ in endings],
+        status=[decision.status.value for decision in decisions],
+        error=[decision.error for decision in decisions],
+        delay=[decision.delay for decision in decisions],
+        refund=[1 if decision.gives_back_attempt else 0 for decision in decisions],
+    )
+
+
+def _check_claim(limit: int, lease: timedelta) -> None:
+    if limit < 1:
+        raise ValueError(f"claim limit must be at least 1, got {limit}")
+    if lease <= timedelta(0):
+        raise ValueError(f"lease must be positive, got {lease}")
+
+
+def _due_time(job: Job) -> datetime:
+    return job.run_at
 
 
 class PostgresJobStore:
@@ -203,27 +243,35 @@ class PostgresJobStore:
         return job_from_row(row)
 
     async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
-        if limit < 1:
-            raise ValueError(f"claim limit must be at least 1, got {limit}")
-        if lease <= timedelta(0):
-            raise ValueError(f"lease must be positive, got {lease}")
+        _check_claim(limit, lease)
         async with self._connection() as connection:
             rows = await fetch(connection, _CLAIM_SENT, {"limit": limit, "lease": lease})
         claimed = [job_from_row(row) for row in rows]
-        return sorted(claimed, key=lambda job: job.run_at)
+        return sorted(claimed, key=_due_time)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         if not endings:
             return set()
-        decisions = [decision for _, decision in endings]
-        parameters = _arrays(
-            [lease for lease, _ in endings],
-            status=[decision.status.value for decision in decisions],
-            error=[decision.error for decision in decisions],
-            delay=[decision.delay for decision in decisions],
-            refund=[1 if decision.gives_back_attempt else 0 for decision in decisions],
-        )
-        return await self._leases(_RECORD_MANY_SENT, parameters)
+        return await self._leases(_RECORD_MANY_SENT, _ending_arrays(endings))
+
+    async def record_and_claim(
+        self, endings: Sequence[tuple[Lease, Decision]], limit: int, lease: timedelta
+    ) -> tuple[set[Lease], Sequence[Job]]:
+        _check_claim(limit, lease)
+        if not endings:
+            return set(), await self.claim(limit, lease)
+        parameters = {**_ending_arrays(endings), "limit": limit, "lease": lease}
+        async with self._connection() as connection:
+            rows = await fetch(connection, _RECORD_AND_CLAIM_SENT, parameters)
+        first = rows[0]
+        held = {
+            Lease(job_id, token)
+            for job_id, token in zip(
+                first["ended_ids"] or (), first["ended_tokens"] or (), strict=True
+            )
+        }
+        claimed = [job_from_row(row) for row in rows if row["id"] is not None]
+        return held, sorted(claimed, key=_due_time)
 
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
         if lease <= timedelta(0):

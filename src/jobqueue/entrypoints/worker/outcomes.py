@@ -6,6 +6,12 @@ flight goes out on the next turn of the event loop, together with whatever ended
 same turn, so an idle pool adds no delay; endings arriving while a write is in flight go
 out together in the next one.
 
+A busy pool claims again as often as it writes, so its claims carry the endings
+(`JobStore.record_and_claim`): one statement and one commit instead of two. While a
+claim is on its way (between `take` and `flush`), endings wait for the next claim instead
+of starting a write of their own; the pool flushes before it waits for anything, so an
+ending never waits longer than the claim loop's next turn.
+
 A write that fails for a transient reason (the database restarting, a connection
 killed, a statement timed out) is tried again with jittered backoff, the whole batch at
 once, for as long as each ending's lease may still be held: an attempt whose handler
@@ -17,6 +23,7 @@ left to lease recovery, which counts the attempt.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 import time
@@ -64,7 +71,7 @@ Deadline = Callable[[], float]
 
 
 @dataclass(slots=True, eq=False)
-class _Pending:
+class Ending:
     lease: Lease
     decision: Decision
     deadline: Deadline
@@ -93,70 +100,131 @@ class OutcomeWriter:
         self._backoff = backoff
         self._rand = rand
         self._clock = clock
-        self._waiting: list[_Pending] = []
+        self._waiting: list[Ending] = []
         self._writer: asyncio.Task[None] | None = None
+        # Failed tries in a row; while there are any, the writer's own task retries
+        # with backoff and claims carry nothing.
+        self._failures = 0
+        # A claim will carry what waits: no write of the writer's own is started.
+        self._carried_next = False
+        # The context of the first ending that waited for a claim: a write started for
+        # it later (`flush`) is traced as part of that attempt, as an immediate one is.
+        self._context: contextvars.Context | None = None
+
+    @property
+    def timeout(self) -> float:
+        """Seconds one try of a write may take."""
+        return self._timeout
 
     def write(
         self, lease: Lease, decision: Decision, deadline: Deadline
     ) -> asyncio.Future[WriteResult]:
         """Queue the ending; the future says how it went. It never raises."""
         done: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Pending(lease, decision, deadline, done))
+        self._waiting.append(Ending(lease, decision, deadline, done))
         if self._writer is None:
-            # Not cancelled by anyone: shutdown waits for the attempts' futures, every try
-            # is bounded by the timeout and every ending by its deadline, so the writer
-            # always comes to an end. It runs in the context of the attempt that started
-            # it, so a traced batch write is a span of that attempt.
-            self._writer = asyncio.create_task(self._write_all(), name="jobqueue outcomes")
+            if self._carried_next:
+                if self._context is None:
+                    self._context = contextvars.copy_context()
+            else:
+                self._start(None)
         return done
+
+    def take(self) -> list[Ending]:
+        """The endings a claim about to be sent should carry (maybe none); report how it
+        went with `carried` or `carry_failed`. Until `flush`, later endings wait for the
+        next claim."""
+        self._carried_next = True
+        if self._writer is not None or self._failures:
+            return []  # the writer's own task has them, or is retrying with backoff
+        batch = self._waiting[: self._max_batch]
+        del self._waiting[: self._max_batch]
+        for pending in batch:
+            pending.tries += 1
+        return batch
+
+    def carried(self, batch: list[Ending], held: set[Lease]) -> None:
+        """The claim that carried `batch` went through; `held` as `record_many` says."""
+        _settle_all(batch, held)
+
+    def carry_failed(self, batch: list[Ending], error: BaseException) -> None:
+        """The claim that carried `batch` failed with `error`: the writer takes them back."""
+        retry = self._failed(batch, error)
+        if retry:
+            self._waiting[:0] = retry
+            self._failures += 1
+            if self._writer is None:
+                self._start(None)
+
+    def flush(self) -> None:
+        """No claim is coming soon: whatever waits for one is written now."""
+        self._carried_next = False
+        context, self._context = self._context, None
+        if self._waiting and self._writer is None:
+            self._start(context)
 
     async def idle(self) -> None:
         """Return once every queued ending has been written or given up."""
+        self.flush()
         while self._writer is not None:
             await asyncio.shield(self._writer)
 
+    def _start(self, context: contextvars.Context | None) -> None:
+        # Not cancelled by anyone: shutdown waits for the attempts' futures, every try is
+        # bounded by the timeout and every ending by its deadline, so the writer always
+        # comes to an end. It runs in the context of the attempt that started it, so a
+        # traced batch write is a span of that attempt.
+        self._writer = asyncio.create_task(
+            self._write_all(), name="jobqueue outcomes", context=context
+        )
+
     async def _write_all(self) -> None:
-        failures = 0
         try:
             while self._waiting:
+                if self._failures:
+                    delay = self._backoff.delay(self._failures, self._rand)
+                    await asyncio.sleep(delay.total_seconds())
                 batch = self._waiting[: self._max_batch]
                 del self._waiting[: self._max_batch]
                 retry = await self._write(batch)
                 if not retry:
-                    failures = 0
+                    self._failures = 0
                     continue
                 # Back in front of whatever arrived meanwhile, which joins the next try.
                 self._waiting[:0] = retry
-                failures += 1
-                await asyncio.sleep(self._backoff.delay(failures, self._rand).total_seconds())
+                self._failures += 1
         finally:
             self._writer = None
+            # Nothing left to retry: the next ending is written at once.
+            self._failures = 0
 
-    async def _write(self, batch: list[_Pending]) -> list[_Pending]:
+    async def _write(self, batch: list[Ending]) -> list[Ending]:
         """Write `batch`; return the endings to try again."""
         for pending in batch:
             pending.tries += 1
         try:
             async with asyncio.timeout(self._timeout):
                 held = await self._store.record_many([(p.lease, p.decision) for p in batch])
-        except (StoreUnavailable, TimeoutError) as error:
-            return self._after_failure(batch, error)
         except Exception as error:
-            # Not transient (a statement the store refuses): trying again cannot help.
-            _log.error(
-                "writing outcomes failed; their jobs are left to lease recovery",
-                exc_info=error,
-                extra={"count": len(batch)},
-            )
-            for pending in batch:
-                _settle(pending, Written.UNRECORDED, error)
-            return []
-        for pending in batch:
-            outcome = Written.RECORDED if pending.lease in held else Written.LEASE_LOST
-            _settle(pending, outcome)
+            return self._failed(batch, error)
+        _settle_all(batch, held)
         return []
 
-    def _after_failure(self, batch: list[_Pending], error: BaseException) -> list[_Pending]:
+    def _failed(self, batch: list[Ending], error: BaseException) -> list[Ending]:
+        """After `batch`'s write failed with `error`: the endings to try again."""
+        if isinstance(error, StoreUnavailable | TimeoutError):
+            return self._after_failure(batch, error)
+        # Not transient (a statement the store refuses): trying again cannot help.
+        _log.error(
+            "writing outcomes failed; their jobs are left to lease recovery",
+            exc_info=error,
+            extra={"count": len(batch)},
+        )
+        for pending in batch:
+            _settle(pending, Written.UNRECORDED, error)
+        return []
+
+    def _after_failure(self, batch: list[Ending], error: BaseException) -> list[Ending]:
         now = self._clock()
         retry = []
         for pending in batch:
@@ -174,6 +242,11 @@ class OutcomeWriter:
         return retry
 
 
-def _settle(pending: _Pending, written: Written, error: BaseException | None = None) -> None:
+def _settle_all(batch: list[Ending], held: set[Lease]) -> None:
+    for pending in batch:
+        _settle(pending, Written.RECORDED if pending.lease in held else Written.LEASE_LOST)
+
+
+def _settle(pending: Ending, written: Written, error: BaseException | None = None) -> None:
     if not pending.done.done():
         pending.done.set_result(WriteResult(written, pending.tries, error))

@@ -23,10 +23,10 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-from jobqueue.domain.job import Lease
+from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import (
     Decision,
     decide,
@@ -179,6 +179,7 @@ class WorkerPool:
                 # Woken by a worker freed or a write settled; bounded while jobs wait in
                 # the prefetch, so that stale ones are given back in time.
                 hold = PREFETCH_HOLD_SECONDS if self._ready else None
+                self._writer.flush()
                 await _first_of(self._slot_freed, self._stopping, at_most=hold)
                 continue
             # Cleared before the claim, so a wake() arriving while it runs is not lost.
@@ -188,9 +189,10 @@ class WorkerPool:
             # The lease runs from when the statement ran, which is after this.
             lease_until = sent + self._config.lease_duration.total_seconds()
             try:
-                jobs = await self._store.claim(wanted, self._config.lease_duration)
+                jobs = await self._claim(wanted)
             except Exception:
                 _log.exception("claiming jobs failed; trying again in %gs", poll)
+                self._writer.flush()
                 await _first_of(self._stopping, at_most=poll)
                 continue
             self._prefetch.claimed(time.monotonic() - sent)
@@ -204,7 +206,25 @@ class WorkerPool:
             await asyncio.sleep(0)
             if len(jobs) < wanted:
                 # Nothing more is due: wait for the poll interval or an enqueue's wake().
+                self._writer.flush()
                 await _first_of(self._woken, self._stopping, at_most=poll)
+        self._writer.flush()
+
+    async def _claim(self, wanted: int) -> Sequence[Job]:
+        """Claim up to `wanted` jobs, carrying the outcomes waiting to be written."""
+        lease = self._config.lease_duration
+        carried = self._writer.take()
+        if not carried:
+            return await self._store.claim(wanted, lease)
+        endings = [(pending.lease, pending.decision) for pending in carried]
+        try:
+            async with asyncio.timeout(self._writer.timeout):
+                held, jobs = await self._store.record_and_claim(endings, wanted, lease)
+        except Exception as error:
+            self._writer.carry_failed(carried, error)
+            raise
+        self._writer.carried(carried, held)
+        return jobs
 
     def _wanted(self) -> int:
         """How many jobs to claim now: enough for every free worker and the prefetch.
@@ -219,8 +239,9 @@ class WorkerPool:
         running, ready = len(self._attempts), len(self._ready)
         if running >= workers and ready > depth // 2:
             return 0
-        # At most a pool's worth of each: running, claimed ahead, being written.
-        return min(workers + depth - running - ready, 3 * workers - len(self._held))
+        # Held at most: a pool's worth running, the prefetch, and a pool's worth of
+        # outcomes being written.
+        return min(workers + depth - running - ready, 2 * workers + depth - len(self._held))
 
     def _claimed(self, attempt: Attempt) -> None:
         self._held[attempt.job.lease] = attempt
