@@ -1,4 +1,4 @@
-"""`python -m bench --quick` end to end: every metric and ratio reported with sane values,
+"""`jobqueue bench --quick` end to end: every metric and ratio reported with sane values,
 in a scratch database of its own that it drops, never in the database it was given."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ import asyncio
 import json
 import math
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,23 +19,29 @@ from sqlalchemy.engine import make_url
 
 import jobqueue
 from tests.support.postgres import Server, dsn
-from tests.support.processes import REPO_ROOT, environment
+from tests.support.processes import JOBQUEUE, REPO_ROOT, environment
 
 TIMEOUT_SECONDS = 100
 
+# Scenarios whose jobs are `--jobs`, and those run by `jobqueue worker` processes, whose
+# jobs are `--drain-jobs` and whose CPU time is measured.
 THROUGHPUTS = {
     "enqueue.single.c1",
     "enqueue.single.c8",
     "enqueue.bulk.in_transaction",
     "enqueue.bulk.many",
+    "enqueue.http.c8",
     "drain.empty.1pool",
     "drain.empty.2pools",
     "drain.history.1pool",
     "drain.history.2pools",
 }
+PROCESS_DRAINS = {"drain.processes.1", "drain.processes.2"}
 LATENCIES = {
     "pickup.empty.poll",
     "pickup.empty.wake",
+    "pickup.process.http",
+    "pickup.process.enqueue",
     "pickup.history.poll",
     "pickup.history.wake",
 }
@@ -45,6 +50,7 @@ RATIOS = {
     "enqueue_single_c8_vs_c1",
     "enqueue_bulk_vs_single_c1",
     "enqueue_multirow_vs_in_transaction",
+    "enqueue_http_vs_single_c8",
     "drain_2pools_vs_1pool",
     "pickup_poll_vs_wake_p50",
     "pickup_poll_vs_wake_p99",
@@ -52,6 +58,9 @@ RATIOS = {
     "drain_history_vs_empty_2pools",
     "pickup_wake_history_vs_empty_p50",
     "pickup_poll_history_vs_empty_p50",
+    "drain_2procs_vs_1procs",
+    "drain_cpu_per_job_2procs_vs_1procs",
+    "pickup_process_http_vs_enqueue_p99",
 }
 
 
@@ -65,7 +74,7 @@ class QuickRun:
 
 def run_bench(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", *args],
+        [str(JOBQUEUE), "bench", "--quick", *args],
         cwd=REPO_ROOT,
         env=environment(DATABASE_URL=database_url),
         capture_output=True,
@@ -102,7 +111,13 @@ def quick_run(postgres_server: Server, tmp_path_factory: pytest.TempPathFactory)
 
 
 def numbers(metric: dict[str, Any]) -> dict[str, float]:
-    return {key: value for key, value in metric.items() if key not in {"kind", "label"}}
+    """A metric's figures, less the CPU time of the processes under test: a short run may
+    take less than one clock tick of it (checked on its own)."""
+    return {
+        key: value
+        for key, value in metric.items()
+        if key not in {"kind", "label", "service_cpu_seconds", "service_cpu_us_per_job"}
+    }
 
 
 @pytest.mark.slow
@@ -122,13 +137,37 @@ def test_quick_run_reports_every_throughput_with_positive_consistent_numbers(
 
 
 @pytest.mark.slow
+def test_quick_run_drains_through_worker_processes_and_measures_their_cpu(
+    quick_run: QuickRun,
+) -> None:
+    metrics = quick_run.report["metrics"]
+    settings = quick_run.report["settings"]
+
+    assert settings["processes"] == [1, 2]
+    assert settings["worker_process_settings"]["WORKERS"] == str(settings["process_workers"])
+    for name in PROCESS_DRAINS:
+        metric = metrics[name]
+        assert metric["kind"] == "throughput", name
+        assert all(math.isfinite(v) and v > 0 for v in numbers(metric).values()), metric
+        assert metric["jobs"] == settings["drain_jobs"], name
+        # Read from /proc, which the machines running these tests have.
+        assert metric["service_cpu_seconds"] >= 0, metric
+        assert metric["service_cpu_us_per_job"] == pytest.approx(
+            metric["service_cpu_seconds"] / metric["jobs"] * 1e6
+        )
+    # The API process's CPU time during the HTTP enqueue: even --quick's requests take
+    # many clock ticks of it.
+    assert metrics["enqueue.http.c8"]["service_cpu_seconds"] > 0
+
+
+@pytest.mark.slow
 def test_quick_run_reports_every_pickup_latency_as_ordered_positive_percentiles(
     quick_run: QuickRun,
 ) -> None:
     metrics = quick_run.report["metrics"]
     samples = quick_run.report["settings"]["latency_samples"]
 
-    assert set(metrics) == THROUGHPUTS | LATENCIES | STARTUPS
+    assert set(metrics) == THROUGHPUTS | PROCESS_DRAINS | LATENCIES | STARTUPS
     for name in LATENCIES:
         metric = metrics[name]
         assert metric["kind"] == "latency", name

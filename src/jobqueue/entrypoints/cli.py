@@ -1,4 +1,4 @@
-"""The `jobqueue` command: serve, api, worker, migrate."""
+"""The `jobqueue` command: serve, api, worker, migrate, bench."""
 
 from __future__ import annotations
 
@@ -65,6 +65,45 @@ def _variable_lines(variables: Sequence[tuple[str, str, str]]) -> list[str]:
     ]
 
 
+class _BenchHelp(argparse.Action):
+    """`jobqueue bench --help`: the benchmark's own options, imported only when asked for,
+    like everything of the benchmark (no other command loads any of it)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show this help message and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        _bench_options(["--help"])
+
+
+def _bench_options(argv: Sequence[str]) -> argparse.Namespace:
+    from jobqueue.entrypoints.bench.command import parse_options
+
+    return parse_options(argv, f"{_environment_help('bench')}\n\n{_BENCH_EXIT_CODES}")
+
+
+_BENCH_SUMMARY = "benchmark jobqueue on your PostgreSQL, in a scratch database it drops"
+
+_BENCH_EXIT_CODES = """\
+exit status:
+  0    the run finished; the report is on stdout
+  1    it could not run (connecting, creating the scratch database) or a run went wrong
+  2    invalid configuration or usage
+  130  interrupted"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobqueue",
@@ -126,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"{_environment_help('migrate')}\n\n{_EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # Its options are the benchmark's own (`bench/command.py`), parsed in `main` from what
+    # this parser leaves over; --help imports them.
+    bench = commands.add_parser("bench", help=_BENCH_SUMMARY, add_help=False)
+    bench.add_argument("-h", "--help", action=_BenchHelp)
     return parser
 
 
@@ -142,7 +185,13 @@ def load_settings(environ: dict[str, str], handlers: Sequence[str] | None) -> Se
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    bench_options = None
+    if args.command == "bench":
+        bench_options = _bench_options(rest)
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         settings = load_settings(dict(os.environ), getattr(args, "handlers", None))
     except ConfigError as error:
@@ -150,6 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in error.problems:
             print(f"  {problem}", file=sys.stderr)
         return exit_codes.USAGE
+    if bench_options is not None:
+        from jobqueue.entrypoints.bench.command import run_bench
+
+        return run_bench(bench_options, settings.database_url)
     configure_logging(settings.log_level)
     # Imported only now: the adapters take seconds to import on a busy machine, and
     # `--help` or a configuration error should answer at once.

@@ -6,12 +6,12 @@ import asyncio
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bench.database import BenchError
-from bench.pools import running_pools
-from bench.probe import StartProbe
-from bench.progress import progress
-from bench.results import Stopwatch, Throughput
-from bench.table import completed_runs, seed_pending, unfinished
+from jobqueue.entrypoints.bench.errors import BenchError
+from jobqueue.entrypoints.bench.jobs_table import drained, seed_pending, unfinished
+from jobqueue.entrypoints.bench.pools import running_pools
+from jobqueue.entrypoints.bench.probe import StartProbe
+from jobqueue.entrypoints.bench.progress import progress
+from jobqueue.entrypoints.bench.results import Stopwatch, Throughput
 
 # How often the drain checks whether it is done: fine enough that the check's delay is
 # lost in the run's length, coarse enough to cost the database nothing noticeable.
@@ -32,7 +32,7 @@ async def drain(engine: AsyncEngine, jobs: int, pools: int, workers: int, label:
             # Taken before the pools stop: their shutdown is not part of the drain.
             result = stopwatch.throughput(jobs)
             shown.update(jobs)
-    completed = await completed_runs(engine)
-    if completed != jobs:
-        raise BenchError(f"{label}: {completed:,} of {jobs:,} jobs completed; see the log above")
+    problem = (await drained(engine)).problem(jobs)
+    if problem is not None:
+        raise BenchError(f"{label}: {problem}; see the log above")
     return result

@@ -1,14 +1,14 @@
 """Where the benchmark's PostgreSQL comes from, and the scratch database it runs in.
 
-The same resolution as the service: `DATABASE_URL` when set, else an embedded server (in
-a temporary directory here, deleted afterwards). Either way the benchmark creates a
+The service's `DATABASE_URL` when set, else an embedded server, in a temporary directory
+here (deleted afterwards), not the service's JOBQUEUE_DATA_DIR: a benchmark leaves no data
+directory behind, and no other process shares its server. Either way the benchmark creates a
 database of its own, `jobqueue_bench_<random>`, and drops it at the end: it deletes and
 bulk-inserts rows freely, which must never happen to a user's jobs.
 """
 
 from __future__ import annotations
 
-import os
 import secrets
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -24,10 +24,7 @@ from sqlalchemy.pool import NullPool
 
 from jobqueue.adapters.postgres.database import create_engine, normalize_url
 from jobqueue.adapters.postgres.embedded import start_embedded
-
-
-class BenchError(Exception):
-    """The benchmark cannot run, or a run went wrong; the message says why."""
+from jobqueue.entrypoints.bench.errors import BenchError
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,14 +34,11 @@ class Server:
 
 
 @contextmanager
-def server_from_environment() -> Iterator[Server]:
-    configured = os.environ.get("DATABASE_URL")
-    if configured:
-        try:
-            url = normalize_url(configured)
-        except ValueError as exc:
-            raise BenchError(f"DATABASE_URL {exc}") from None
-        yield Server(url, "DATABASE_URL")
+def server_for(database_url: str | None) -> Iterator[Server]:
+    """The server of `database_url` (DATABASE_URL, already checked by the settings), or
+    else a temporary embedded one, stopped and deleted on exit."""
+    if database_url:
+        yield Server(normalize_url(database_url), "DATABASE_URL")
         return
     with tempfile.TemporaryDirectory(prefix="jobqueue-bench-") as directory:
         embedded = start_embedded(Path(directory) / "pgdata", on_exit="delete")

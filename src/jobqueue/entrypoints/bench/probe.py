@@ -8,9 +8,9 @@ from collections.abc import Collection
 from typing import Any
 from uuid import UUID
 
-from bench.table import JOB_TYPE
 from jobqueue.domain.job import NewJob
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.entrypoints.bench.worker_handlers import NOOP_TYPE
 
 
 class StartProbe:
@@ -40,7 +40,7 @@ def noop_registry(probe: StartProbe) -> Registry:
     registry = Registry()
 
     # No payload type: nothing to decode, so the run measures the queue, not msgspec.
-    @registry.handler(JOB_TYPE)
+    @registry.handler(NOOP_TYPE)
     async def noop(ctx: JobContext, payload: Any) -> None:
         probe.record(ctx.job_id)
 
@@ -48,4 +48,4 @@ def noop_registry(probe: StartProbe) -> Registry:
 
 
 def noop_job() -> NewJob:
-    return NewJob.build(type=JOB_TYPE, default_max_attempts=3, registered=[JOB_TYPE])
+    return NewJob.build(type=NOOP_TYPE, default_max_attempts=3, registered=[NOOP_TYPE])

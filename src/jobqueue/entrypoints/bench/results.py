@@ -16,6 +16,10 @@ class Throughput:
     # CPU time of this whole process (event loop and any threads) during the run. Near
     # `seconds`, the benchmark's own process was the bottleneck, not PostgreSQL.
     client_cpu_seconds: float
+    # CPU time the `jobqueue` processes under test (worker processes, the API process)
+    # spent during the run, all of them added up; None when the scenario started none,
+    # or where the system has no /proc to read it from.
+    service_cpu_seconds: float | None = None
 
     @property
     def per_second(self) -> float:
@@ -26,8 +30,14 @@ class Throughput:
         """Client CPU time over wall time: 1.0 is one core busy all along."""
         return self.client_cpu_seconds / self.seconds
 
+    @property
+    def service_cpu_per_job_us(self) -> float | None:
+        if self.service_cpu_seconds is None:
+            return None
+        return self.service_cpu_seconds / self.jobs * 1e6
+
     def as_json(self) -> dict[str, float | int | str]:
-        return {
+        found: dict[str, float | int | str] = {
             "kind": "throughput",
             "jobs": self.jobs,
             "seconds": self.seconds,
@@ -35,6 +45,10 @@ class Throughput:
             "client_cpu_seconds": self.client_cpu_seconds,
             "client_cpu_share": self.client_cpu_share,
         }
+        if self.service_cpu_seconds is not None and self.service_cpu_per_job_us is not None:
+            found["service_cpu_seconds"] = self.service_cpu_seconds
+            found["service_cpu_us_per_job"] = self.service_cpu_per_job_us
+        return found
 
 
 class Stopwatch:
@@ -44,8 +58,13 @@ class Stopwatch:
         self._wall = time.perf_counter()
         self._cpu = time.process_time()
 
-    def throughput(self, jobs: int) -> Throughput:
-        return Throughput(jobs, time.perf_counter() - self._wall, time.process_time() - self._cpu)
+    def throughput(self, jobs: int, service_cpu_seconds: float | None = None) -> Throughput:
+        return Throughput(
+            jobs,
+            time.perf_counter() - self._wall,
+            time.process_time() - self._cpu,
+            service_cpu_seconds,
+        )
 
 
 @dataclass(frozen=True, slots=True)

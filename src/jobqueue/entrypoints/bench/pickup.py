@@ -11,12 +11,12 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bench.database import BenchError
-from bench.pools import running_pools
-from bench.probe import StartProbe, noop_job
-from bench.progress import progress
-from bench.results import Latency
 from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.entrypoints.bench.errors import BenchError
+from jobqueue.entrypoints.bench.pools import running_pools
+from jobqueue.entrypoints.bench.probe import StartProbe, noop_job
+from jobqueue.entrypoints.bench.progress import progress
+from jobqueue.entrypoints.bench.results import Latency
 
 # Submissions arrive one at a time, at random gaps: a fixed gap could fall into step with
 # the poll interval and show one phase of it instead of its whole range.

@@ -1,4 +1,5 @@
-"""Enqueue throughput: one job per `submit` call, and many jobs per transaction."""
+"""Enqueue throughput in-process: one job per `enqueue(engine, …)` call, and many jobs per
+transaction."""
 
 from __future__ import annotations
 
@@ -6,28 +7,25 @@ import asyncio
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bench.progress import progress
-from bench.results import Stopwatch, Throughput
-from jobqueue import enqueue, enqueue_many
-from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.job import NewJob
+from jobqueue import NewJob, enqueue, enqueue_many
+from jobqueue.entrypoints.bench.progress import progress
+from jobqueue.entrypoints.bench.results import Stopwatch, Throughput
 
 
-async def submit_one_per_call(
+async def enqueue_one_per_call(
     engine: AsyncEngine, new: NewJob, total: int, submitters: int, label: str
 ) -> Throughput:
-    """`submitters` concurrent tasks calling `PostgresJobStore.submit`, one transaction
-    per job, until `total` jobs exist."""
-    store = PostgresJobStore(engine)
+    """`submitters` concurrent tasks calling `jobqueue.enqueue(engine, new)` (one statement
+    in autocommit per job, and the coalesced wake-up) until `total` jobs exist."""
     # Untimed: opens each submitter's connection and prepares the statement on it.
-    await asyncio.gather(*(store.submit(new) for _ in range(submitters)))
+    await asyncio.gather(*(enqueue(engine, new) for _ in range(submitters)))
     tickets = iter(range(total))  # shared: each submitter takes the next job to send
 
     async with progress(label, total) as shown:
 
         async def submitter() -> None:
             for _ in tickets:
-                await store.submit(new)
+                await enqueue(engine, new)
                 shown.advance()
 
         stopwatch = Stopwatch()

@@ -11,8 +11,12 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-JOB_TYPE = "bench.noop"
+from jobqueue.entrypoints.bench.worker_handlers import NOOP_TYPE
+
 HISTORY_TYPE = "bench.history"
+# The `application_name` of a worker process's LISTEN connection (`asyncpg_connect` in
+# adapters/postgres/notify.py): one per worker process that is listening for new jobs.
+LISTENER_APPLICATION = "jobqueue listener"
 
 
 async def seed_pending(engine: AsyncEngine, count: int) -> None:
@@ -23,7 +27,7 @@ async def seed_pending(engine: AsyncEngine, count: int) -> None:
                 "INSERT INTO jobs (type, max_attempts)"
                 " SELECT :type, 3 FROM generate_series(1, :count)"
             ),
-            {"type": JOB_TYPE, "count": count},
+            {"type": NOOP_TYPE, "count": count},
         )
 
 
@@ -66,11 +70,46 @@ async def unfinished(engine: AsyncEngine) -> int:
         return int(result.scalar_one())
 
 
-async def completed_runs(engine: AsyncEngine) -> int:
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """What became of a drain's no-op jobs."""
+
+    jobs: int
+    completed_once: int  # completed, with attempts = 1: claimed once, never run again
+
+    def problem(self, expected: int) -> str | None:
+        if self.jobs == expected and self.completed_once == expected:
+            return None
+        return (
+            f"{self.completed_once:,} of {expected:,} jobs completed with one attempt "
+            f"({self.jobs:,} no-op jobs in the table)"
+        )
+
+
+async def drained(engine: AsyncEngine) -> Drained:
+    async with engine.connect() as connection:
+        row = (
+            await connection.execute(
+                text(
+                    "SELECT count(*),"
+                    " count(*) FILTER (WHERE status = 'completed' AND attempts = 1)"
+                    " FROM jobs WHERE type = :type"
+                ),
+                {"type": NOOP_TYPE},
+            )
+        ).one()
+    return Drained(int(row[0]), int(row[1]))
+
+
+async def listening_processes(engine: AsyncEngine) -> int:
+    """Worker processes on this database whose LISTEN connection is open."""
     async with engine.connect() as connection:
         result = await connection.execute(
-            text("SELECT count(*) FROM jobs WHERE type = :type AND status = 'completed'"),
-            {"type": JOB_TYPE},
+            text(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name = :name"
+            ),
+            {"name": LISTENER_APPLICATION},
         )
         return int(result.scalar_one())
 

@@ -10,10 +10,10 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bench.database import BenchError
-from bench.probe import StartProbe, noop_registry
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.entrypoints.bench.errors import BenchError
+from jobqueue.entrypoints.bench.probe import StartProbe, noop_registry
 from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from jobqueue.entrypoints.worker.pool_config import PoolConfig

@@ -1,48 +1,48 @@
-"""One benchmark run: the scenarios in order, on an empty table and then on one holding
-many finished jobs; first of all, how long a worker process takes to start."""
+"""One benchmark run: the scenarios in order. First how long a worker process takes to
+start; then in-process enqueues, drains and pickups; then the same service as users run
+it, in `jobqueue api` and `jobqueue worker` processes; last, the in-process drains and
+pickups again on a table holding many finished jobs."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import platform
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import jobqueue
-from bench.database import Server, engine_on, scratch_database
-from bench.drain import drain
-from bench.enqueue import enqueue_in_batches, enqueue_many_in_batches, submit_one_per_call
-from bench.pickup import pickup
-from bench.pools import POLL_INTERVAL
-from bench.probe import noop_job
-from bench.progress import progress
-from bench.results import Measurement
-from bench.startup import worker_startup
-from bench.table import reset, seed_history, server_facts, table_size
 from jobqueue.adapters.postgres.migrations import upgrade
-
-
-@dataclass(frozen=True, slots=True)
-class Sizes:
-    jobs: int  # per enqueue run and per drain
-    workers: int  # per pool
-    finished_rows: int  # history for the second round of drains and pickups; 0 skips it
-    latency_samples: int  # per pickup run
-    startup_runs: int  # timed worker start-ups
-    submitters: tuple[int, ...] = (1, 8)
-    batch: int = 1_000  # jobs per transaction in the bulk enqueues
-
-
-DEFAULT_SIZES = Sizes(
-    jobs=10_000, workers=8, finished_rows=1_000_000, latency_samples=200, startup_runs=5
+from jobqueue.domain.job import JsonValue, NewJob
+from jobqueue.entrypoints.bench import over_http
+from jobqueue.entrypoints.bench.database import Server, engine_on, scratch_database
+from jobqueue.entrypoints.bench.drain import drain
+from jobqueue.entrypoints.bench.enqueue import (
+    enqueue_in_batches,
+    enqueue_many_in_batches,
+    enqueue_one_per_call,
 )
-QUICK_SIZES = Sizes(
-    jobs=100, workers=4, finished_rows=2_000, latency_samples=10, startup_runs=2, batch=25
+from jobqueue.entrypoints.bench.jobs_table import reset, seed_history, server_facts, table_size
+from jobqueue.entrypoints.bench.over_http import running_api, submit_over_http
+from jobqueue.entrypoints.bench.pickup import pickup
+from jobqueue.entrypoints.bench.pools import POLL_INTERVAL
+from jobqueue.entrypoints.bench.probe import noop_job
+from jobqueue.entrypoints.bench.process_pickup import pickup_in_process
+from jobqueue.entrypoints.bench.progress import progress
+from jobqueue.entrypoints.bench.results import Measurement
+from jobqueue.entrypoints.bench.sizes import Sizes
+from jobqueue.entrypoints.bench.startup import worker_startup
+from jobqueue.entrypoints.bench.worker_handlers import PICKUP_TYPE
+from jobqueue.entrypoints.bench.worker_processes import (
+    drain_in_processes,
+    worker_processes,
+    worker_settings,
 )
 
 
@@ -53,7 +53,11 @@ class Run:
     measurements: list[Measurement] = field(default_factory=list)
 
     def settings(self) -> dict[str, object]:
-        return {**asdict(self.sizes), "poll_interval_ms": _milliseconds(POLL_INTERVAL)}
+        return {
+            **asdict(self.sizes),
+            "poll_interval_ms": _milliseconds(POLL_INTERVAL),
+            "worker_process_settings": worker_settings(self.sizes.process_workers),
+        }
 
 
 async def run(server: Server, sizes: Sizes) -> Run:
@@ -83,6 +87,7 @@ async def run(server: Server, sizes: Sizes) -> Run:
             await _enqueue(engine, sizes, result.measurements)
             await _warm_up(engine, sizes)
             await _workers(engine, sizes, "empty", "empty table", result.measurements)
+            await _processes(engine, scratch.url, sizes, result.measurements)
             if sizes.finished_rows:
                 await reset(engine)
                 seeding = time.perf_counter()
@@ -108,8 +113,8 @@ async def _enqueue(engine: AsyncEngine, sizes: Sizes, into: list[Measurement]) -
     for submitters in sizes.submitters:
         await reset(engine)
         noun = "submitter" if submitters == 1 else "submitters"
-        label = f"enqueue: submit(), 1 job per transaction, {submitters} {noun}"
-        result = await submit_one_per_call(engine, new, sizes.jobs, submitters, label)
+        label = f"enqueue: enqueue(engine), 1 job per call, {submitters} {noun}"
+        result = await enqueue_one_per_call(engine, new, sizes.jobs, submitters, label)
         into.append(Measurement(f"enqueue.single.c{submitters}", label, result))
     await reset(engine)
     label = f"enqueue: enqueue() × {sizes.batch:,} per transaction"
@@ -149,6 +154,60 @@ async def _workers(
         label = f"pickup: {how}, {table}"
         latency = await pickup(engine, sizes.latency_samples, workers, wake=wake, label=label)
         into.append(Measurement(f"pickup.{phase}.{mode}", label, latency))
+
+
+async def _processes(engine: AsyncEngine, url: str, sizes: Sizes, into: list[Measurement]) -> None:
+    """The service as users run it: a `jobqueue api` process taking submissions over HTTP,
+    `jobqueue worker` processes woken by its NOTIFY (or an in-process `enqueue`'s), on an
+    empty table."""
+    each = f"WORKERS={sizes.process_workers}"
+    rate = f"{sizes.pickup_rate:g} jobs/s"
+    with tempfile.TemporaryDirectory(prefix="jobqueue-bench-processes-") as directory:
+        folder = Path(directory)
+        async with worker_processes(url, folder, sizes.process_workers) as fleet:
+            async with running_api(url, folder, "starting a jobqueue api process") as api:
+                await reset(engine)
+                label = (
+                    f"enqueue: POST /jobs to a jobqueue api process, 1 job per request, "
+                    f"{sizes.http_clients} keep-alive clients"
+                )
+                result = await submit_over_http(api, sizes.jobs, sizes.http_clients, label)
+                into.append(Measurement(f"enqueue.http.c{sizes.http_clients}", label, result))
+
+                await fleet.grow_to(1, engine, "pickup")
+                await reset(engine)
+                label = f"pickup: POST /jobs → a jobqueue worker process ({each}), {rate}"
+                async with api.connect() as connection:
+
+                    async def over_the_api(payload: JsonValue) -> UUID:
+                        return await over_http.submit(connection, PICKUP_TYPE, payload)
+
+                    latency = await pickup_in_process(
+                        over_the_api, fleet, folder, sizes.latency_samples, sizes.pickup_rate, label
+                    )
+                into.append(Measurement("pickup.process.http", label, latency))
+
+            await reset(engine)
+            label = f"pickup: enqueue(engine) → a jobqueue worker process ({each}), {rate}"
+
+            async def in_process(payload: JsonValue) -> UUID:
+                new = NewJob.build(type=PICKUP_TYPE, payload=payload, registered=[PICKUP_TYPE])
+                return (await jobqueue.enqueue(engine, new)).job.id
+
+            latency = await pickup_in_process(
+                in_process, fleet, folder, sizes.latency_samples, sizes.pickup_rate, label
+            )
+            into.append(Measurement("pickup.process.enqueue", label, latency))
+
+            for count in sizes.processes:
+                plural = "es" if count > 1 else ""
+                label = (
+                    f"drain: {count} jobqueue worker process{plural} ({each}), "
+                    f"jobs enqueued before, empty table"
+                )
+                await fleet.grow_to(count, engine, label)
+                result = await drain_in_processes(engine, fleet, sizes.drain_jobs, label)
+                into.append(Measurement(f"drain.processes.{count}", label, result))
 
 
 def _jobqueue_package() -> str:

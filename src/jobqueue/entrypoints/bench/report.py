@@ -1,0 +1,309 @@
+"""The run as tables for people, the ratios worth quoting, and the JSON for tools.
+
+The tables are drawn by rich (already installed with Litestar, declared as a dependency of
+its own since this imports it), rendered to plain text with no colour, so a report pasted
+into a document or kept in a log reads the same as on the terminal.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from itertools import pairwise
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from jobqueue.entrypoints.bench.results import Latency, Measurement, StartupTime, Throughput
+from jobqueue.entrypoints.bench.runner import Run
+
+NOISE_NOTE = (
+    "These machines are shared and noisy: quote the ratios measured within one run, "
+    "not absolute numbers, and never compare absolute numbers across runs."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    name: str
+    label: str
+    value: float
+
+
+def ratios(run: Run) -> list[Ratio]:
+    """The comparisons the design cares about, for whichever measurements the run has."""
+    found = {each.name: each.result for each in run.measurements}
+
+    def rate(name: str) -> float:
+        result = found[name]
+        assert isinstance(result, Throughput)
+        return result.per_second
+
+    def p50(name: str) -> float:
+        result = found[name]
+        assert isinstance(result, Latency)
+        return result.p50_ms
+
+    def p99(name: str) -> float:
+        result = found[name]
+        assert isinstance(result, Latency)
+        return result.p99_ms
+
+    def cpu_per_job(name: str) -> float:
+        result = found[name]
+        assert isinstance(result, Throughput)
+        assert result.service_cpu_per_job_us is not None
+        return result.service_cpu_per_job_us
+
+    def rate_ratio(top: str, bottom: str) -> float:
+        return rate(top) / rate(bottom)
+
+    def cpu_ratio(top: str, bottom: str) -> float:
+        return cpu_per_job(top) / cpu_per_job(bottom)
+
+    def has_cpu(name: str) -> bool:
+        result = found.get(name)
+        return isinstance(result, Throughput) and result.service_cpu_seconds is not None
+
+    lowest, highest = min(run.sizes.submitters), max(run.sizes.submitters)
+    history = f"{run.sizes.finished_rows:,} finished rows vs empty"
+    slowdown = "slowdown factor, 1.00 = none"
+    candidates: list[tuple[str, str, Callable[[], float], tuple[str, ...]]] = [
+        (
+            f"enqueue_single_c{highest}_vs_c{lowest}",
+            f"enqueue(engine): {highest} submitters vs {lowest} (throughput)",
+            lambda: rate(f"enqueue.single.c{highest}") / rate(f"enqueue.single.c{lowest}"),
+            (f"enqueue.single.c{highest}", f"enqueue.single.c{lowest}"),
+        ),
+        (
+            f"enqueue_bulk_vs_single_c{lowest}",
+            f"enqueue: enqueue() batches vs enqueue(engine), {lowest} submitter (throughput)",
+            lambda: rate("enqueue.bulk.in_transaction") / rate(f"enqueue.single.c{lowest}"),
+            ("enqueue.bulk.in_transaction", f"enqueue.single.c{lowest}"),
+        ),
+        (
+            "enqueue_multirow_vs_in_transaction",
+            "enqueue: enqueue_many() vs enqueue() batches (throughput)",
+            lambda: rate("enqueue.bulk.many") / rate("enqueue.bulk.in_transaction"),
+            ("enqueue.bulk.many", "enqueue.bulk.in_transaction"),
+        ),
+        (
+            f"enqueue_http_vs_single_c{highest}",
+            f"enqueue: POST /jobs vs enqueue(engine), {run.sizes.http_clients} clients vs "
+            f"{highest} submitters (throughput)",
+            lambda: (
+                rate(f"enqueue.http.c{run.sizes.http_clients}") / rate(f"enqueue.single.c{highest}")
+            ),
+            (f"enqueue.http.c{run.sizes.http_clients}", f"enqueue.single.c{highest}"),
+        ),
+        (
+            "drain_2pools_vs_1pool",
+            "drain: 2 pools vs 1, empty table (throughput)",
+            lambda: rate("drain.empty.2pools") / rate("drain.empty.1pool"),
+            ("drain.empty.2pools", "drain.empty.1pool"),
+        ),
+        (
+            "pickup_poll_vs_wake_p50",
+            "pickup p50: polling only vs wake(), empty table (latency)",
+            lambda: p50("pickup.empty.poll") / p50("pickup.empty.wake"),
+            ("pickup.empty.poll", "pickup.empty.wake"),
+        ),
+        (
+            "pickup_poll_vs_wake_p99",
+            "pickup p99: polling only vs wake(), empty table (latency)",
+            lambda: p99("pickup.empty.poll") / p99("pickup.empty.wake"),
+            ("pickup.empty.poll", "pickup.empty.wake"),
+        ),
+        (
+            "drain_history_vs_empty_1pool",
+            f"drain, 1 pool: {history} ({slowdown})",
+            lambda: rate("drain.empty.1pool") / rate("drain.history.1pool"),
+            ("drain.empty.1pool", "drain.history.1pool"),
+        ),
+        (
+            "drain_history_vs_empty_2pools",
+            f"drain, 2 pools: {history} ({slowdown})",
+            lambda: rate("drain.empty.2pools") / rate("drain.history.2pools"),
+            ("drain.empty.2pools", "drain.history.2pools"),
+        ),
+        (
+            "pickup_wake_history_vs_empty_p50",
+            f"pickup p50 with wake(): {history} ({slowdown})",
+            lambda: p50("pickup.history.wake") / p50("pickup.empty.wake"),
+            ("pickup.history.wake", "pickup.empty.wake"),
+        ),
+        (
+            "pickup_poll_history_vs_empty_p50",
+            f"pickup p50 polling only: {history} ({slowdown})",
+            lambda: p50("pickup.history.poll") / p50("pickup.empty.poll"),
+            ("pickup.history.poll", "pickup.empty.poll"),
+        ),
+    ]
+    for fewer, more in pairwise(run.sizes.processes):
+        top, bottom = f"drain.processes.{more}", f"drain.processes.{fewer}"
+        candidates.append(
+            (
+                f"drain_{more}procs_vs_{fewer}procs",
+                f"drain: {more} worker processes vs {fewer} (throughput)",
+                partial(rate_ratio, top, bottom),
+                (top, bottom),
+            )
+        )
+        if has_cpu(top) and has_cpu(bottom):
+            candidates.append(
+                (
+                    f"drain_cpu_per_job_{more}procs_vs_{fewer}procs",
+                    f"drain: worker CPU per job, {more} processes vs {fewer}",
+                    partial(cpu_ratio, top, bottom),
+                    (top, bottom),
+                )
+            )
+    candidates.append(
+        (
+            "pickup_process_http_vs_enqueue_p99",
+            "pickup p99 into a worker process: POST /jobs vs enqueue(engine) (latency)",
+            lambda: p99("pickup.process.http") / p99("pickup.process.enqueue"),
+            ("pickup.process.http", "pickup.process.enqueue"),
+        )
+    )
+    return [
+        Ratio(name, label, compute())
+        for name, label, compute, needs in candidates
+        if all(each in found for each in needs)
+    ]
+
+
+def as_json(run: Run) -> dict[str, Any]:
+    return {
+        "environment": run.environment,
+        "settings": run.settings(),
+        "metrics": {
+            each.name: {"label": each.label, **each.result.as_json()} for each in run.measurements
+        },
+        "ratios": {each.name: each.value for each in ratios(run)},
+        "note": NOISE_NOTE,
+    }
+
+
+# Wide enough that no table ever wraps: a table takes only the width it needs.
+_WIDTH = 400
+
+
+def render(run: Run) -> str:
+    env = run.environment
+    sizes = run.sizes
+    lines = [
+        f"jobqueue benchmark: PostgreSQL {env['postgresql']} ({env['database_source']}), "
+        f"{env['cpu_count']} CPU cores, Python {env['python']}, "
+        f"jobqueue from {env['jobqueue_package']}",
+        f"fsync={env['fsync']} synchronous_commit={env['synchronous_commit']} "
+        f"shared_buffers={env['shared_buffers']}; {sizes.jobs:,} jobs per run, "
+        f"{sizes.workers} workers per pool, {sizes.drain_jobs:,} jobs per drain with worker "
+        f"processes, {sizes.latency_samples} pickups per latency run",
+    ]
+    if "history_table_size" in env:
+        lines.append(
+            f"history: {sizes.finished_rows:,} finished rows, jobs table "
+            f"{env['history_table_size']} (built in {env['history_seed_seconds']:.1f}s)"
+        )
+    lines += ["", NOISE_NOTE]
+    measured = run.measurements
+    tables = [
+        startup_table([m for m in measured if isinstance(m.result, StartupTime)]),
+        throughput_table([m for m in measured if isinstance(m.result, Throughput)]),
+        latency_table([m for m in measured if isinstance(m.result, Latency)]),
+        ratio_table(ratios(run)),
+    ]
+    return "\n".join(lines) + "\n" + "".join(_text(table) for table in tables).rstrip()
+
+
+def startup_table(rows: Sequence[Measurement]) -> Table:
+    table = _table(
+        "Start-up, spawn → first handler call", ("runs", "median ms", "min ms", "max ms")
+    )
+    for row in rows:
+        result = row.result
+        assert isinstance(result, StartupTime)
+        values = (result.median_ms, result.min_ms, result.max_ms)
+        table.add_row(Text(row.label), f"{result.runs}", *(f"{value:.0f}" for value in values))
+    return table
+
+
+def throughput_table(rows: Sequence[Measurement]) -> Table:
+    table = _table(
+        "Throughput",
+        ("jobs", "seconds", "jobs/s", "client CPU", "service CPU s", "µs/job"),
+        caption="client CPU: this process's CPU time over wall time (100% = one core busy all "
+        "along); near 100%, Python in the benchmark, not PostgreSQL, set the pace.\n"
+        "service CPU: the jobqueue api or worker processes' CPU time during the run, added "
+        "up, and per job.",
+    )
+    for row in rows:
+        result = row.result
+        assert isinstance(result, Throughput)
+        service = result.service_cpu_seconds
+        per_job = result.service_cpu_per_job_us
+        table.add_row(
+            Text(row.label),
+            f"{result.jobs:,}",
+            f"{result.seconds:.2f}",
+            f"{result.per_second:,.0f}",
+            f"{result.client_cpu_share:.0%}",
+            "–" if service is None else f"{service:.2f}",
+            "–" if per_job is None else f"{per_job:,.0f}",
+        )
+    return table
+
+
+def latency_table(rows: Sequence[Measurement]) -> Table:
+    table = _table(
+        "Pickup latency, submission returned → handler started",
+        ("samples", "p50 ms", "p95 ms", "p99 ms", "max ms"),
+    )
+    for row in rows:
+        result = row.result
+        assert isinstance(result, Latency)
+        values = (result.p50_ms, result.p95_ms, result.p99_ms, result.max_ms)
+        table.add_row(Text(row.label), f"{result.samples}", *(f"{value:.1f}" for value in values))
+    return table
+
+
+def ratio_table(found: Sequence[Ratio]) -> Table:
+    table = _table("Ratios (from this run)", ("ratio",), first="comparison")
+    for each in found:
+        table.add_row(Text(each.label), f"{each.value:.2f}×")
+    return table
+
+
+def _table(
+    title: str, numbers: Sequence[str], *, caption: str | None = None, first: str = "scenario"
+) -> Table:
+    """A table whose first column (`first`) names each row and whose others hold `numbers`."""
+    table = Table(
+        title=title,
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column(first, justify="left")
+    for header in numbers:
+        table.add_column(header, justify="right")
+    return table
+
+
+def _text(table: Table) -> str:
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer, width=_WIDTH, color_system=None, highlight=False, emoji=False, markup=False
+    )
+    console.print()
+    console.print(table)
+    # Rich pads every line to the table's width; a report has no use for the spaces.
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"

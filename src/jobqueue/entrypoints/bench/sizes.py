@@ -1,0 +1,65 @@
+"""How big a run is: the full run's sizes, `--quick`'s, and the list of process counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    jobs: int  # per in-process enqueue run, per HTTP enqueue run and per in-process drain
+    workers: int  # per in-process pool
+    finished_rows: int  # history for the second round of drains and pickups; 0 skips it
+    latency_samples: int  # per pickup run
+    startup_runs: int  # timed worker start-ups
+    drain_jobs: int  # per drain with `jobqueue worker` processes
+    processes: tuple[int, ...]  # worker process counts drained with, ascending
+    process_workers: int  # WORKERS of each `jobqueue worker` process
+    submitters: tuple[int, ...] = (1, 8)
+    http_clients: int = 8
+    batch: int = 1_000  # jobs per transaction in the bulk enqueues
+    # Jobs per second submitted in the pickup runs into a worker process; the gaps between
+    # them are drawn at random around 1 / rate.
+    pickup_rate: float = 200.0
+
+    def __post_init__(self) -> None:
+        if list(self.processes) != sorted(set(self.processes)) or not self.processes:
+            raise ValueError(f"processes must be ascending and distinct, got {self.processes}")
+        if self.processes[0] < 1:
+            raise ValueError(f"a drain needs at least 1 worker process, got {self.processes}")
+
+
+DEFAULT_SIZES = Sizes(
+    jobs=10_000,
+    workers=8,
+    finished_rows=1_000_000,
+    latency_samples=200,
+    startup_runs=5,
+    drain_jobs=20_000,
+    processes=(1, 2, 4),
+    process_workers=10,
+)
+QUICK_SIZES = Sizes(
+    jobs=100,
+    workers=4,
+    finished_rows=2_000,
+    latency_samples=10,
+    startup_runs=1,
+    drain_jobs=200,
+    processes=(1, 2),
+    process_workers=4,
+    batch=25,
+)
+
+
+def parse_processes(text: str) -> tuple[int, ...]:
+    """`1,2,4` → (1, 2, 4): distinct counts of at least 1, in any order, returned ascending."""
+    counts = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise ValueError(f"{text!r}: each process count is a whole number of at least 1")
+        counts.append(int(part))
+    if len(set(counts)) != len(counts):
+        raise ValueError(f"{text!r}: a process count is given twice")
+    return tuple(sorted(counts))

@@ -1,0 +1,112 @@
+"""`jobqueue bench`'s report: its tables, its ratios and its JSON, from made-up figures."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from jobqueue.entrypoints.bench.report import as_json, ratios, render
+from jobqueue.entrypoints.bench.results import Latency, Measurement, StartupTime, Throughput
+from jobqueue.entrypoints.bench.runner import Run
+from jobqueue.entrypoints.bench.sizes import QUICK_SIZES
+
+ENVIRONMENT: dict[str, str | int | float] = {
+    "postgresql": "15.18",
+    "database_source": "DATABASE_URL",
+    "cpu_count": 2,
+    "python": "3.11.7",
+    "jobqueue_package": "/src/jobqueue",
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "shared_buffers": "128MB",
+}
+
+
+def drain_in_processes(name: str, seconds: float, cpu: float | None) -> Measurement:
+    return Measurement(name, f"drain: {name}", Throughput(1_000, seconds, 0.1, cpu))
+
+
+def a_run(*measurements: Measurement, processes: tuple[int, ...] = (1, 2, 4)) -> Run:
+    return Run(replace(QUICK_SIZES, processes=processes), dict(ENVIRONMENT), list(measurements))
+
+
+def test_each_kind_of_figure_is_a_row_of_its_own_table_with_its_label_and_numbers() -> None:
+    run = a_run(
+        Measurement("startup.worker", "start a worker", StartupTime.of([0.5, 0.7, 0.6])),
+        Measurement("enqueue.http.c8", "over HTTP", Throughput(2_000, 2.0, 0.5, 1.5)),
+        Measurement("enqueue.single.c1", "in-process", Throughput(1_000, 0.5, 0.4)),
+        Measurement("pickup.process.http", "pick up", Latency.of([0.001, 0.002, 0.003, 0.010])),
+    )
+
+    shown = render(run).splitlines()
+
+    def row(label: str) -> list[str]:
+        [line] = [line for line in shown if line.strip().startswith(label)]
+        return line.split()[len(label.split()) :]
+
+    assert row("start a worker") == ["3", "600", "500", "700"]
+    # jobs, seconds, jobs/s, client CPU, service CPU and per job
+    assert row("over HTTP") == ["2,000", "2.00", "1,000", "25%", "1.50", "750"]
+    assert row("in-process") == ["1,000", "0.50", "2,000", "80%", "–", "–"]
+    latency = Latency.of([0.001, 0.002, 0.003, 0.010])
+    assert row("pick up") == [
+        "4",
+        f"{latency.p50_ms:.1f}",
+        f"{latency.p95_ms:.1f}",
+        f"{latency.p99_ms:.1f}",
+        "10.0",
+    ]
+    assert "PostgreSQL 15.18 (DATABASE_URL), 2 CPU cores" in shown[0]
+    assert any("shared and noisy" in line for line in shown)
+    assert all(line == line.rstrip() for line in shown)
+
+
+def test_drains_with_more_processes_are_compared_with_the_next_fewer_in_rate_and_cpu() -> None:
+    run = a_run(
+        drain_in_processes("drain.processes.1", 1.0, 0.2),
+        drain_in_processes("drain.processes.2", 0.5, 0.3),
+        drain_in_processes("drain.processes.4", 0.4, 0.6),
+    )
+
+    found = {each.name: each.value for each in ratios(run)}
+
+    assert found == {
+        "drain_2procs_vs_1procs": pytest.approx(2.0),
+        "drain_cpu_per_job_2procs_vs_1procs": pytest.approx(1.5),
+        "drain_4procs_vs_2procs": pytest.approx(1.25),
+        "drain_cpu_per_job_4procs_vs_2procs": pytest.approx(2.0),
+    }
+    assert "1.25×" in render(run)
+
+
+def test_a_ratio_needs_both_of_its_figures_and_cpu_ratios_their_cpu_times() -> None:
+    run = a_run(
+        drain_in_processes("drain.processes.1", 1.0, None),
+        drain_in_processes("drain.processes.2", 0.5, None),
+        Measurement("pickup.process.http", "http", Latency.of([0.001, 0.004])),
+    )
+
+    assert [each.name for each in ratios(run)] == ["drain_2procs_vs_1procs"]
+
+
+def test_the_json_holds_every_figure_and_service_cpu_only_where_it_was_measured() -> None:
+    run = a_run(
+        drain_in_processes("drain.processes.1", 1.0, 0.25),
+        Measurement("enqueue.single.c1", "in-process", Throughput(1_000, 0.5, 0.4)),
+        processes=(1,),
+    )
+
+    found = json.loads(json.dumps(as_json(run)))
+
+    drained = found["metrics"]["drain.processes.1"]
+    assert drained["jobs_per_second"] == pytest.approx(1_000)
+    assert drained["service_cpu_seconds"] == pytest.approx(0.25)
+    assert drained["service_cpu_us_per_job"] == pytest.approx(250)
+    assert "service_cpu_seconds" not in found["metrics"]["enqueue.single.c1"]
+    assert found["settings"]["processes"] == [1]
+    assert found["settings"]["worker_process_settings"]["WORKERS"] == str(
+        QUICK_SIZES.process_workers
+    )
+    assert found["environment"] == ENVIRONMENT

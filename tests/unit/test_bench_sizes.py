@@ -1,0 +1,121 @@
+"""`jobqueue bench`'s options: the sizes they choose, and what they refuse."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from jobqueue.entrypoints import cli
+from jobqueue.entrypoints.bench.command import parse_options, sizes_of
+from jobqueue.entrypoints.bench.sizes import DEFAULT_SIZES, QUICK_SIZES, parse_processes
+
+
+def test_no_option_gives_the_full_run_and_quick_the_small_one() -> None:
+    assert sizes_of(parse_options([], epilog="")) == DEFAULT_SIZES
+    assert sizes_of(parse_options(["--quick"], epilog="")) == QUICK_SIZES
+
+
+def test_each_size_option_replaces_its_size_and_keeps_the_others_of_the_run_chosen() -> None:
+    options = parse_options(
+        ["--quick", "--drain-jobs", "500", "--processes", "4,1", "--process-workers", "10"],
+        epilog="",
+    )
+
+    assert sizes_of(options) == replace(
+        QUICK_SIZES, drain_jobs=500, processes=(1, 4), process_workers=10
+    )
+
+
+def test_the_full_run_drains_with_one_two_and_four_processes_of_ten_workers() -> None:
+    assert DEFAULT_SIZES.processes == (1, 2, 4)
+    assert DEFAULT_SIZES.process_workers == 10
+    assert DEFAULT_SIZES.drain_jobs == 20_000
+
+
+@pytest.mark.parametrize(
+    ("text", "counts"), [("1,2,4", (1, 2, 4)), ("4, 2 ,1", (1, 2, 4)), ("3", (3,))]
+)
+def test_process_counts_are_read_in_any_order_and_kept_ascending(
+    text: str, counts: tuple[int, ...]
+) -> None:
+    assert parse_processes(text) == counts
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("0,2", "at least 1"),
+        ("1,,2", "at least 1"),
+        ("two", "at least 1"),
+        ("2,2", "given twice"),
+    ],
+)
+def test_process_counts_that_cannot_be_drained_with_are_refused(text: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        parse_processes(text)
+
+
+def test_sizes_refuse_process_counts_out_of_order() -> None:
+    with pytest.raises(ValueError, match="ascending"):
+        replace(DEFAULT_SIZES, processes=(2, 1))
+    with pytest.raises(ValueError, match="at least 1"):
+        replace(DEFAULT_SIZES, processes=(0, 1))
+
+
+@pytest.mark.parametrize(
+    "argv", [["--jobs", "0"], ["--processes", "1,1"], ["--latency-samples", "1"], ["--bogus"]]
+)
+def test_a_bad_option_is_a_usage_error_naming_it(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_options(argv, epilog="")
+
+    assert exited.value.code == 2
+    assert argv[0] in capsys.readouterr().err
+
+
+def test_jobqueue_bench_help_shows_its_options_and_the_variables_it_reads(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["bench", "--help"])
+
+    shown = capsys.readouterr().out
+    assert exited.value.code == 0
+    assert "usage: jobqueue bench" in shown
+    for option in ("--quick", "--json", "--jobs", "--drain-jobs", "--processes"):
+        assert option in shown
+    variables = [line.split()[0] for line in shown.splitlines() if line.startswith("  ")]
+    assert "DATABASE_URL" in variables
+    # bench never uses the service's data directory, nor writes the service's logs
+    assert "JOBQUEUE_DATA_DIR" not in variables
+    assert "LOG_LEVEL" not in variables
+
+
+def test_another_command_still_refuses_options_it_does_not_have(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["worker", "--quick"])
+
+    assert exited.value.code == 2
+    assert "unrecognized arguments: --quick" in capsys.readouterr().err
+
+
+def test_the_command_line_of_other_commands_loads_nothing_of_the_benchmark() -> None:
+    """A worker builds the same parser: the benchmark must cost its start-up nothing."""
+    program = (
+        "import sys\n"
+        "from jobqueue.entrypoints.cli import build_parser\n"
+        "build_parser().parse_args(['worker'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('jobqueue.entrypoints.bench')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+
+    assert result.stdout.strip() == "[]"
