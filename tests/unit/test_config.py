@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.job import Status
 from jobqueue.entrypoints.cli import build_parser
 from jobqueue.entrypoints.config import (
     SETTINGS,
+    TRACING_COMMANDS,
     ConfigError,
     HttpAddress,
     Settings,
@@ -63,7 +63,6 @@ def test_every_documented_variable_is_read() -> None:
     # A variable listed in --help but never parsed would be silently ignored.
     environ = {
         "DATABASE_URL": "postgresql://u:p@db:5432/jobs",
-        "DATABASE_POOLER": "pgbouncer",
         "JOBQUEUE_DATA_DIR": "/var/lib/jq",
         "HTTP_ADDR": "127.0.0.1:9000",
         "METRICS_ADDR": "127.0.0.1:9100",
@@ -95,7 +94,6 @@ def test_every_documented_variable_is_read() -> None:
     settings = Settings.from_env(environ)
 
     assert settings.database_url == "postgresql://u:p@db:5432/jobs"
-    assert settings.database_pooler is Pooler.PGBOUNCER
     assert settings.data_dir == Path("/var/lib/jq")
     assert settings.http_addr == HttpAddress("127.0.0.1", 9000, "127.0.0.1:9000")
     assert settings.metrics_addr == HttpAddress("127.0.0.1", 9100, "127.0.0.1:9100")
@@ -208,7 +206,7 @@ def test_a_command_help_lists_only_the_settings_the_command_uses(
     command: Command, capsys: pytest.CaptureFixture[str]
 ) -> None:
     expected = [row.env for row in SETTINGS if command in row.commands]
-    if command != "migrate":
+    if command in TRACING_COMMANDS:
         expected += [name for name, _, _ in TRACING_ENVIRONMENT]
 
     assert listed(help_of(command, capsys)) == expected
@@ -216,7 +214,13 @@ def test_a_command_help_lists_only_the_settings_the_command_uses(
 
 @pytest.mark.parametrize(
     ("command", "absent"),
-    [("worker", "HTTP_ADDR"), ("worker", "API_TOKENS"), ("api", "WORKERS"), ("migrate", "NOTIFY")],
+    [
+        ("worker", "HTTP_ADDR"),
+        ("worker", "API_TOKENS"),
+        ("api", "WORKERS"),
+        ("migrate", "NOTIFY"),
+        ("bench", "JOBQUEUE_DATA_DIR"),
+    ],
 )
 def test_settings_a_command_does_not_use_stay_out_of_its_help(
     command: Command, absent: str, capsys: pytest.CaptureFixture[str]

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from jobqueue.adapters.postgres.limits import Limits
-from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import parse_duration
@@ -27,6 +26,7 @@ from jobqueue.domain.retention import DEFAULT_COMPLETED, DEFAULT_FAILED, Retenti
 from jobqueue.entrypoints.settings_rules import check
 from jobqueue.entrypoints.variables import (
     ALL_COMMANDS,
+    EXCEPT_BENCH,
     LOG_LEVELS,
     SERVICES,
     SETTING_KEY,
@@ -40,7 +40,6 @@ from jobqueue.entrypoints.variables import (
     parse_log_level,
     parse_metrics_addr,
     parse_path,
-    parse_pooler,
     parse_size,
     parse_tokens,
     setting,
@@ -85,21 +84,12 @@ class Settings:
         commands=ALL_COMMANDS,
         secret=True,
     )
-    database_pooler: Pooler = setting(
-        "DATABASE_POOLER",
-        parse_pooler,
-        Pooler.NONE,
-        "pgbouncer: DATABASE_URL is PgBouncer in transaction mode (no statement caches; "
-        "needs NOTIFY=false, AUTO_MIGRATE=false); none: PostgreSQL itself",
-        # migrate reads it only to refuse it: migrations need PostgreSQL itself.
-        commands=SERVICES | {"migrate"},
-    )
     data_dir: Path = setting(
         "JOBQUEUE_DATA_DIR",
         parse_path,
         Path(".jobqueue/pgdata"),
         "data directory of the embedded server",
-        commands=ALL_COMMANDS,
+        commands=EXCEPT_BENCH,
     )
     http_addr: HttpAddress = setting(
         "HTTP_ADDR",
@@ -247,7 +237,7 @@ class Settings:
         parse_log_level,
         "INFO",
         f"{', '.join(LOG_LEVELS[:-1])} or {LOG_LEVELS[-1]}",
-        commands=ALL_COMMANDS,
+        commands=EXCEPT_BENCH,
     )
     auto_migrate: bool = setting(
         "AUTO_MIGRATE",

@@ -14,14 +14,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.domain.durations import format_duration
 
 T = TypeVar("T")
 
-Command = Literal["serve", "api", "worker", "migrate"]
-COMMANDS: tuple[Command, ...] = ("serve", "api", "worker", "migrate")
+Command = Literal["serve", "api", "worker", "migrate", "bench"]
+COMMANDS: tuple[Command, ...] = ("serve", "api", "worker", "migrate", "bench")
 ALL_COMMANDS: frozenset[Command] = frozenset(COMMANDS)
+# `bench` reads DATABASE_URL alone: it logs its own way, and without DATABASE_URL it runs
+# on a temporary embedded server, never on the one in JOBQUEUE_DATA_DIR.
+EXCEPT_BENCH: frozenset[Command] = ALL_COMMANDS - {"bench"}
 # The commands that run the service, those with the HTTP API, those with workers.
 SERVICES: frozenset[Command] = frozenset({"serve", "api", "worker"})
 WITH_API: frozenset[Command] = frozenset({"serve", "api"})
@@ -187,14 +189,6 @@ def parse_database_url(raw: str) -> str:
         # The message never repeats the URL: it may hold a password.
         raise ValueError(str(error)) from None
     return raw
-
-
-def parse_pooler(raw: str) -> Pooler:
-    try:
-        return Pooler(raw.lower())
-    except ValueError:
-        choices = " or ".join(pooler.value for pooler in Pooler)
-        raise ValueError(f"{raw!r} is not a pooler; use {choices}") from None
 
 
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
