@@ -8,7 +8,7 @@ VENV := .venv
 export UV_PYTHON := $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install run test lint typecheck unit integration bench clean
+.PHONY: install run test lint typecheck unit integration integration-pgbouncer check-pgbouncer bench clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -19,6 +19,13 @@ $(VENV)/.installed: $(UV) uv.lock pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+# The PgBouncer tests (tests/integration/test_pgbouncer.py) start Debian's pgbouncer
+# binary: without it they would fail one by one, so say once what to install.
+PGBOUNCER := $(or $(shell command -v pgbouncer 2>/dev/null),$(wildcard /usr/sbin/pgbouncer))
+
+check-pgbouncer:
+	@test -n "$(PGBOUNCER)" || { echo "make: pgbouncer is not installed; the PgBouncer tests need Debian's package: sudo apt-get install pgbouncer" >&2; exit 1; }
 
 run: install
 	$(VENV)/bin/jobqueue serve
@@ -33,10 +40,15 @@ typecheck: install
 unit: install
 	$(VENV)/bin/pytest tests/unit -q
 
-integration: install
+integration: install check-pgbouncer
 	$(VENV)/bin/pytest tests/integration -q -n auto
 
-test: lint typecheck
+# The whole integration suite once more, its services and engines through PgBouncer
+# (README, "Behind PgBouncer"); minutes, so not part of `make test`.
+integration-pgbouncer: install check-pgbouncer
+	JOBQUEUE_TEST_PGBOUNCER=1 $(VENV)/bin/pytest tests/integration -q -n auto
+
+test: lint typecheck check-pgbouncer
 	$(VENV)/bin/pytest -n auto
 
 bench: install

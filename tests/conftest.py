@@ -5,12 +5,14 @@ start a server."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.database import create_engine
+from tests.support import pgbouncer
 from tests.support.postgres import (
     Server,
     create_database,
@@ -18,6 +20,46 @@ from tests.support.postgres import (
     ensure_template,
     resolve_server,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{pgbouncer.MARKER}(why): with {pgbouncer.SWITCH}=1, still reach PostgreSQL "
+        "directly: what the test checks needs a session of its own or the server itself",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture of the test is set up, module-scoped services included.
+    pgbouncer.ROUTING.current_test_direct = item.get_closest_marker(pgbouncer.MARKER) is not None
+
+
+# What went through PgBouncer in this process, or in each xdist worker (reported when it
+# finishes), for the summary that shows the switch really routed the suite.
+_THROUGH_PGBOUNCER: list[dict[str, int]] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    totals = pgbouncer.ROUTING.stop_all()
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:  # an xdist worker: its controller prints the summary
+        output["pgbouncer"] = totals
+    else:
+        _THROUGH_PGBOUNCER.append(totals)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    totals = getattr(node, "workeroutput", {}).get("pgbouncer")
+    if totals is not None:
+        _THROUGH_PGBOUNCER.append(totals)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if pgbouncer.ROUTING.enabled:
+        terminalreporter.write_line(pgbouncer.summary(_THROUGH_PGBOUNCER))
 
 
 @pytest.fixture(scope="session")
@@ -52,8 +94,20 @@ def empty_database_url(postgres_server: Server, request: pytest.FixtureRequest) 
 @pytest.fixture
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     """An engine on this module's database, emptied before each test."""
-    engine = create_engine(database_url, pool_size=5)
+    url, pooler = pgbouncer.routed_url(database_url)
+    engine = create_engine(url, pool_size=5, pooler=pooler)
     async with engine.begin() as connection:
         await connection.execute(text("TRUNCATE jobs"))
     yield engine
     await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_server(postgres_server: Server) -> Iterator[pgbouncer.PgBouncer]:
+    """A PgBouncer in transaction mode in front of the test server (Debian's package)."""
+    why = pgbouncer.missing()
+    if why is not None:
+        # Not a skip: a machine without it would pass the suite without testing it.
+        pytest.fail(why, pytrace=False)
+    with pgbouncer.running(postgres_server.url) as bouncer:
+        yield bouncer

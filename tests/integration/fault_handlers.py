@@ -232,6 +232,7 @@ class Fleet:
         port = free_port()
         stdout, stderr = directory / "stdout.log", directory / "stderr.log"
         env = environment(
+            command,
             HTTP_ADDR=f"127.0.0.1:{port}",
             **{EXECUTIONS_VARIABLE: str(self.executions)},
             **settings,

@@ -76,6 +76,10 @@ def until(moment: float) -> None:
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.direct_database(
+    "asserts a 503 within 5 s for a submission made while the server is down: behind "
+    "PgBouncer it waits in PgBouncer's queue until DB_CLIENT_TIMEOUT (docs/design.md)"
+)
 def test_a_five_second_outage_under_load_loses_nothing_and_reruns_nothing(
     own_pg15: PgServer, own_pg15_database: Database, fleet: Fleet
 ) -> None:

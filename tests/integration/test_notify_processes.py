@@ -99,6 +99,9 @@ def api_and_idle_worker(database_url: str, logs: Path, notify: str) -> Iterator[
     assert worker.process.returncode == 0, worker.errors()
 
 
+@pytest.mark.direct_database(
+    "LISTEN holds a session, which PgBouncer's transaction mode cannot keep"
+)
 def test_a_job_submitted_to_an_api_process_wakes_an_idle_worker_process(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -32,6 +32,7 @@ from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.http.app import create_app
 from jobqueue.entrypoints.http.health import Readiness
 from jobqueue.entrypoints.worker.pool import WorkerPool
+from tests.support.pgbouncer import routed_url
 
 T = TypeVar("T")
 
@@ -80,7 +81,8 @@ def build_api(
     if store is None:
         if database_url is None:
             raise ValueError("build_api needs a database_url or a store")
-        engine = create_engine(database_url, pool_size=5)
+        url, pooler = routed_url(database_url)
+        engine = create_engine(url, pool_size=5, pooler=pooler)
         store = PostgresJobStore(engine)
         lifespans.append(_disposing(engine))
         if tracer_provider is not None:

@@ -30,13 +30,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def environment(**settings: str) -> dict[str, str]:
+def environment(command: str | None = None, **settings: str) -> dict[str, str]:
+    """The environment of a `jobqueue <command>` subprocess: ours, less any setting of
+    the test runner's, plus `settings` (through PgBouncer with the suite's switch on)."""
+    # Imported here: tests.support.pgbouncer uses this module's free_port.
+    from tests.support.pgbouncer import service_settings
+
     env = {key: value for key, value in os.environ.items() if key not in _OURS}
     env["PYTHONUNBUFFERED"] = "1"
     # A worker's default metrics port is fixed (:9090): tests running in parallel would
     # fight over it. A test that wants the listener gives it a free port.
     env["METRICS_ADDR"] = "off"
-    env.update(settings)
+    env.update(service_settings(command, settings))
     return env
 
 
@@ -47,7 +52,7 @@ def run(
     return subprocess.run(
         [str(JOBQUEUE), *args],
         cwd=REPO_ROOT,
-        env=environment(**settings),
+        env=environment(args[0] if args else None, **settings),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -116,7 +121,7 @@ def start(args: list[str], port: int, logs: Path, **settings: str) -> Service:
         process = subprocess.Popen(
             [str(JOBQUEUE), *args],
             cwd=REPO_ROOT,
-            env=environment(HTTP_ADDR=f"127.0.0.1:{port}", **settings),
+            env=environment(args[0], HTTP_ADDR=f"127.0.0.1:{port}", **settings),
             stdout=out,
             stderr=err,
         )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.job import Status
@@ -63,6 +64,7 @@ def test_every_documented_variable_is_read() -> None:
     # A variable listed in --help but never parsed would be silently ignored.
     environ = {
         "DATABASE_URL": "postgresql://u:p@db:5432/jobs",
+        "DATABASE_POOLER": "pgbouncer",
         "JOBQUEUE_DATA_DIR": "/var/lib/jq",
         "HTTP_ADDR": "127.0.0.1:9000",
         "METRICS_ADDR": "127.0.0.1:9100",
@@ -94,6 +96,7 @@ def test_every_documented_variable_is_read() -> None:
     settings = Settings.from_env(environ)
 
     assert settings.database_url == "postgresql://u:p@db:5432/jobs"
+    assert settings.database_pooler is Pooler.PGBOUNCER
     assert settings.data_dir == Path("/var/lib/jq")
     assert settings.http_addr == HttpAddress("127.0.0.1", 9000, "127.0.0.1:9000")
     assert settings.metrics_addr == HttpAddress("127.0.0.1", 9100, "127.0.0.1:9100")

@@ -46,7 +46,12 @@ from jobqueue.entrypoints import exit_codes
 from jobqueue.entrypoints.components import Component, Loop, OnStop, Phase, run_components
 from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.handler_modules import build_registry
-from jobqueue.entrypoints.provisioning import database, migrate, run_migrate
+from jobqueue.entrypoints.provisioning import (
+    database,
+    migrate,
+    run_migrate,
+    warn_unless_statements_bounded,
+)
 from jobqueue.entrypoints.runtime import Listeners, Signals, bind_listeners, installed
 from jobqueue.entrypoints.wakeups import Announcing, Listening, announcer
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
@@ -105,7 +110,10 @@ async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> in
                 url,
                 pool_size=min(max(10, settings.workers), 50),
                 limits=settings.database_limits(),
+                pooler=settings.database_pooler,
             )
+            if not settings.database_pooler.keeps_sessions:
+                await warn_unless_statements_bounded(engine, settings)
             if tracer_provider is not None:
                 from jobqueue.adapters.telemetry.tracing import trace_engine
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from jobqueue.adapters.postgres.limits import Limits
+from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import parse_duration
@@ -40,6 +41,7 @@ from jobqueue.entrypoints.variables import (
     parse_log_level,
     parse_metrics_addr,
     parse_path,
+    parse_pooler,
     parse_size,
     parse_tokens,
     setting,
@@ -83,6 +85,15 @@ class Settings:
         "PostgreSQL URL; unset: an embedded server in JOBQUEUE_DATA_DIR",
         commands=ALL_COMMANDS,
         secret=True,
+    )
+    database_pooler: Pooler = setting(
+        "DATABASE_POOLER",
+        parse_pooler,
+        Pooler.NONE,
+        "pgbouncer: DATABASE_URL is PgBouncer in transaction mode (no statement caches; "
+        "needs NOTIFY=false, AUTO_MIGRATE=false); none: PostgreSQL itself",
+        # migrate reads it only to refuse it: migrations need PostgreSQL itself.
+        commands=SERVICES | {"migrate"},
     )
     data_dir: Path = setting(
         "JOBQUEUE_DATA_DIR",

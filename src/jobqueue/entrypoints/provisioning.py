@@ -11,14 +11,18 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
-from jobqueue.adapters.postgres.database import redact
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from jobqueue.adapters.postgres.database import redact, statement_timeout_of
 from jobqueue.adapters.postgres.embedded import start_embedded
 from jobqueue.adapters.postgres.schema_version import is_current
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.entrypoints import exit_codes
 from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.runtime import Signals, StartupError, installed
+from jobqueue.entrypoints.variables import show
 
 _log = logging.getLogger("jobqueue")
 
@@ -87,7 +91,38 @@ async def migrate(url: str, *, unless_current: bool = False) -> None:
     _log.info("database schema is up to date")
 
 
+async def warn_unless_statements_bounded(engine: AsyncEngine, settings: Settings) -> None:
+    """Behind a transaction pooler the service cannot set `statement_timeout` on its
+    connections (`create_engine`): say so at start when the server's own setting for
+    the role is not STATEMENT_TIMEOUT, rather than run with statements unbounded."""
+    wanted = settings.statement_timeout
+    try:
+        applied = await statement_timeout_of(engine)
+    except Exception as error:  # the database may be down at start: the service copes
+        _log.warning(
+            "could not read the server's statement_timeout through the pooler",
+            extra={"error": f"{type(error).__name__}: {error}"},
+        )
+        return
+    if applied == wanted:
+        return
+    _log.warning(
+        "statement_timeout through the pooler is %s, not STATEMENT_TIMEOUT (%s): set it "
+        "for the service's role, e.g. ALTER ROLE <role> SET statement_timeout = '%s'",
+        show(applied) if applied is not None else "unlimited",
+        show(wanted),
+        f"{wanted // timedelta(milliseconds=1)}ms",
+    )
+
+
 async def run_migrate(settings: Settings) -> int:
+    if not settings.database_pooler.keeps_sessions:
+        raise StartupError(
+            f"migrations cannot run through DATABASE_POOLER={settings.database_pooler}: "
+            "they hold a session advisory lock, which a transaction pooler cannot keep; "
+            "run `jobqueue migrate` with DATABASE_URL pointing at PostgreSQL itself and "
+            "DATABASE_POOLER unset"
+        )
     # Not graceful: a migration cannot be drained. Cancelling still leaves the embedded
     # server behind us stopped, and Alembic's transaction rolls back.
     async with installed(Signals(graceful=False)) as signals:

@@ -84,6 +84,28 @@ def check(
         lambda n: MIN_BODY_BYTES <= n <= MAX_BODY_BYTES,
         f"{{}} is not between {MIN_BODY_BYTES} and {MAX_BODY_BYTES} bytes",
     )
+    rule(
+        ("database_pooler", "database_url"),
+        lambda pooler, url: pooler.keeps_sessions or url is not None,
+        f"{{}} needs {variables['database_url']}, the pooler's address (the embedded "
+        "server is reached directly)",
+    )
+    # Both hold a session, which a transaction pooler gives another client after each
+    # transaction: a LISTEN would hear nothing, a migration's advisory lock would never
+    # be released.
+    rule(
+        ("database_pooler", "notify"),
+        lambda pooler, notify: pooler.keeps_sessions or not notify,
+        f"{{}} needs {variables['notify']}=false: LISTEN does not work through a "
+        "transaction pooler (idle workers then find new jobs within POLL_INTERVAL)",
+    )
+    rule(
+        ("database_pooler", "auto_migrate"),
+        lambda pooler, migrate: pooler.keeps_sessions or not migrate,
+        f"{{}} needs {variables['auto_migrate']}=false: migrations hold a session "
+        "advisory lock, which a transaction pooler cannot keep; run `jobqueue migrate` "
+        "against PostgreSQL itself first",
+    )
     return problems
 
 

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal, TypeVar
 
+from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.domain.durations import format_duration
 
 T = TypeVar("T")
@@ -189,6 +190,14 @@ def parse_database_url(raw: str) -> str:
         # The message never repeats the URL: it may hold a password.
         raise ValueError(str(error)) from None
     return raw
+
+
+def parse_pooler(raw: str) -> Pooler:
+    try:
+        return Pooler(raw.lower())
+    except ValueError:
+        choices = " or ".join(pooler.value for pooler in Pooler)
+        raise ValueError(f"{raw!r} is not a pooler; use {choices}") from None
 
 
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")

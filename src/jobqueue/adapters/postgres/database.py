@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from jobqueue.adapters.postgres.limits import Limits
+from jobqueue.adapters.postgres.pooler import Pooler
 
 _ACCEPTED_SCHEMES = {"postgres", "postgresql", "postgresql+asyncpg"}
 # Arguments the SQLAlchemy asyncpg adapter consumes itself; asyncpg.connect refuses them.
@@ -64,13 +66,27 @@ def create_engine(
     pool_size: int = 10,
     application_name: str = "jobqueue",
     limits: Limits | None = None,
+    pooler: Pooler = Pooler.NONE,
 ) -> AsyncEngine:
-    """An engine on `url`; with `limits`, every connection is bounded by them."""
+    """An engine on `url`; with `limits`, every connection is bounded by them.
+
+    Behind a transaction pooler (`pooler`), `limits.statement` is not sent: PgBouncer
+    refuses a connection that sets `statement_timeout` at its start (and, told to ignore
+    it, drops it silently), so the server's own setting for the role applies instead
+    (`statement_timeout_of` reads it back)."""
+    # application_name is one of the few startup settings PgBouncer carries over.
     server_settings = {"application_name": application_name}
     connect_args: dict[str, Any] = {"server_settings": server_settings}
+    if not pooler.keeps_sessions:
+        # Named statements live on one server connection, which the pooler hands to
+        # another client after the transaction: asyncpg's cache (the driver statements)
+        # and SQLAlchemy's (everything else) are off, so every statement is unnamed and
+        # parsed and executed within one exchange that the pooler keeps on one server.
+        connect_args |= {"statement_cache_size": 0, "prepared_statement_cache_size": 0}
     pool_timeout = 30.0  # SQLAlchemy's own default
     if limits is not None:
-        server_settings["statement_timeout"] = str(limits.statement_milliseconds)
+        if pooler.keeps_sessions:
+            server_settings["statement_timeout"] = str(limits.statement_milliseconds)
         client = limits.client.total_seconds()
         # asyncpg: `timeout` bounds connecting, `command_timeout` every statement.
         connect_args |= {"timeout": client, "command_timeout": client}
@@ -85,6 +101,16 @@ def create_engine(
     if limits is not None:
         event.listen(engine.sync_engine, "handle_error", _drop_timed_out_connection)
     return engine
+
+
+async def statement_timeout_of(engine: AsyncEngine) -> timedelta | None:
+    """The `statement_timeout` the server applies to `engine`'s statements; None when
+    they are not limited."""
+    async with autocommit(engine).connect() as connection:
+        milliseconds = await connection.scalar(
+            text("SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout'")
+        )
+    return timedelta(milliseconds=milliseconds) if milliseconds else None
 
 
 def _drop_timed_out_connection(context: ExceptionContext) -> None:
