@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from logging.config import fileConfig
 
 from alembic import context
@@ -21,6 +22,8 @@ from jobqueue.adapters.postgres.schema import metadata
 
 # Any constant works; it only has to be the same in every process that migrates.
 MIGRATION_LOCK_KEY = 0x6A6F6271  # "jobq"
+# How often a process waiting for another's migrations tries the lock again.
+_LOCK_POLL_SECONDS = 0.1
 
 config = context.config
 
@@ -40,11 +43,28 @@ def _url() -> str:
     return str(url)
 
 
+def _lock(connection: Connection) -> None:
+    """Take the session's migration lock, waiting outside any transaction.
+
+    Tried in short transactions rather than waited for in one: a revision building an
+    index CONCURRENTLY waits for every transaction holding a snapshot, so a process
+    waiting for the lock inside one would deadlock with the process holding it. The lock
+    is the session's and outlives the commits; Alembic then begins the migrations'
+    transaction itself, which a revision's autocommit block can end and begin again.
+    """
+    while not connection.execute(
+        text("SELECT pg_try_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+    ).scalar():
+        connection.commit()
+        time.sleep(_LOCK_POLL_SECONDS)
+    connection.commit()
+
+
 def _run(connection: Connection) -> None:
     # Several processes may start together (`jobqueue serve` migrates on start). The
     # session lock makes them take turns, and each reads the version table only once it
     # holds the lock, so the later ones find nothing left to do.
-    connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+    _lock(connection)
     try:
         context.configure(
             connection=connection,

@@ -9,6 +9,7 @@ import sys
 import asyncpg
 import pytest
 
+from jobqueue.adapters.postgres.schema_version import head_revisions
 from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.handler_modules import build_registry, load_handlers
 from jobqueue.entrypoints.runtime import StartupError
@@ -71,7 +72,7 @@ def test_migrate_brings_an_empty_database_to_head_and_is_repeatable(
 
     assert first.returncode == 0, first.stderr
     assert again.returncode == 0, again.stderr
-    assert asyncio.run(_version(empty_database_url)) == "0003"
+    assert {asyncio.run(_version(empty_database_url))} == head_revisions()
     assert '"message": "database schema is up to date"' in first.stdout
 
 

@@ -20,10 +20,11 @@ from sqlalchemy.engine import Connection
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import jobs, metadata
+from jobqueue.adapters.postgres.schema_version import head_revisions
 from tests.support.postgres import dsn
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-HEAD = "0003"
+(HEAD,) = head_revisions()
 RETENTION_INDEXES = {"ix_jobs_finished", "ix_jobs_dead_letter"}
 
 
@@ -128,7 +129,53 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_database_url: str) 
     assert logs.count("Running upgrade  -> 0001") == 1, logs
     assert logs.count("Running upgrade 0001 -> 0002") == 1, logs
     assert logs.count("Running upgrade 0002 -> 0003") == 1, logs
+    assert logs.count("Running upgrade 0003 -> 0004") == 1, logs
     assert _versions(empty_database_url) == [HEAD]
+
+
+async def _valid_due_indexes(url: str) -> dict[str, bool]:
+    rows = await _fetch(
+        url,
+        "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE c.relname LIKE 'ix_jobs_due%'",
+    )
+    return dict(rows)
+
+
+async def test_the_keyed_due_index_replaces_the_old_one_on_a_filled_table_without_blocking(
+    empty_database_url: str,
+) -> None:
+    """0004 builds and drops indexes CONCURRENTLY: on a filled table, writes go on while
+    it runs (each with a lock timeout far shorter than a blocking build), and it undoes
+    itself."""
+    url = empty_database_url
+    await asyncio.to_thread(upgrade, url, "0003")
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        await connection.execute(
+            "INSERT INTO jobs (type, status, attempts, max_attempts, run_at, updated_at)"
+            " SELECT 't', CASE WHEN n % 2 = 0 THEN 'pending' ELSE 'completed' END, 0, 3,"
+            "        now() - make_interval(secs => n), now()"
+            " FROM generate_series(1, 300000) AS n"
+        )
+        await connection.execute("SET lock_timeout = '100ms'")
+        migrating = asyncio.create_task(asyncio.to_thread(upgrade, url))
+        written = 0
+        while not migrating.done():
+            await connection.execute("INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
+            written += 1
+        await migrating
+        assert written > 0
+        assert await _valid_due_indexes(url) == {"ix_jobs_due_key": True}
+        assert await _fetch(url, "SELECT version_num FROM alembic_version") == [(HEAD,)]
+        assert await connection.fetchval("SELECT count(*) FROM jobs") == 300_000 + written
+
+        await asyncio.to_thread(downgrade, url, "0003")
+        assert await _valid_due_indexes(url) == {"ix_jobs_due": True}
+        await asyncio.to_thread(upgrade, url)
+        assert await asyncio.to_thread(_drift, url, metadata) == []
+    finally:
+        await connection.close()
 
 
 def test_schema_module_and_migrations_agree(database_url: str) -> None:

@@ -72,7 +72,7 @@ async def test_endings_and_the_next_claim_go_in_one_statement(engine: AsyncEngin
             (second.lease, Decision.release()),
             (stale, Decision.complete()),
         ],
-        5,
+        2,
         LEASE,
     )
 
@@ -86,10 +86,10 @@ async def test_endings_and_the_next_claim_go_in_one_statement(engine: AsyncEngin
     # Released, it is claimable by the next call; a claim finding nothing still answers
     # for its endings.
     held, [again] = await store.record_and_claim(
-        [(claimed[0].lease, Decision.complete())], 5, LEASE
+        [(claimed[0].lease, Decision.complete())], 2, LEASE
     )
     assert (held, again.id) == ({claimed[0].lease}, second.id)
-    held, none = await store.record_and_claim([(again.lease, Decision.complete())], 5, LEASE)
+    held, none = await store.record_and_claim([(again.lease, Decision.complete())], 2, LEASE)
     assert (held, list(none)) == ({again.lease}, [])
 
 

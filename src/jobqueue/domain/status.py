@@ -77,7 +77,7 @@ _SOONEST = {column: ListOrder(column, descending=False) for column in SortColumn
 _NEWEST_FINISHED = ListOrder(SortColumn.UPDATED_AT, descending=True)
 
 TRAITS: Mapping[Status, StatusTraits] = {
-    Status.PENDING: StatusTraits(Phase.LIVE, _SOONEST[SortColumn.RUN_AT], "ix_jobs_due"),
+    Status.PENDING: StatusTraits(Phase.LIVE, _SOONEST[SortColumn.RUN_AT], "ix_jobs_due_key"),
     Status.PROCESSING: StatusTraits(
         Phase.LIVE, _SOONEST[SortColumn.LOCKED_UNTIL], "ix_jobs_lease_expiry"
     ),

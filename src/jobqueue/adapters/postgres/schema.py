@@ -67,7 +67,7 @@ jobs = Table(
         "(status = 'processing') = (locked_until IS NOT NULL)", name="lease_while_processing"
     ),
     # The claim's scan: due pending jobs in due order. Finished rows never enter it.
-    Index("ix_jobs_due", "run_at", postgresql_where=text("status = 'pending'")),
+    Index("ix_jobs_due_key", "run_at", "id", postgresql_where=text("status = 'pending'")),
     # The recovery scan: leases that may have run out.
     Index("ix_jobs_lease_expiry", "locked_until", postgresql_where=text("status = 'processing'")),
     Index(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -22,6 +22,7 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     ColumnElement,
+    DateTime,
     Integer,
     Interval,
     RowMapping,
@@ -38,6 +39,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    tuple_,
     union_all,
     update,
 )
@@ -46,6 +48,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 from sqlalchemy.types import TypeEngine
 
+from jobqueue.adapters.postgres.claim_cursor import START, ClaimCursor, Key
 from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch
 from jobqueue.adapters.postgres.enqueue import submit_in, submit_on_driver
@@ -53,7 +56,7 @@ from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.schema import status_literal as _status
-from jobqueue.domain.errors import InvalidTransition, JobNotFound
+from jobqueue.domain.errors import InvalidTransition, JobNotFound, StoreError, StoreUnavailable
 from jobqueue.domain.job import Job, Lease, NewJob, Operation
 from jobqueue.domain.listing import JobPage, JobQuery, position_of
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
@@ -81,11 +84,20 @@ def _interval(value: timedelta) -> ColumnElement[timedelta]:
 # once and claim more rows than asked. SKIP LOCKED lets concurrent claimers pass each
 # other's rows instead of queueing behind them. FOR UPDATE rechecks the filter on the
 # newest row version, so every row locked here is still pending and stays so until this
-# statement commits: the UPDATE needs no guard.
+# statement commits: the UPDATE needs no guard. The scan starts after the key of the last
+# job this process claimed (`claim_cursor`), past the dead entries claims leave behind.
 _due = (
     select(jobs.c.id)
-    .where(jobs.c.status == _status(Status.PENDING), jobs.c.run_at <= func.now())
-    .order_by(jobs.c.run_at)
+    .where(
+        jobs.c.status == _status(Status.PENDING),
+        jobs.c.run_at <= func.now(),
+        tuple_(jobs.c.run_at, jobs.c.id)
+        > tuple_(
+            bindparam("after_run_at", type_=DateTime(timezone=True)),
+            bindparam("after_id", type_=PG_UUID(as_uuid=True)),
+        ),
+    )
+    .order_by(jobs.c.run_at, jobs.c.id)
     .limit(bindparam("limit"))
     .with_for_update(skip_locked=True)
     .cte("due")
@@ -224,8 +236,13 @@ def _check_claim(limit: int, lease: timedelta) -> None:
         raise ValueError(f"lease must be positive, got {lease}")
 
 
-def _due_time(job: Job) -> datetime:
-    return job.run_at
+def _claim_values(limit: int, lease: timedelta, after: Key) -> dict[str, object]:
+    after_run_at, after_id = after
+    return {"limit": limit, "lease": lease, "after_run_at": after_run_at, "after_id": after_id}
+
+
+def _due_key(job: Job) -> Key:
+    return job.run_at, job.id
 
 
 class PostgresJobStore:
@@ -236,6 +253,7 @@ class PostgresJobStore:
         # Every operation is one statement, atomic on its own: an explicit transaction
         # would only add a BEGIN and a COMMIT round trip to each. Shares engine's pool.
         self._autocommit = autocommit(engine)
+        self._cursor = ClaimCursor()
 
     async def submit(self, new: NewJob) -> Submitted:
         # Autocommit too: the insert commits on its own, and the read that explains a key
@@ -252,10 +270,10 @@ class PostgresJobStore:
 
     async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
         _check_claim(limit, lease)
+        after = self._cursor.after()
         async with self._connection() as connection:
-            rows = await fetch(connection, _CLAIM_SENT, {"limit": limit, "lease": lease})
-        claimed = [job_from_row(row) for row in rows]
-        return sorted(claimed, key=_due_time)
+            rows = await fetch(connection, _CLAIM_SENT, _claim_values(limit, lease, after))
+        return await self._claimed([job_from_row(row) for row in rows], limit, lease, after)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         if not endings:
@@ -268,7 +286,8 @@ class PostgresJobStore:
         _check_claim(limit, lease)
         if not endings:
             return set(), await self.claim(limit, lease)
-        parameters = {**_ending_arrays(endings), "limit": limit, "lease": lease}
+        after = self._cursor.after()
+        parameters = {**_ending_arrays(endings), **_claim_values(limit, lease, after)}
         async with self._connection() as connection:
             rows = await fetch(connection, _RECORD_AND_CLAIM_SENT, parameters)
         first = rows[0]
@@ -279,7 +298,26 @@ class PostgresJobStore:
             )
         }
         claimed = [job_from_row(row) for row in rows if row["id"] is not None]
-        return held, sorted(claimed, key=_due_time)
+        return held, await self._claimed(claimed, limit, lease, after)
+
+    async def _claimed(
+        self, claimed: list[Job], limit: int, lease: timedelta, after: Key
+    ) -> list[Job]:
+        """What a claim from `after` returned, topped up from the start of the due index
+        when it came back short: jobs due behind the cursor (released, or committed late)
+        are then claimed at once, not a poll later."""
+        if len(claimed) < limit and after != START:
+            values = _claim_values(limit - len(claimed), lease, START)
+            try:
+                async with self._connection() as connection:
+                    rows = await fetch(connection, _CLAIM_SENT, values)
+            except (StoreUnavailable, StoreError):
+                # The first claim is committed: its jobs must reach the pool whatever
+                # happens to this one. The next claim starts over (nothing moved on).
+                rows = []
+            claimed += [job_from_row(row) for row in rows]
+        self._cursor.claimed(claimed, limit)
+        return sorted(claimed, key=_due_key)
 
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
         if lease <= timedelta(0):
