@@ -4,8 +4,9 @@ transaction."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from jobqueue import NewJob, enqueue, enqueue_many
 from jobqueue.entrypoints.bench.progress import progress
@@ -37,26 +38,38 @@ async def enqueue_in_batches(
     engine: AsyncEngine, new: NewJob, total: int, batch: int, label: str
 ) -> Throughput:
     """`jobqueue.enqueue` called `batch` times per transaction: the in-process API."""
-    async with progress(label, total) as shown:
-        stopwatch = Stopwatch()
-        for first in range(0, total, batch):
-            size = min(batch, total - first)
-            async with engine.begin() as connection:
-                for _ in range(size):
-                    await enqueue(connection, new)
-            shown.advance(size)
-        return stopwatch.throughput(total)
+
+    async def send(connection: AsyncConnection, size: int) -> None:
+        for _ in range(size):
+            await enqueue(connection, new)
+
+    return await _in_transactions(engine, total, batch, label, send)
 
 
 async def enqueue_many_in_batches(
     engine: AsyncEngine, new: NewJob, total: int, batch: int, label: str
 ) -> Throughput:
     """`jobqueue.enqueue_many` of `batch` jobs per transaction: the bulk in-process API."""
+
+    async def send(connection: AsyncConnection, size: int) -> None:
+        await enqueue_many(connection, [new] * size)
+
+    return await _in_transactions(engine, total, batch, label, send)
+
+
+async def _in_transactions(
+    engine: AsyncEngine,
+    total: int,
+    batch: int,
+    label: str,
+    send: Callable[[AsyncConnection, int], Awaitable[None]],
+) -> Throughput:
+    """`total` jobs, `batch` per transaction, each transaction's jobs sent by `send`."""
     async with progress(label, total) as shown:
         stopwatch = Stopwatch()
         for first in range(0, total, batch):
             size = min(batch, total - first)
             async with engine.begin() as connection:
-                await enqueue_many(connection, [new] * size)
+                await send(connection, size)
             shown.advance(size)
         return stopwatch.throughput(total)
