@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.notify import Listener, Notifier, asyncpg_connect, pg_notify
+from jobqueue.adapters.postgres.schema_version import is_current
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig
 from jobqueue.domain.job import Job
@@ -106,6 +107,14 @@ async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> in
         async with database(settings) as url:
             if settings.auto_migrate:
                 await migrate(url, unless_current=True)
+            elif not await is_current(url):
+                # Not refused: during a rolling deploy the new code may start first, and
+                # it works on the older schema, but its claims may lack their index.
+                _log.warning(
+                    "the database schema is not at this version's migrations; run "
+                    "`jobqueue migrate` (or set AUTO_MIGRATE=true): until then some "
+                    "statements may not find the indexes they were written for"
+                )
             engine = create_engine(
                 url,
                 pool_size=min(max(10, settings.workers), 50),
