@@ -36,7 +36,7 @@ from sqlalchemy.pool import Pool
 from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, driver_of, fetch
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
-from jobqueue.adapters.postgres.notify import CHANNEL, Notifier, pg_notify
+from jobqueue.adapters.postgres.notify import ANNOUNCE, Notifier, pg_notify
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
@@ -60,7 +60,7 @@ def _announcing(inserted: Any) -> Any:
     """`SELECT` the inserted rows, plus one NOTIFY for the statement: an uncorrelated
     scalar subquery is evaluated once, and only when there is a row to return."""
     rows = inserted.cte("inserted")
-    notify = select(func.pg_notify(CHANNEL, "")).scalar_subquery().label("announced")
+    notify = select(ANNOUNCE).scalar_subquery().label("announced")
     return select(*rows.c, notify)
 
 
@@ -192,7 +192,7 @@ _copied_values = attrgetter(*_COPIED)
 # statement that opens it (SQLAlchemy begins on first execute, not on COPY). NOTIFY here
 # is delivered, like the insert's, on commit only.
 _CLOCK = select(func.now())
-_CLOCK_ANNOUNCED = _CLOCK.add_columns(func.pg_notify(CHANNEL, ""))
+_CLOCK_ANNOUNCED = _CLOCK.add_columns(ANNOUNCE)
 
 
 async def _copy(

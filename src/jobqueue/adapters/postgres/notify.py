@@ -39,6 +39,9 @@ from jobqueue.domain.backoff import Backoff
 
 # The only channel; never built from anything a client sent.
 CHANNEL = "jobqueue_jobs"
+# The wake-up as SQL, for every statement that sends one (here, and the enqueue
+# statements that announce their own jobs).
+ANNOUNCE = func.pg_notify(CHANNEL, "")
 
 _log = logging.getLogger("jobqueue.notify")
 
@@ -64,7 +67,7 @@ _CHECK_TIMEOUT = timedelta(seconds=5)
 # up to one a `DEFAULT_NOTIFY_INTERVAL`, and through SQLAlchemy's execution layers each
 # cost about ten times an insert sent on the driver (profiled: a fifth of the API's CPU at
 # ~1,500 submissions/s).
-_NOTIFY = DriverStatement(select(func.pg_notify(CHANNEL, "")))
+_NOTIFY = DriverStatement(select(ANNOUNCE))
 
 
 def pg_notify(engine: AsyncEngine) -> Send:

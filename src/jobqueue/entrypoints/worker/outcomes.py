@@ -137,11 +137,7 @@ class OutcomeWriter:
         self._carried_next = True
         if self._writer is not None or self._failures:
             return []  # the writer's own task has them, or is retrying with backoff
-        batch = self._waiting[: self._max_batch]
-        del self._waiting[: self._max_batch]
-        for pending in batch:
-            pending.tries += 1
-        return batch
+        return self._next_batch()
 
     def carried(self, batch: list[Ending], held: set[Lease]) -> None:
         """The claim that carried `batch` went through; `held` as `record_many` says."""
@@ -184,9 +180,7 @@ class OutcomeWriter:
                 if self._failures:
                     delay = self._backoff.delay(self._failures, self._rand)
                     await asyncio.sleep(delay.total_seconds())
-                batch = self._waiting[: self._max_batch]
-                del self._waiting[: self._max_batch]
-                retry = await self._write(batch)
+                retry = await self._write(self._next_batch())
                 if not retry:
                     self._failures = 0
                     continue
@@ -200,15 +194,21 @@ class OutcomeWriter:
 
     async def _write(self, batch: list[Ending]) -> list[Ending]:
         """Write `batch`; return the endings to try again."""
-        for pending in batch:
-            pending.tries += 1
         try:
             async with asyncio.timeout(self._timeout):
-                held = await self._store.record_many([(p.lease, p.decision) for p in batch])
+                held = await self._store.record_many(as_decided(batch))
         except Exception as error:
             return self._failed(batch, error)
         _settle_all(batch, held)
         return []
+
+    def _next_batch(self) -> list[Ending]:
+        """The oldest waiting endings, at most a batch, each counted as tried once more."""
+        batch = self._waiting[: self._max_batch]
+        del self._waiting[: self._max_batch]
+        for pending in batch:
+            pending.tries += 1
+        return batch
 
     def _failed(self, batch: list[Ending], error: BaseException) -> list[Ending]:
         """After `batch`'s write failed with `error`: the endings to try again."""
@@ -240,6 +240,11 @@ class OutcomeWriter:
                 extra={"count": len(retry), "error": f"{type(error).__name__}: {error}"},
             )
         return retry
+
+
+def as_decided(batch: list[Ending]) -> list[tuple[Lease, Decision]]:
+    """`batch` as `JobStore.record_many` (or a claim carrying it) takes it."""
+    return [(pending.lease, pending.decision) for pending in batch]
 
 
 def _settle_all(batch: list[Ending], held: set[Lease]) -> None:

@@ -36,7 +36,7 @@ from jobqueue.domain.registry import Registry, StopReason
 from jobqueue.entrypoints.worker.attempt import Attempt, Executor, job_fields
 from jobqueue.entrypoints.worker.leases import LeaseKeeper
 from jobqueue.entrypoints.worker.observer import PoolObserver, guarded
-from jobqueue.entrypoints.worker.outcomes import OutcomeWriter, WriteResult, Written
+from jobqueue.entrypoints.worker.outcomes import OutcomeWriter, WriteResult, Written, as_decided
 from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from jobqueue.entrypoints.worker.prefetch import Prefetch
 from jobqueue.entrypoints.worker.tracing import AttemptTracer, NullTracer
@@ -216,10 +216,9 @@ class WorkerPool:
         carried = self._writer.take()
         if not carried:
             return await self._store.claim(wanted, lease)
-        endings = [(pending.lease, pending.decision) for pending in carried]
         try:
             async with asyncio.timeout(self._writer.timeout):
-                held, jobs = await self._store.record_and_claim(endings, wanted, lease)
+                held, jobs = await self._store.record_and_claim(as_decided(carried), wanted, lease)
         except Exception as error:
             self._writer.carry_failed(carried, error)
             raise
