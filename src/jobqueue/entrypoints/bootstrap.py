@@ -47,6 +47,7 @@ from jobqueue.entrypoints import exit_codes
 from jobqueue.entrypoints.components import Component, Loop, OnStop, Phase, run_components
 from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.handler_modules import build_registry
+from jobqueue.entrypoints.heap import settle_after_start
 from jobqueue.entrypoints.provisioning import (
     database,
     migrate,
@@ -132,6 +133,7 @@ async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> in
                     settings, roles, registry, engine, listeners, tracer_provider
                 )
                 _log_running(settings, roles, registry)
+                settle_after_start()
                 await run_components(components, signals, drain_delay=settings.drain_delay)
             finally:
                 await asyncio.shield(engine.dispose())

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 from weakref import WeakKeyDictionary
 
+import msgspec
 from sqlalchemy import event, text
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError
@@ -21,6 +23,21 @@ _ADAPTER_ONLY_ARGUMENTS = (
     "prepared_statement_cache_size",
     "prepared_statement_name_func",
 )
+
+
+def decode_json(text: str) -> Any:
+    """A `json`/`jsonb` value read from the database into Python values.
+
+    msgspec decodes a claimed job's payload in a fraction of the standard library's time,
+    which the worker pays once per job. The text comes from PostgreSQL, which only stores
+    valid JSON, but numbers outside a float's range (jsonb keeps them as `numeric`) are
+    refused by msgspec and read by the standard library as before, so no value the
+    database holds becomes unreadable.
+    """
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return json.loads(text)
 
 
 def normalize_url(url: str) -> str:
@@ -97,6 +114,7 @@ def create_engine(
         max_overflow=pool_size,
         pool_timeout=pool_timeout,
         connect_args=connect_args,
+        json_deserializer=decode_json,
     )
     if limits is not None:
         event.listen(engine.sync_engine, "handle_error", _drop_timed_out_connection)

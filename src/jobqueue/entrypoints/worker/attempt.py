@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobqueue.domain.errors import is_permanent, retry_after
-from jobqueue.domain.job import Job
+from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Ending, Errored, Interrupted, Succeeded, TimedOut
 from jobqueue.domain.ports import PayloadDecoder
 from jobqueue.domain.registry import JobContext, Registry, StopReason, StopRequest
@@ -35,6 +35,8 @@ class Attempt:
     """One claimed job on its way through the pool, from the claim to its outcome."""
 
     job: Job
+    # The job's lease, built once: it keys the pool's leases held and its outcome write.
+    lease: Lease
     started: float  # time.monotonic()
     # When the claim that returned the job ran (time.time_ns()), for its trace.
     claimed: tuple[int, int]
@@ -71,22 +73,31 @@ class Executor:
     async def run(self, attempt: Attempt, span: AttemptSpan) -> Ending:
         """Run the attempt's handler under its timeout; say how it ended."""
         limit = self._config.job_timeout
-        deadline = asyncio.timeout(limit.total_seconds())
+        task = asyncio.current_task()
+        assert task is not None
+        # The timeout is one timer that cancels the task, and a flag saying it did:
+        # `asyncio.timeout`'s context manager does the same with several times the work,
+        # paid once per job.
+        deadline = _Deadline(task)
+        timer = asyncio.get_running_loop().call_later(limit.total_seconds(), deadline.expire)
         try:
-            async with deadline:
-                await self._invoke(attempt)
+            await self._invoke(attempt)
         except asyncio.CancelledError as error:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if deadline.expired and task.uncancel() == 0:
+                _log.warning("job timed out", extra=attempt.fields)
+                return TimedOut(limit)
+            if task.cancelling():
                 # Only the pool cancels attempts: to shut down, or for a lost lease.
                 task.uncancel()
                 return Interrupted()
             return self._errored(attempt, error, span)
         except BaseException as error:
-            if isinstance(error, TimeoutError) and deadline.expired():
-                _log.warning("job timed out", extra=attempt.fields)
-                return TimedOut(limit)
+            deadline.settle()
             return self._errored(attempt, error, span)
+        finally:
+            timer.cancel()
+        # A handler that caught the timeout's cancellation and returned still succeeded.
+        deadline.settle()
         return Succeeded()
 
     async def _invoke(self, attempt: Attempt) -> None:
@@ -155,6 +166,28 @@ class Executor:
             permanent=is_permanent(error),
             retry_after=retry_after(error),
         )
+
+
+class _Deadline:
+    """The attempt's timeout: `expire` cancels the attempt's task and remembers it did, so
+    that the cancellation is told apart from the pool's own (shutdown, a lost lease)."""
+
+    __slots__ = ("_task", "expired")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self._task = task
+        self.expired = False
+
+    def expire(self) -> None:
+        self.expired = True
+        self._task.cancel()
+
+    def settle(self) -> None:
+        """Take back the timeout's cancellation when the attempt ended without it
+        surfacing (caught by the handler): the task must not stay marked as cancelling."""
+        if self.expired:
+            self.expired = False
+            self._task.uncancel()
 
 
 def _reason_of(attempt: Attempt) -> StopReason:

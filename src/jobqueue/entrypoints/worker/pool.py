@@ -198,7 +198,7 @@ class WorkerPool:
             self._prefetch.claimed(time.monotonic() - sent)
             claimed = (claim_started, time.time_ns())
             for job in jobs:
-                self._claimed(Attempt(job, 0.0, claimed, job_fields(job), lease_until))
+                self._claimed(Attempt(job, job.lease, 0.0, claimed, job_fields(job), lease_until))
             self._start_ready()
             # Let the attempts just started take their first step before this loop goes
             # on: when workers freed up during the claim, the next claim would otherwise
@@ -243,7 +243,7 @@ class WorkerPool:
         return min(workers + depth - running - ready, 2 * workers + depth - len(self._held))
 
     def _claimed(self, attempt: Attempt) -> None:
-        self._held[attempt.job.lease] = attempt
+        self._held[attempt.lease] = attempt
         if self._stopping.is_set():
             # Claimed while stop() was called: give it back at once rather than begin
             # work the shutdown may have to interrupt.
@@ -288,7 +288,7 @@ class WorkerPool:
         if error is not None:
             if not attempt.recording:
                 # Renewed no more: the lease runs out and recovery takes the job.
-                self._held.pop(attempt.job.lease, None)
+                self._held.pop(attempt.lease, None)
             if attempt.span is not None and not attempt.recording:
                 attempt.span.end("unrecorded", f"{type(error).__name__}: {error}")
             _log.error(
@@ -361,7 +361,7 @@ class WorkerPool:
         # go through while writes keep failing, the job still goes to recovery in time.
         give_up_at = time.monotonic() + self._config.lease_duration.total_seconds()
         done = self._writer.write(
-            attempt.job.lease, decision, lambda: min(attempt.lease_until, give_up_at)
+            attempt.lease, decision, lambda: min(attempt.lease_until, give_up_at)
         )
         self._recording.add(done)
         # Settled in the attempt's context, so that its span is current for what follows.
@@ -383,7 +383,7 @@ class WorkerPool:
         self._slot_freed.set()
         job, fields, span = attempt.job, attempt.fields, attempt.span
         result = done.result()
-        self._held.pop(job.lease, None)
+        self._held.pop(attempt.lease, None)
         outcome: str = decision.outcome
         if result.written is Written.RECORDED:
             if observe:
@@ -426,7 +426,7 @@ class WorkerPool:
     def _left(self, attempt: Attempt) -> None:
         """The attempt ended without an outcome to write: its lease was lost, or shutdown
         gave up on its thread."""
-        self._held.pop(attempt.job.lease, None)
+        self._held.pop(attempt.lease, None)
         outcome = "lease_lost" if attempt.lost else "abandoned"
         _log.warning(
             "job finished without an outcome: %s",
