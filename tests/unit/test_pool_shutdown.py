@@ -222,3 +222,49 @@ async def test_cancelling_run_during_the_grace_period_releases_at_once(
 
     released = next(j for j in store.jobs() if j.id == job.id)
     assert (released.status, released.attempts) == (Status.PENDING, 0)
+
+
+class CarryHoldingStore(InMemoryJobStore):
+    """Claims that take a round trip, and the first claim carrying endings held for good."""
+
+    def __init__(self) -> None:
+        super().__init__(wall_clock)
+        self.carried: list[Lease] = []
+        self.carry_entered = asyncio.Event()
+
+    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+        await asyncio.sleep(0.005)
+        return await super().claim(limit, lease)
+
+    async def record_and_claim(
+        self, endings: Sequence[tuple[Lease, Decision]], limit: int, lease: timedelta
+    ) -> tuple[set[Lease], Sequence[Job]]:
+        if not self.carry_entered.is_set():
+            self.carried = [lease for lease, _ in endings]
+            self.carry_entered.set()
+            await asyncio.Event().wait()
+        return await super().record_and_claim(endings, limit, lease)
+
+
+async def test_cancelling_run_while_a_claim_carries_outcomes_still_writes_them() -> None:
+    store = CarryHoldingStore()
+    registry = Registry()
+
+    @registry.handler("quick")
+    async def quick(ctx: JobContext, payload: Any) -> None:
+        pass
+
+    for _ in range(40):
+        await submit(store, "quick")
+    task = asyncio.create_task(make_pool(store, registry).run())
+    await asyncio.wait_for(store.carry_entered.wait(), DEADLINE_SECONDS)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, DEADLINE_SECONDS)
+
+    # The claim was cancelled on its way: the writer took its endings back and wrote
+    # them before run() ended.
+    carried = {lease.job_id for lease in store.carried}
+    assert carried
+    done = [job for job in store.jobs() if job.id in carried]
+    assert {(job.status, job.attempts) for job in done} == {(Status.COMPLETED, 1)}

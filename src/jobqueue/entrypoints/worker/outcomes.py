@@ -212,7 +212,10 @@ class OutcomeWriter:
 
     def _failed(self, batch: list[Ending], error: BaseException) -> list[Ending]:
         """After `batch`'s write failed with `error`: the endings to try again."""
-        if isinstance(error, StoreUnavailable | TimeoutError):
+        # A claim carrying the batch that was cancelled on its way (a forced shutdown) may
+        # or may not have written it, like one that timed out: tried again, the fence
+        # refuses a second write.
+        if isinstance(error, StoreUnavailable | TimeoutError | asyncio.CancelledError):
             return self._after_failure(batch, error)
         # Not transient (a statement the store refuses): trying again cannot help.
         _log.error(

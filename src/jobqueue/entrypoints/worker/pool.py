@@ -18,6 +18,7 @@ recorded or its lease has run out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import random
@@ -46,6 +47,11 @@ _log = logging.getLogger("jobqueue.worker")
 # A job claimed ahead of need that no worker has taken after this long (the running jobs
 # turned out longer than the prefetch expected) is given back for another process to run.
 PREFETCH_HOLD_SECONDS = 1.0
+# Claims on their way at once. With one, the database and this process take turns: the
+# process runs what a claim brought while the database idles, then waits a round trip for
+# the next batch. A second claim, sent once half a batch is wanted, overlaps the two; the
+# jobs it may bring count against the same prefetch bound, so no more are held.
+MAX_CLAIMS_IN_FLIGHT = 2
 
 
 class WorkerPool:
@@ -94,7 +100,16 @@ class WorkerPool:
         )
         self._stopping = asyncio.Event()
         self._woken = asyncio.Event()
-        self._slot_freed = asyncio.Event()
+        # Set by everything the dispatcher may act on: a worker freed, a write settled, a
+        # claim returned, a wake-up, stop().
+        self._nudged = asyncio.Event()
+        # Claims on their way, and the jobs they asked for (counted as held already).
+        self._claims: set[asyncio.Task[None]] = set()
+        self._claiming = 0
+        self._requested = 0
+        # Until when (time.monotonic()) no claim is sent, and whether a wake-up ends the
+        # rest early: after a claim came back short (nothing more due), or failed.
+        self._rest: tuple[float, bool] | None = None
 
     @property
     def in_flight(self) -> int:
@@ -110,10 +125,12 @@ class WorkerPool:
     def stop(self) -> None:
         """Stop claiming and begin the graceful shutdown; safe to call more than once."""
         self._stopping.set()
+        self._nudged.set()
 
     def wake(self) -> None:
         """Work was enqueued: an idle dispatcher claims now instead of at its next poll."""
         self._woken.set()
+        self._nudged.set()
 
     async def run(self) -> None:
         """Claim and run jobs until `stop()`, then drain; call once.
@@ -170,45 +187,123 @@ class WorkerPool:
     # --- claiming -----------------------------------------------------------------------
 
     async def _dispatch(self) -> None:
-        poll = self._config.poll_interval.total_seconds()
-        while not self._stopping.is_set():
-            self._slot_freed.clear()
-            self._give_back_stale()
-            wanted = self._wanted()
-            if wanted <= 0:
-                # Woken by a worker freed or a write settled; bounded while jobs wait in
-                # the prefetch, so that stale ones are given back in time.
-                hold = PREFETCH_HOLD_SECONDS if self._ready else None
-                self._writer.flush()
-                await _first_of(self._slot_freed, self._stopping, at_most=hold)
-                continue
-            # Cleared before the claim, so a wake() arriving while it runs is not lost.
-            self._woken.clear()
-            claim_started = time.time_ns()
-            sent = time.monotonic()
-            # The lease runs from when the statement ran, which is after this.
-            lease_until = sent + self._config.lease_duration.total_seconds()
-            try:
-                jobs = await self._claim(wanted)
-            except Exception:
-                _log.exception("claiming jobs failed; trying again in %gs", poll)
-                self._writer.flush()
-                await _first_of(self._stopping, at_most=poll)
-                continue
-            self._prefetch.claimed(time.monotonic() - sent)
-            claimed = (claim_started, time.time_ns())
-            for job in jobs:
-                self._claimed(Attempt(job, job.lease, 0.0, claimed, job_fields(job), lease_until))
-            self._start_ready()
-            # Let the attempts just started take their first step before this loop goes
-            # on: when workers freed up during the claim, the next claim would otherwise
-            # go out while the jobs of this one still wait to begin.
-            await asyncio.sleep(0)
-            if len(jobs) < wanted:
-                # Nothing more is due: wait for the poll interval or an enqueue's wake().
-                self._writer.flush()
-                await _first_of(self._woken, self._stopping, at_most=poll)
+        try:
+            while not self._stopping.is_set():
+                self._nudged.clear()
+                self._give_back_stale()
+                wanted = min(self._wanted(), self._claim_size())
+                if self._may_send(wanted):
+                    self._send_claim(wanted)
+                    continue
+                if not self._claiming:
+                    # Nothing on its way to carry them: what waits for a claim is written.
+                    self._writer.flush()
+                    if self._rest is not None:
+                        await self._rest_out(*self._rest)
+                        continue
+                # Bounded while jobs wait in the prefetch, so that stale ones are given back
+                # in time.
+                await self._nudge(at_most=PREFETCH_HOLD_SECONDS if self._ready else None)
+            # Stopping: the claims on their way come back, and their jobs are given back.
+            while self._claims:
+                await asyncio.wait(set(self._claims))
+        except asyncio.CancelledError:
+            await self._cancel_claims()
+            raise
         self._writer.flush()
+
+    def _claim_size(self) -> int:
+        """The most one claim asks for: all the pool may hold, or half of it when claims
+        go two at a time (`_overlapping`)."""
+        size = self._config.workers + self._prefetch.depth
+        return -(-size // MAX_CLAIMS_IN_FLIGHT) if self._overlapping() else size
+
+    def _overlapping(self) -> bool:
+        """Whether claims go out while another is on its way: when the round trip is what
+        limits the pool, that is when the prefetch holds a pool's worth of jobs or more.
+        Jobs that take longer than a claim are claimed one claim at a time."""
+        return self._prefetch.depth >= self._config.workers
+
+    def _may_send(self, wanted: int) -> bool:
+        if wanted <= 0 or self._rest is not None:
+            return False
+        if not self._claiming:
+            return True
+        # A second claim only for half a batch or more: smaller ones would mostly add
+        # statements (and commits) per job.
+        return (
+            self._overlapping()
+            and self._claiming < MAX_CLAIMS_IN_FLIGHT
+            and wanted >= self._claim_size()
+        )
+
+    def _send_claim(self, wanted: int) -> None:
+        # Cleared before the claim, so a wake() arriving while it runs is not lost.
+        self._woken.clear()
+        self._claiming += 1
+        self._requested += wanted
+        task = asyncio.create_task(self._claim_round(wanted), name="jobqueue claim")
+        self._claims.add(task)
+        task.add_done_callback(self._claims.discard)
+
+    async def _claim_round(self, wanted: int) -> None:
+        """One claim, and the attempts for what it brought."""
+        claim_started = time.time_ns()
+        sent = time.monotonic()
+        # The lease runs from when the statement ran, which is after this.
+        lease_until = sent + self._config.lease_duration.total_seconds()
+        try:
+            jobs = await self._claim(wanted)
+        except Exception:
+            poll = self._config.poll_interval.total_seconds()
+            _log.exception("claiming jobs failed; trying again in %gs", poll)
+            self._rest = (time.monotonic() + poll, False)
+            return
+        finally:
+            # In the same step as the jobs join the pool below: the dispatcher never
+            # sees them both requested and held.
+            self._claiming -= 1
+            self._requested -= wanted
+            self._nudged.set()
+        self._prefetch.claimed(time.monotonic() - sent)
+        claimed = (claim_started, time.time_ns())
+        for job in jobs:
+            self._claimed(Attempt(job, job.lease, 0.0, claimed, job_fields(job), lease_until))
+        if len(jobs) < wanted:
+            if self._rest is None:
+                # Nothing more is due: rest for the poll interval or until a wake().
+                poll = self._config.poll_interval.total_seconds()
+                self._rest = (time.monotonic() + poll, True)
+        elif self._rest is not None and self._rest[1]:
+            # A full claim that was on its way beside a short one: more may be due after
+            # all, so the short one's rest is over.
+            self._rest = None
+        self._start_ready()
+
+    async def _rest_out(self, until: float, wakeable: bool) -> None:
+        """Wait out a rest from claiming: until `until`, a wake-up if `wakeable`, or stop."""
+        left = until - time.monotonic()
+        if left > 0 and not (wakeable and self._woken.is_set()):
+            await self._nudge(at_most=left)
+            if not (wakeable and self._woken.is_set()) and time.monotonic() < until:
+                return  # nudged by something else: still resting
+        self._rest = None
+
+    async def _nudge(self, *, at_most: float | None) -> None:
+        """Return once nudged, or after `at_most` seconds."""
+        if at_most is None:
+            await self._nudged.wait()
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(at_most):
+                await self._nudged.wait()
+
+    async def _cancel_claims(self) -> None:
+        """The dispatcher is cancelled: so are the claims on their way (the outcomes they
+        carry go back to the writer)."""
+        for task in self._claims:
+            task.cancel()
+        await asyncio.gather(*self._claims, return_exceptions=True)
 
     async def _claim(self, wanted: int) -> Sequence[Job]:
         """Claim up to `wanted` jobs, carrying the outcomes waiting to be written."""
@@ -219,7 +314,8 @@ class WorkerPool:
         try:
             async with asyncio.timeout(self._writer.timeout):
                 held, jobs = await self._store.record_and_claim(as_decided(carried), wanted, lease)
-        except Exception as error:
+        except BaseException as error:
+            # Cancelled too (a forced shutdown): the writer takes them back either way.
             self._writer.carry_failed(carried, error)
             raise
         self._writer.carried(carried, held)
@@ -235,12 +331,16 @@ class WorkerPool:
         """
         workers = self._config.workers
         depth = self._prefetch.depth
-        running, ready = len(self._attempts), len(self._ready)
-        if running >= workers and ready > depth // 2:
+        running, requested = len(self._attempts), self._requested
+        # The jobs the claims on their way may bring count as claimed already.
+        ahead = len(self._ready) + requested
+        if running >= workers and ahead > depth // 2:
             return 0
         # Held at most: a pool's worth running, the prefetch, and a pool's worth of
         # outcomes being written.
-        return min(workers + depth - running - ready, 2 * workers + depth - len(self._held))
+        return min(
+            workers + depth - running - ahead, 2 * workers + depth - len(self._held) - requested
+        )
 
     def _claimed(self, attempt: Attempt) -> None:
         self._held[attempt.lease] = attempt
@@ -277,7 +377,7 @@ class WorkerPool:
     def _attempt_ended(self, task: asyncio.Task[None]) -> None:
         attempt = self._attempts.pop(task)
         self._start_ready()
-        self._slot_freed.set()
+        self._nudged.set()
         if task.cancelled():
             if not attempt.recording and not attempt.lost:
                 # Cancelled before its first step (shutdown right after the claim): the
@@ -380,7 +480,7 @@ class WorkerPool:
     ) -> None:
         self._recording.discard(done)
         # A write that settles may let a pool whose writes lagged claim again.
-        self._slot_freed.set()
+        self._nudged.set()
         job, fields, span = attempt.job, attempt.fields, attempt.span
         result = done.result()
         self._held.pop(attempt.lease, None)
@@ -442,15 +542,3 @@ class WorkerPool:
 def _retry_in(decision: Decision) -> float | None:
     # Seconds until the job is due again: the backoff of a retry, 0 for a release.
     return None if decision.delay is None else decision.delay.total_seconds()
-
-
-async def _first_of(*events: asyncio.Event, at_most: float | None = None) -> None:
-    """Return once any of `events` is set, or after `at_most` seconds."""
-    if any(event.is_set() for event in events):
-        return
-    waiters = [asyncio.create_task(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, timeout=at_most, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
