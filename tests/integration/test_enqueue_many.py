@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue import enqueue, enqueue_many
+from jobqueue.adapters.postgres import enqueue as enqueue_module
 from jobqueue.adapters.postgres.notify import CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob
@@ -212,6 +213,22 @@ async def test_enqueue_on_an_engine_commits_at_once_and_then_wakes_workers(
     # A burst costs a few notifications, not one per job.
     await asyncio.gather(*(enqueue(engine, job(n)) for n in range(2, 52)))
     assert 1 <= await arrived(notifications) < 50
+
+
+async def test_a_quiet_engine_s_wake_up_leaves_with_the_insert_itself(
+    engine: AsyncEngine,
+    notifications: asyncio.Queue[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every NOTIFY of the notifier's own fails: what arrives came with the insert, in
+    # its commit, so a producer that drops its engine right after the call still woke
+    # the workers.
+    async def refused() -> None:
+        raise ConnectionRefusedError("the notifier's own send")
+
+    monkeypatch.setattr(enqueue_module, "pg_notify", lambda engine: refused)
+    await enqueue(engine, job(1))
+    assert await arrived(notifications) == 1
 
 
 async def test_enqueue_on_an_engine_replays_keys_and_can_stay_quiet(

@@ -111,6 +111,42 @@ async def test_nothing_is_sent_without_a_call_and_the_next_call_is_sent_at_once(
         await notifier.aclose()
 
 
+async def test_a_quiet_notifier_lets_the_caller_carry_the_wake_up_then_coalesces() -> None:
+    send, interval = RecordingSend(), ManualInterval()
+    notifier = await started(send, interval)
+    try:
+        assert notifier.carry()
+        # The carried wake-up was this interval's send: nobody may carry another, and
+        # the calls made meanwhile wait for the interval's end.
+        await eventually(lambda: len(interval.requested) == 1, "the interval began")
+        assert not notifier.carry()
+        for _ in range(100):
+            notifier.job_available()
+        await let_everything_run()
+        assert send.sent == 0
+
+        interval.end()
+        await eventually(lambda: send.sent == 1, "the coalesced send")
+        assert not notifier.carry()  # in its own interval again
+        interval.end()
+        await eventually(lambda: notifier.carry(), "quiet again: the next may carry")
+        assert send.sent == 1
+    finally:
+        await notifier.aclose(flush=False)
+
+
+async def test_nothing_is_carried_while_a_send_is_owed_or_after_close() -> None:
+    send, interval = RecordingSend(), ManualInterval()
+    notifier = Notifier(send, interval=INTERVAL, sleep=interval)
+    notifier.job_available()
+    assert not notifier.carry()  # not started: owed until it is
+    notifier.start()
+    await eventually(lambda: send.sent == 1, "the owed send")
+    assert not notifier.carry()  # during the interval after it
+    await notifier.aclose()
+    assert not notifier.carry()
+
+
 async def test_a_failed_send_is_logged_once_never_raised_and_later_sends_still_go_out(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

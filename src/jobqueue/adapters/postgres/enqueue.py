@@ -83,6 +83,7 @@ _SUBMIT = (
 )
 _SUBMIT_ANNOUNCED = _announcing(_SUBMIT)
 _SUBMIT_SENT = DriverStatement(_SUBMIT)
+_SUBMIT_SENT_ANNOUNCED = DriverStatement(_SUBMIT_ANNOUNCED)
 
 # Many jobs: one row per element of parallel arrays. The ids are made here, so that each
 # returned row is matched to its submission whatever order the server returns them in.
@@ -129,8 +130,10 @@ async def enqueue(
     and only if the caller's transaction commits, and idle workers are told when it does
     (see the module's doc for `announce`). Given an engine, the job is committed at once
     by one statement on a pooled connection (one round trip), and idle workers are told
-    right after, through a wake-up coalesced per engine (at most one NOTIFY per 2 ms, in a
-    transaction of its own, so such commits never take the notification lock).
+    through a wake-up coalesced per engine (at most one NOTIFY per 2 ms): carried by the
+    insert itself when none was sent in the last interval, else sent at the interval's
+    end in a transaction of its own, so at most one commit per interval takes the
+    notification lock.
     Duplicate Idempotency-Keys are safe under concurrency: the unique index decides the
     winner, the others read the winner's job back. Raises `InvalidJob` for a value
     PostgreSQL refuses, `IdempotencyConflict` for a key used by a different request,
@@ -267,11 +270,17 @@ def _json_text(payload: JsonValue) -> str:
 
 
 async def _enqueue_committed(engine: AsyncEngine, new: NewJob, announce: bool) -> Submitted:
+    notifier = _notifier_of(engine) if announce else None
+    # A quiet notifier lets the insert itself notify: the wake-up then leaves with the
+    # commit, in the same round trip, and cannot be lost by a producer that drops its
+    # engine (or its event loop) right after the call. At higher rates only one insert
+    # per interval notifies, so commits seldom queue for the notification lock.
+    carried = notifier is not None and notifier.carry()
     with store_failures():
         async with autocommit(engine).connect() as connection:
-            submitted = await submit_on_driver(connection, new)
-    if announce and not submitted.replayed:
-        _notifier_of(engine).job_available()
+            submitted = await submit_on_driver(connection, new, announced=carried)
+    if notifier is not None and not carried and not submitted.replayed:
+        notifier.job_available()
     return submitted
 
 
@@ -292,12 +301,16 @@ def _notifier_of(engine: AsyncEngine) -> Notifier:
     return notifier
 
 
-async def submit_on_driver(connection: AsyncConnection, new: NewJob) -> Submitted:
-    """`enqueue` without the wake-up, on a pooled autocommit connection the caller owns
-    alone: what the HTTP path calls, a third of the client CPU of going through
-    SQLAlchemy (measured). A failed statement invalidates the connection (`driver.py`)."""
+async def submit_on_driver(
+    connection: AsyncConnection, new: NewJob, *, announced: bool = False
+) -> Submitted:
+    """`enqueue` on a pooled autocommit connection the caller owns alone, without the
+    wake-up unless `announced` (the insert then notifies at its commit): what the HTTP
+    path calls, a third of the client CPU of going through SQLAlchemy (measured). A
+    failed statement invalidates the connection (`driver.py`)."""
+    statement = _SUBMIT_SENT_ANNOUNCED if announced else _SUBMIT_SENT
     with store_failures(), refused_values():
-        rows = await fetch(connection, _SUBMIT_SENT, _values(new))
+        rows = await fetch(connection, statement, _values(new))
         if rows:
             return Submitted(job_from_row(rows[0]), replayed=False)
         if new.idempotency_key is None:  # pragma: no cover - only the key's index can conflict

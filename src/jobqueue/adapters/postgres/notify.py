@@ -163,6 +163,24 @@ class Notifier(_Background):
         if self._started:
             self._send_owed()
 
+    def carry(self) -> bool:
+        """Offer the caller to carry the next wake-up in its own statement; True if taken.
+
+        Taken when the notifier is quiet (nothing sent within the interval, nothing in
+        flight or owed): the caller's statement then notifies at its commit, with no
+        round trip of its own and none of this notifier's, and that counts as this
+        notifier's send, so calls during the interval after it are coalesced into one
+        send at its end, as after any send. Refused otherwise: the caller then calls
+        `job_available`. A statement that fails after taking it owes nothing, since it
+        enqueued nothing.
+        """
+        if self._closed or not self._started or self._wanted.is_set():
+            return False
+        if self._task is not None and not self._task.done():
+            return False
+        self._task = asyncio.create_task(self._after_carried(), name=f"jobqueue {self._task_name}")
+        return True
+
     _task_name = "notifier"
 
     def start(self) -> None:
@@ -195,6 +213,11 @@ class Notifier(_Background):
                 self._wanted.set()
                 raise
             await self._sleep(self._interval)
+
+    async def _after_carried(self) -> None:
+        # The caller's statement was this interval's send.
+        await self._sleep(self._interval)
+        await self._run()
 
     async def _send_logged(self) -> None:
         try:
