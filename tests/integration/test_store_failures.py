@@ -5,18 +5,22 @@ the request id, logged at ERROR with the SQLSTATE)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
+from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from jobqueue.adapters.postgres.database import create_engine, normalize_url
 from jobqueue.adapters.postgres.failures import is_transient, store_failures
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import StoreError, StoreUnavailable
-from jobqueue.domain.job import Job
+from jobqueue.domain.job import Job, NewJob
 from tests.support.api import build_api
 from tests.support.logs import captured_json_log
 
@@ -207,3 +211,77 @@ async def test_a_transient_store_failure_stays_a_503_with_retry_after(database_u
     [logged] = log.find(message="store unavailable")
     assert "57014" in logged["error"]
     assert not log.find(message="the job store refused a statement")
+
+
+# --- the hot path takes connections from the pool without SQLAlchemy's Connection -------
+# (`driver.pooled_driver`): opening one can fail with the adapter's own DBAPI error, or a
+# bare OSError, which must be classified like the wrapped ones.
+
+
+def _other_database(database_url: str) -> str:
+    return (
+        make_url(normalize_url(database_url))
+        .set(database="no_such_database")
+        .render_as_string(hide_password=False)
+    )
+
+
+def _refused_port_url(database_url: str) -> str:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    url = make_url(normalize_url(database_url)).set(host="127.0.0.1", port=port, query={})
+    return url.render_as_string(hide_password=False)
+
+
+@pytest.mark.parametrize(
+    ("url_of", "says"),
+    [
+        (_other_database, "InvalidCatalogNameError"),
+        (_refused_port_url, "ConnectionRefusedError"),
+    ],
+    ids=["missing-database", "refused-port"],
+)
+async def test_a_connection_the_hot_path_cannot_open_is_store_unavailable(
+    database_url: str, url_of: Callable[[str], str], says: str
+) -> None:
+    engine = create_engine(url_of(database_url))
+    store = PostgresJobStore(engine)
+    try:
+        with pytest.raises(StoreUnavailable) as submitting:
+            await store.submit(NewJob.build(type="noop"))
+        with pytest.raises(StoreUnavailable) as claiming:
+            await store.claim(5, timedelta(seconds=30))
+    finally:
+        await engine.dispose()
+
+    assert says in str(submitting.value)
+    assert says in str(claiming.value)
+
+
+async def test_a_terminated_backend_on_the_hot_path_is_unavailable_then_replaced(
+    engine: AsyncEngine,
+) -> None:
+    # One connection in the pool, so the statement after the kill must meet it.
+    name = f"jobqueue-kill-probe-{uuid.uuid4().hex[:8]}"
+    url = engine.url.render_as_string(hide_password=False)
+    single = create_engine(url, pool_size=1, application_name=name)
+    store = PostgresJobStore(single)
+    try:
+        await store.claim(1, timedelta(seconds=30))
+        async with engine.connect() as killer:
+            killed = await killer.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE application_name = :name"
+                ),
+                {"name": name},
+            )
+            assert killed.scalar_one() == 1
+        await asyncio.sleep(0.3)
+        with pytest.raises(StoreUnavailable):
+            await store.claim(1, timedelta(seconds=30))
+        # The dead connection was invalidated: the next statement gets a fresh one.
+        assert await store.claim(1, timedelta(seconds=30)) == []
+    finally:
+        await single.dispose()

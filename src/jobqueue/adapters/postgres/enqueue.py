@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool
 
 from jobqueue.adapters.postgres.database import autocommit
-from jobqueue.adapters.postgres.driver import DriverStatement, driver_of, fetch
+from jobqueue.adapters.postgres.driver import DriverStatement, driver_of, fetch_pooled
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
 from jobqueue.adapters.postgres.notify import ANNOUNCE, Notifier, pg_notify
 from jobqueue.adapters.postgres.rows import job_from_row
@@ -276,9 +276,7 @@ async def _enqueue_committed(engine: AsyncEngine, new: NewJob, announce: bool) -
     # engine (or its event loop) right after the call. At higher rates only one insert
     # per interval notifies, so commits seldom queue for the notification lock.
     carried = notifier is not None and notifier.carry()
-    with store_failures():
-        async with autocommit(engine).connect() as connection:
-            submitted = await submit_on_driver(connection, new, announced=carried)
+    submitted = await submit_pooled(engine, new, announced=carried)
     if notifier is not None and not carried and not submitted.replayed:
         notifier.job_available()
     return submitted
@@ -301,21 +299,22 @@ def _notifier_of(engine: AsyncEngine) -> Notifier:
     return notifier
 
 
-async def submit_on_driver(
-    connection: AsyncConnection, new: NewJob, *, announced: bool = False
-) -> Submitted:
-    """`enqueue` on a pooled autocommit connection the caller owns alone, without the
-    wake-up unless `announced` (the insert then notifies at its commit): what the HTTP
-    path calls, a third of the client CPU of going through SQLAlchemy (measured). A
-    failed statement invalidates the connection (`driver.py`)."""
+async def submit_pooled(engine: AsyncEngine, new: NewJob, *, announced: bool = False) -> Submitted:
+    """`enqueue` in autocommit on a connection of `engine`'s pool, on the driver
+    (`driver.fetch_pooled`), without the wake-up unless `announced` (the insert then
+    notifies at its commit): what `enqueue(engine)` and the HTTP path call."""
     statement = _SUBMIT_SENT_ANNOUNCED if announced else _SUBMIT_SENT
-    with store_failures(), refused_values():
-        rows = await fetch(connection, statement, _values(new))
+    with store_failures():
+        with refused_values():
+            rows = await fetch_pooled(engine, statement, _values(new))
         if rows:
             return Submitted(job_from_row(rows[0]), replayed=False)
         if new.idempotency_key is None:  # pragma: no cover - only the key's index can conflict
             raise StoreUnavailable("the job store inserted no row and reported no conflict")
-        return await _replay(connection, new, new.idempotency_key)
+        # Only on a key conflict: the read that explains it runs after the insert saw the
+        # winner, and needs no transaction.
+        async with autocommit(engine).connect() as connection:
+            return await _replay(connection, new, new.idempotency_key)
 
 
 def _values(new: NewJob) -> dict[str, object]:

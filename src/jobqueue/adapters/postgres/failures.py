@@ -24,7 +24,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import asyncpg
-from sqlalchemy.exc import DBAPIError, DisconnectionError, SQLAlchemyError, StatementError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    EmulatedDBAPIException,
+    SQLAlchemyError,
+    StatementError,
+)
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from jobqueue.domain.errors import InvalidJob, JobQueueError, StoreError, StoreUnavailable
@@ -34,6 +40,10 @@ from jobqueue.domain.errors import InvalidJob, JobQueueError, StoreError, StoreU
 # TimeoutError's base, asyncpg's client-side command and connect timeouts.
 _DRIVER_ERRORS = (
     SQLAlchemyError,
+    # The asyncpg adapter's DBAPI errors, raised bare (not wrapped in a `DBAPIError`) when
+    # a connection is taken from the pool without SQLAlchemy's `Connection` and opening
+    # it fails (`driver.pooled_driver`); asyncpg's own error is their cause.
+    EmulatedDBAPIException,
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
     asyncpg.exceptions.InternalClientError,
@@ -187,6 +197,8 @@ def reason(exc: BaseException) -> str:
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         # The asyncpg adapter wraps the driver's exception once more; the cause is asyncpg's.
         source = exc.orig.__cause__ or exc.orig
+    elif isinstance(exc, EmulatedDBAPIException):
+        source = exc.__cause__ or exc
     lines = str(source).strip().splitlines()
     name = type(source).__name__
     return f"{name}: {lines[0]}" if lines else name

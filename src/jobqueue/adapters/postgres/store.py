@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+import asyncpg
 from sqlalchemy import (
     ARRAY,
     BigInteger,
@@ -50,8 +51,8 @@ from sqlalchemy.types import TypeEngine
 
 from jobqueue.adapters.postgres.claim_cursor import START, ClaimCursor, Key
 from jobqueue.adapters.postgres.database import autocommit
-from jobqueue.adapters.postgres.driver import DriverStatement, fetch
-from jobqueue.adapters.postgres.enqueue import submit_in, submit_on_driver
+from jobqueue.adapters.postgres.driver import DriverStatement, fetch_pooled
+from jobqueue.adapters.postgres.enqueue import submit_in, submit_pooled
 from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
@@ -256,11 +257,8 @@ class PostgresJobStore:
         self._cursor = ClaimCursor()
 
     async def submit(self, new: NewJob) -> Submitted:
-        # Autocommit too: the insert commits on its own, and the read that explains a key
-        # conflict needs no transaction, only to run after the insert saw the winner.
         # Announced by the caller (the API's coalescing notifier), not per statement.
-        async with self._connection() as connection:
-            return await submit_on_driver(connection, new)
+        return await submit_pooled(self._engine, new)
 
     async def get(self, job_id: UUID) -> Job:
         row = await self._one(select(jobs).where(jobs.c.id == job_id))
@@ -271,8 +269,7 @@ class PostgresJobStore:
     async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
         _check_claim(limit, lease)
         after = self._cursor.after()
-        async with self._connection() as connection:
-            rows = await fetch(connection, _CLAIM_SENT, _claim_values(limit, lease, after))
+        rows = await self._fetch(_CLAIM_SENT, _claim_values(limit, lease, after))
         return await self._claimed([job_from_row(row) for row in rows], limit, lease, after)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
@@ -288,8 +285,7 @@ class PostgresJobStore:
             return set(), await self.claim(limit, lease)
         after = self._cursor.after()
         parameters = {**_ending_arrays(endings), **_claim_values(limit, lease, after)}
-        async with self._connection() as connection:
-            rows = await fetch(connection, _RECORD_AND_CLAIM_SENT, parameters)
+        rows = await self._fetch(_RECORD_AND_CLAIM_SENT, parameters)
         first = rows[0]
         held = {
             Lease(job_id, token)
@@ -309,8 +305,7 @@ class PostgresJobStore:
         if len(claimed) < limit and after != START:
             values = _claim_values(limit - len(claimed), lease, START)
             try:
-                async with self._connection() as connection:
-                    rows = await fetch(connection, _CLAIM_SENT, values)
+                rows = await self._fetch(_CLAIM_SENT, values)
             except (StoreUnavailable, StoreError):
                 # The first claim is committed: its jobs must reach the pool whatever
                 # happens to this one. The next claim starts over (nothing moved on).
@@ -452,9 +447,16 @@ class PostgresJobStore:
     async def _leases(
         self, statement: DriverStatement, parameters: Mapping[str, Any]
     ) -> set[Lease]:
-        async with self._connection() as connection:
-            rows = await fetch(connection, statement, parameters)
+        rows = await self._fetch(statement, parameters)
         return {Lease(job_id, token) for job_id, token in rows}
+
+    async def _fetch(
+        self, statement: DriverStatement, parameters: Mapping[str, Any]
+    ) -> Sequence[asyncpg.Record]:
+        """A hot-path statement on its own, in autocommit, on the driver
+        (`driver.fetch_pooled`), its failures made domain errors."""
+        with store_failures():
+            return await fetch_pooled(self._engine, statement, parameters)
 
     @asynccontextmanager
     async def _connection(
