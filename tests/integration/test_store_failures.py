@@ -259,6 +259,10 @@ async def test_a_connection_the_hot_path_cannot_open_is_store_unavailable(
     assert says in str(claiming.value)
 
 
+@pytest.mark.direct_database(
+    "finds the pool's one server connection by its application_name, which PgBouncer's "
+    "own server connections do not carry"
+)
 async def test_a_terminated_backend_on_the_hot_path_is_unavailable_then_replaced(
     engine: AsyncEngine,
 ) -> None:
