@@ -108,8 +108,29 @@ class SlowClaimStore(ClaimRecordingStore):
         return await super().claim(limit, lease)
 
 
-async def test_long_jobs_are_claimed_only_for_free_workers() -> None:
-    store = SlowClaimStore(claim_seconds=0.002)
+class OverlapRecordingStore(SlowClaimStore):
+    """Counts the claims on their way at once, and what they may bring together."""
+
+    def __init__(self, claim_seconds: float) -> None:
+        super().__init__(claim_seconds)
+        self.out: list[int] = []  # the limits of the claims on their way
+        self.peak = 0
+        self.most_held = 0
+
+    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+        assert self.pool is not None
+        self.out.append(limit)
+        self.peak = max(self.peak, len(self.out))
+        held = self.pool.in_flight + self.pool.claimed_ahead + sum(self.out)
+        self.most_held = max(self.most_held, held)
+        try:
+            return await super().claim(limit, lease)
+        finally:
+            self.out.remove(limit)
+
+
+async def test_long_jobs_are_claimed_only_for_free_workers_one_claim_at_a_time() -> None:
+    store = OverlapRecordingStore(claim_seconds=0.002)
     registry = Registry()
     pool = make_pool(store, registry, config(workers=2))
     store.pool = pool
@@ -128,6 +149,7 @@ async def test_long_jobs_are_claimed_only_for_free_workers() -> None:
     assert [(limit + in_flight, ahead) for limit, in_flight, ahead in store.claims] == [
         (2, 0)
     ] * len(store.claims)
+    assert store.peak == 1
 
 
 async def test_short_jobs_are_claimed_ahead_so_a_freed_worker_need_not_wait_for_a_claim() -> None:
@@ -155,27 +177,6 @@ async def test_short_jobs_are_claimed_ahead_so_a_freed_worker_need_not_wait_for_
     assert max(waiting_ahead) >= 1
 
 
-class OverlapRecordingStore(SlowClaimStore):
-    """Counts the claims on their way at once, and what they may bring together."""
-
-    def __init__(self, claim_seconds: float) -> None:
-        super().__init__(claim_seconds)
-        self.out: list[int] = []  # the limits of the claims on their way
-        self.peak = 0
-        self.most_held = 0
-
-    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
-        assert self.pool is not None
-        self.out.append(limit)
-        self.peak = max(self.peak, len(self.out))
-        held = self.pool.in_flight + self.pool.claimed_ahead + sum(self.out)
-        self.most_held = max(self.most_held, held)
-        try:
-            return await super().claim(limit, lease)
-        finally:
-            self.out.remove(limit)
-
-
 async def test_when_the_round_trip_limits_the_pool_two_claims_are_on_their_way_at_once() -> None:
     store = OverlapRecordingStore(claim_seconds=0.01)
     registry = Registry()
@@ -194,24 +195,6 @@ async def test_when_the_round_trip_limits_the_pool_two_claims_are_on_their_way_a
     assert store.peak == pool_module.MAX_CLAIMS_IN_FLIGHT == 2
     # Together they never bring more than one claim may hold: no job is held longer.
     assert store.most_held <= (1 + AHEAD_PER_WORKER) * 4
-
-
-async def test_long_jobs_are_claimed_by_one_claim_at_a_time() -> None:
-    store = OverlapRecordingStore(claim_seconds=0.002)
-    registry = Registry()
-    pool = make_pool(store, registry, config(workers=3))
-    store.pool = pool
-
-    @registry.handler("long")
-    async def long(ctx: JobContext, payload: Any) -> None:
-        await asyncio.sleep(0.1)
-
-    jobs = [await submit(store, "long") for _ in range(9)]
-    async with running(pool):
-        for job in jobs:
-            await settled(store, job)
-
-    assert store.peak == 1
 
 
 async def test_a_job_claimed_ahead_that_no_worker_takes_in_time_is_given_back(

@@ -5,8 +5,9 @@ Executed through SQLAlchemy, each costs more client CPU in the execution layer
 (connection facade, execution context, result objects, events) than in the driver and the
 round trip together, which caps a worker's throughput at about half of what it is
 otherwise. So these few statements are compiled once, for the asyncpg dialect, and run on
-the driver connection of a pooled SQLAlchemy connection: the Core statement stays their
-one definition, the engine's pool, settings and timeouts stay in force, and only the
+a driver connection taken straight from the engine's pool (`fetch_pooled`), or under a
+caller's SQLAlchemy connection (`fetch`): the Core statement stays their one
+definition, the engine's pool, settings and timeouts stay in force, and only the
 per-call layers are skipped.
 
 SQLAlchemy's execution events do not see these statements; whoever watches them

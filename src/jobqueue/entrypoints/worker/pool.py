@@ -103,10 +103,8 @@ class WorkerPool:
         # Set by everything the dispatcher may act on: a worker freed, a write settled, a
         # claim returned, a wake-up, stop().
         self._nudged = asyncio.Event()
-        # Claims on their way, and the jobs they asked for (counted as held already).
-        self._claims: set[asyncio.Task[None]] = set()
-        self._claiming = 0
-        self._requested = 0
+        # Claims on their way, each with the jobs it asked for (counted as held already).
+        self._claims: dict[asyncio.Task[None], int] = {}
         # Until when (time.monotonic()) no claim is sent, and whether a wake-up ends the
         # rest early: after a claim came back short (nothing more due), or failed.
         self._rest: tuple[float, bool] | None = None
@@ -195,7 +193,7 @@ class WorkerPool:
                 if self._may_send(wanted):
                     self._send_claim(wanted)
                     continue
-                if not self._claiming:
+                if not self._claims:
                     # Nothing on its way to carry them: what waits for a claim is written.
                     self._writer.flush()
                     if self._rest is not None:
@@ -204,9 +202,9 @@ class WorkerPool:
                 # Bounded while jobs wait in the prefetch, so that stale ones are given back
                 # in time.
                 await self._nudge(at_most=PREFETCH_HOLD_SECONDS if self._ready else None)
-            # Stopping: the claims on their way come back, and their jobs are given back.
-            while self._claims:
-                await asyncio.wait(set(self._claims))
+            # Stopping: the claims on their way come back, and their jobs are given back
+            # (none is sent from here on).
+            await asyncio.gather(*self._claims, return_exceptions=True)
         except asyncio.CancelledError:
             await self._cancel_claims()
             raise
@@ -227,24 +225,21 @@ class WorkerPool:
     def _may_send(self, wanted: int) -> bool:
         if wanted <= 0 or self._rest is not None:
             return False
-        if not self._claiming:
+        if not self._claims:
             return True
         # A second claim only for half a batch or more: smaller ones would mostly add
         # statements (and commits) per job.
         return (
             self._overlapping()
-            and self._claiming < MAX_CLAIMS_IN_FLIGHT
+            and len(self._claims) < MAX_CLAIMS_IN_FLIGHT
             and wanted >= self._claim_size()
         )
 
     def _send_claim(self, wanted: int) -> None:
         # Cleared before the claim, so a wake() arriving while it runs is not lost.
         self._woken.clear()
-        self._claiming += 1
-        self._requested += wanted
         task = asyncio.create_task(self._claim_round(wanted), name="jobqueue claim")
-        self._claims.add(task)
-        task.add_done_callback(self._claims.discard)
+        self._claims[task] = wanted
 
     async def _claim_round(self, wanted: int) -> None:
         """One claim, and the attempts for what it brought."""
@@ -262,8 +257,9 @@ class WorkerPool:
         finally:
             # In the same step as the jobs join the pool below: the dispatcher never
             # sees them both requested and held.
-            self._claiming -= 1
-            self._requested -= wanted
+            task = asyncio.current_task()
+            assert task is not None
+            del self._claims[task]
             self._nudged.set()
         self._prefetch.claimed(time.monotonic() - sent)
         claimed = (claim_started, time.time_ns())
@@ -301,9 +297,10 @@ class WorkerPool:
     async def _cancel_claims(self) -> None:
         """The dispatcher is cancelled: so are the claims on their way (the outcomes they
         carry go back to the writer)."""
-        for task in self._claims:
+        tasks = list(self._claims)
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._claims, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _claim(self, wanted: int) -> Sequence[Job]:
         """Claim up to `wanted` jobs, carrying the outcomes waiting to be written."""
@@ -331,7 +328,7 @@ class WorkerPool:
         """
         workers = self._config.workers
         depth = self._prefetch.depth
-        running, requested = len(self._attempts), self._requested
+        running, requested = len(self._attempts), sum(self._claims.values())
         # The jobs the claims on their way may bring count as claimed already.
         ahead = len(self._ready) + requested
         if running >= workers and ahead > depth // 2:
