@@ -58,6 +58,45 @@ async def test_copied_jobs_are_stored_as_a_single_enqueue_stores_them(
     assert await PostgresJobStore(engine).get(copied.job.id) == copied.job
 
 
+@pytest.mark.parametrize("payload", [{}, {"n": 1}, [], 0], ids=["empty", "object", "list", "zero"])
+@pytest.mark.parametrize("traceparent", [None, "00-" + "a" * 32 + "-" + "b" * 16 + "-01"])
+async def test_columns_left_to_the_server_s_defaults_come_back_as_returned(
+    engine: AsyncEngine, payload: object, traceparent: str | None
+) -> None:
+    """In a transaction, COPY leaves out the columns the server's defaults fill, and those
+    whose every value is the default: what is stored must still be what was returned, and
+    a batch mixing default and other values must keep each job's own."""
+    news = [
+        replace(NewJob.build(type="email", payload=payload), traceparent=traceparent),
+        NewJob.build(type="sms", payload={}, max_attempts=7),
+    ]
+    async with engine.begin() as connection:
+        submitted = await enqueue_many(connection, news)
+        [alone] = await enqueue_many(connection, news[:1])
+    store = PostgresJobStore(engine)
+    for each in [*submitted, alone]:
+        assert await store.get(each.job.id) == each.job
+    assert [each.job.payload for each in submitted] == [payload, {}]
+    assert [each.job.traceparent for each in submitted] == [traceparent, None]
+    assert submitted[1].job.max_attempts == 7
+
+
+async def test_an_autocommit_connection_s_copy_is_stamped_with_the_clock_it_read(
+    engine: AsyncEngine,
+) -> None:
+    """On an autocommit connection the clock read and the COPY are two transactions, so
+    the server's `now()` would differ from the returned stamps: every column is sent."""
+    async with engine.connect() as plain:
+        connection = await plain.execution_options(isolation_level="AUTOCOMMIT")
+        submitted = await enqueue_many(connection, [job(n) for n in range(3)])
+        await asyncio.sleep(0.01)
+        later = await enqueue_many(connection, [job(9)])
+    store = PostgresJobStore(engine)
+    for each in [*submitted, *later]:
+        assert await store.get(each.job.id) == each.job
+    assert later[0].job.created_at > submitted[0].job.created_at
+
+
 async def test_a_refused_payload_fails_the_call_and_leaves_the_connection_usable(
     engine: AsyncEngine,
 ) -> None:

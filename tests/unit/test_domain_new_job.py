@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -12,9 +14,11 @@ from jobqueue.domain.job import (
     MAX_ATTEMPTS,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TYPE_LENGTH,
+    Job,
     NewJob,
 )
 from jobqueue.domain.registry import Registry
+from jobqueue.domain.status import Status
 
 DEFAULT = 5
 
@@ -206,3 +210,25 @@ def test_idempotency_key_outside_limits_is_refused(key: object) -> None:
 def test_traceparent_is_carried() -> None:
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     assert build(traceparent=traceparent).traceparent == traceparent
+
+
+def test_a_stored_submission_is_pending_due_at_once_and_never_leased() -> None:
+    new = build(payload={"n": 1}, max_attempts=7, idempotency_key="k", traceparent="tp")
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    job_id = UUID(int=9)
+    assert new.stored(job_id, now) == Job(
+        id=job_id,
+        type="email",
+        payload={"n": 1},
+        status=Status.PENDING,
+        attempts=0,
+        max_attempts=7,
+        run_at=now,
+        locked_until=None,
+        lease_token=0,
+        last_error=None,
+        idempotency_key="k",
+        created_at=now,
+        updated_at=now,
+        traceparent="tp",
+    )

