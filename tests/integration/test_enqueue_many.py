@@ -97,6 +97,24 @@ async def test_an_autocommit_connection_s_copy_is_stamped_with_the_clock_it_read
     assert later[0].job.created_at > submitted[0].job.created_at
 
 
+@pytest.mark.parametrize("announce", [True, False])
+async def test_a_single_insert_reads_back_only_its_id_and_clock_and_returns_what_was_stored(
+    engine: AsyncEngine, announce: bool
+) -> None:
+    """The insert returns the id and `created_at` only; the rest of the returned job is
+    `NewJob.stored`: it must be, column for column, the row the server wrote."""
+    new = replace(
+        NewJob.build(type="email", payload={"b": 1, "a": [1.5, None]}, max_attempts=7),
+        traceparent="00-" + "c" * 32 + "-" + "d" * 16 + "-01",
+    )
+    async with engine.begin() as connection:
+        in_transaction = await enqueue(connection, new, announce=announce)
+    on_its_own = await enqueue(engine, new, announce=announce)
+    store = PostgresJobStore(engine)
+    for each in (in_transaction, on_its_own, await store.submit(new)):
+        assert await store.get(each.job.id) == each.job
+
+
 async def test_a_refused_payload_fails_the_call_and_leaves_the_connection_usable(
     engine: AsyncEngine,
 ) -> None:
