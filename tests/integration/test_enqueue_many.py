@@ -4,8 +4,10 @@ sends to idle workers (`adapters.postgres.enqueue`)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import Any
 
 import asyncpg
 import pytest
@@ -131,6 +133,49 @@ async def test_a_refused_payload_fails_the_call_and_leaves_the_connection_usable
         async with engine.begin() as connection:
             await enqueue_many(connection, [job(2)])
     assert await count_jobs(engine) == 3
+
+
+async def test_a_bulk_call_cancelled_while_its_copy_is_on_its_way_takes_the_copy_down(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The COPY runs while the returned jobs are built: a caller cancelled meanwhile must
+    take the COPY down with it, leave no job and no task, and the pool usable."""
+    building = asyncio.Event()
+    build = enqueue_module._stored_meanwhile
+
+    async def announced_build(*arguments: Any) -> Any:
+        building.set()
+        # Turns of the loop: the COPY is sent, and the server at work on its rows.
+        for _ in range(20):
+            await asyncio.sleep(0)
+        return await build(*arguments)
+
+    monkeypatch.setattr(enqueue_module, "_stored_meanwhile", announced_build)
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    before = asyncio.all_tasks()
+
+    async def enqueues() -> None:
+        async with engine.begin() as connection:
+            await enqueue_many(connection, [job(n) for n in range(20_000)])
+
+    task = asyncio.create_task(enqueues())
+    await building.wait()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled()
+    assert asyncio.all_tasks() - before <= {asyncio.current_task()}
+    # A COPY left running on the connection given up would fail there, unobserved.
+    await asyncio.sleep(0.05)
+    gc.collect()
+    loop.set_exception_handler(None)
+    assert reported == []
+    assert await count_jobs(engine) == 0
+    monkeypatch.undo()
+    async with engine.begin() as connection:
+        assert len(await enqueue_many(connection, [job(1)])) == 1
+    assert await count_jobs(engine) == 1
 
 
 async def test_enqueue_many_on_an_engine_is_one_transaction_of_its_own(

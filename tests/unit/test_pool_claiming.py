@@ -146,9 +146,11 @@ async def test_long_jobs_are_claimed_only_for_free_workers_one_claim_at_a_time()
         for job in jobs:
             await settled(store, job)
 
-    assert [(limit + in_flight, ahead) for limit, in_flight, ahead in store.claims] == [
-        (2, 0)
-    ] * len(store.claims)
+    # Never more than the free workers, nothing ahead. (At most: the store sees the
+    # workers running when the claim arrives, and one may finish between the pool's
+    # decision and then.)
+    assert store.claims[0] == (2, 0, 0)
+    assert all(limit + in_flight <= 2 and ahead == 0 for limit, in_flight, ahead in store.claims)
     assert store.peak == 1
 
 

@@ -21,6 +21,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import fields
+from datetime import datetime
 from operator import attrgetter
 from typing import Any
 from uuid import UUID
@@ -220,14 +221,47 @@ async def _copy(
         clock = await connection.execute(_CLOCK_ANNOUNCED if announce else _CLOCK)
         now = clock.scalar_one()
         ids = time_ordered_ids(len(news))
-        stored = [new.stored(job_id, now) for job_id, new in zip(ids, news, strict=True)]
         async with driver_of(connection) as driver:
-            if driver.is_in_transaction():
-                columns, records = _submitted_records(ids, news)
-            else:
-                columns, records = _COPY_COLUMNS, _every_column(stored)
-            await driver.copy_records_to_table(jobs.name, records=records, columns=columns)
-    return [Submitted(job, replayed=False) for job in stored]
+            if not driver.is_in_transaction():
+                stored = [new.stored(job_id, now) for job_id, new in zip(ids, news, strict=True)]
+                await driver.copy_records_to_table(
+                    jobs.name, records=_every_column(stored), columns=_COPY_COLUMNS
+                )
+                return [Submitted(job, replayed=False) for job in stored]
+            columns, records = _submitted_records(ids, news)
+            # The server writes the rows while this process builds the jobs it returns
+            # (a seventh of a bulk call's client time, measured), rather than after.
+            copying = asyncio.ensure_future(
+                driver.copy_records_to_table(jobs.name, records=records, columns=columns)
+            )
+            try:
+                submitted = await _stored_meanwhile(ids, news, now)
+            except BaseException:
+                # Cancelled: so is the COPY, before the connection is given up.
+                copying.cancel()
+                await asyncio.gather(copying, return_exceptions=True)
+                raise
+            await copying
+            return submitted
+
+
+# Jobs built between two turns of the event loop while a COPY is on its way: the first
+# turn lets it send its statement, a later one its rows once the server is ready for them.
+_BUILT_PER_TURN = 200
+
+
+async def _stored_meanwhile(
+    ids: Sequence[UUID], news: Sequence[NewJob], now: datetime
+) -> list[Submitted]:
+    submitted: list[Submitted] = []
+    for start in range(0, len(news), _BUILT_PER_TURN):
+        await asyncio.sleep(0)
+        end = start + _BUILT_PER_TURN
+        submitted += [
+            Submitted(new.stored(job_id, now), replayed=False)
+            for job_id, new in zip(ids[start:end], news[start:end], strict=True)
+        ]
+    return submitted
 
 
 def _submitted_records(
