@@ -10,9 +10,9 @@ from datetime import timedelta
 import asyncpg
 import pytest
 from sqlalchemy import JSON, Float, Integer, bindparam, func, select, text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from jobqueue.adapters.postgres.driver import DriverStatement, fetch
+from jobqueue.adapters.postgres.driver import DriverStatement, driver_of
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
@@ -109,10 +109,15 @@ async def test_a_connection_whose_statement_failed_is_not_handed_out_again(
     engine: AsyncEngine,
 ) -> None:
     sleeping = DriverStatement(select(func.pg_sleep(bindparam("seconds", type_=Float()))))
+
+    async def sleep_on(connection: AsyncConnection) -> None:
+        async with driver_of(connection) as driver:
+            await driver.fetch(sleeping.sql, *sleeping.arguments({"seconds": 30.0}))
+
     async with engine.connect() as victim, engine.connect() as other:
         backend = (await victim.execute(text("SELECT pg_backend_pid()"))).scalar_one()
         await victim.commit()
-        running = asyncio.create_task(fetch(victim, sleeping, {"seconds": 30.0}))
+        running = asyncio.create_task(sleep_on(victim))
         await asyncio.sleep(0.2)
         await other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": backend})
         with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):

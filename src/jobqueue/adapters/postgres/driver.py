@@ -5,8 +5,8 @@ Executed through SQLAlchemy, each costs more client CPU in the execution layer
 (connection facade, execution context, result objects, events) than in the driver and the
 round trip together, which caps a worker's throughput at about half of what it is
 otherwise. So these few statements are compiled once, for the asyncpg dialect, and run on
-a driver connection taken straight from the engine's pool (`fetch_pooled`), or under a
-caller's SQLAlchemy connection (`fetch`): the Core statement stays their one
+a driver connection taken straight from the engine's pool (`fetch_pooled`; `driver_of`
+gives the one under a caller's SQLAlchemy connection): the Core statement stays their one
 definition, the engine's pool, settings and timeouts stay in force, and only the
 per-call layers are skipped.
 
@@ -130,14 +130,6 @@ async def pooled_driver(engine: AsyncEngine) -> AsyncIterator[asyncpg.Connection
         # No transaction was begun through the adapter, so giving the connection back
         # (its reset is the adapter's rollback) sends nothing and needs no greenlet.
         fairy.close()
-
-
-async def fetch(
-    connection: AsyncConnection, statement: DriverStatement, values: Mapping[str, Any]
-) -> Sequence[asyncpg.Record]:
-    """`statement` sent on the driver under `connection`, in its transaction if any."""
-    async with driver_of(connection) as driver:
-        return await _sent(driver, connection.sync_engine.pool, statement, values)
 
 
 async def fetch_pooled(

@@ -378,13 +378,11 @@ async def submit_pooled(engine: AsyncEngine, new: NewJob, *, announced: bool = F
 
 
 def _values(new: NewJob) -> dict[str, object]:
-    """The insert's parameters for `new`: its fields, the payload as JSON text."""
-    return {**_columns(new), "payload": _json_text(new.payload)}
-
-
-def _columns(new: NewJob) -> dict[str, object]:
-    # Every NewJob field is the column of the same name; the rest have server defaults.
-    return {name: getattr(new, name) for name in _NEW_JOB_FIELDS}
+    """The insert's parameters for `new`: its fields (each the column of the same name),
+    the payload as JSON text."""
+    values: dict[str, object] = {name: getattr(new, name) for name in _NEW_JOB_FIELDS}
+    values["payload"] = _json_text(new.payload)
+    return values
 
 
 # The name the first releases documented; kept so that code written against them runs.

@@ -32,8 +32,8 @@ import asyncpg
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.adapters.postgres.database import autocommit, driver_arguments
-from jobqueue.adapters.postgres.driver import DriverStatement, fetch
+from jobqueue.adapters.postgres.database import driver_arguments
+from jobqueue.adapters.postgres.driver import DriverStatement, fetch_pooled
 from jobqueue.adapters.postgres.failures import reason
 from jobqueue.domain.backoff import Backoff
 
@@ -72,12 +72,11 @@ _NOTIFY = DriverStatement(select(ANNOUNCE))
 
 def pg_notify(engine: AsyncEngine) -> Send:
     """A `Send` that issues one `pg_notify` on a connection of `engine`'s pool, in a
-    transaction of its own (autocommit), never inside a job's."""
-    in_autocommit = autocommit(engine)
+    transaction of its own (autocommit), never inside a job's: on the driver, like the
+    other statements sent many times a second (`driver.fetch_pooled`)."""
 
     async def send() -> None:
-        async with in_autocommit.connect() as connection:
-            await fetch(connection, _NOTIFY, {})
+        await fetch_pooled(engine, _NOTIFY, {})
 
     return send
 
