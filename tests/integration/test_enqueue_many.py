@@ -7,6 +7,7 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -115,6 +116,38 @@ async def test_a_single_insert_reads_back_only_its_id_and_clock_and_returns_what
     store = PostgresJobStore(engine)
     for each in (in_transaction, on_its_own, await store.submit(new)):
         assert await store.get(each.job.id) == each.job
+
+
+# Due at once, at an instant in another offset, and after a delay: every write path must
+# store the schedule it returns, a delay counted from the server's clock.
+SCHEDULES: list[dict[str, Any]] = [
+    {},
+    {"run_at": datetime(2031, 5, 4, 3, 2, 1, 654321, tzinfo=UTC) + timedelta(hours=7)},
+    {"delay": timedelta(minutes=3, microseconds=5)},
+]
+
+
+async def test_every_write_path_stores_the_schedule_it_returns(engine: AsyncEngine) -> None:
+    news = [NewJob.build(type="email", payload={"n": n}, **s) for n, s in enumerate(SCHEDULES)]
+    keyed = [replace(new, idempotency_key=f"sched-{n}") for n, new in enumerate(news)]
+    async with engine.begin() as connection:
+        copied = await enqueue_many(connection, news)
+        inserted = await enqueue_many(connection, keyed)
+        singles = [await enqueue(connection, new) for new in news]
+        # A batch where only some jobs are scheduled keeps the others due at once.
+        mixed = await enqueue_many(connection, news[:1] * 2 + news[2:])
+    async with engine.connect() as plain:
+        autocommit = await plain.execution_options(isolation_level="AUTOCOMMIT")
+        copied_alone = await enqueue_many(autocommit, news)
+    pooled = [await enqueue(engine, new) for new in news]
+
+    store = PostgresJobStore(engine)
+    for batch in (copied, inserted, singles, mixed, copied_alone, pooled):
+        for each in batch:
+            stored = await store.get(each.job.id)
+            assert stored == each.job
+            new = next(n for n in news if n.payload == each.job.payload)
+            assert stored.run_at == new.due_at(stored.created_at)
 
 
 async def test_a_refused_payload_fails_the_call_and_leaves_the_connection_usable(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
 
@@ -12,6 +12,7 @@ import pytest
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.job import (
     MAX_ATTEMPTS,
+    MAX_DELAY,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TYPE_LENGTH,
     Job,
@@ -232,3 +233,62 @@ def test_a_stored_submission_is_pending_due_at_once_and_never_leased() -> None:
         updated_at=now,
         traceparent="tp",
     )
+
+
+# --- scheduling --------------------------------------------------------------------------
+
+NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+def test_a_submission_without_a_schedule_is_due_when_stored() -> None:
+    new = build()
+    assert (new.run_at, new.delay) == (None, None)
+    assert new.stored(UUID(int=1), NOW).run_at == NOW
+
+
+def test_a_delay_counts_from_the_store_clock() -> None:
+    new = build(delay=timedelta(seconds=90))
+    assert new.stored(UUID(int=1), NOW).run_at == NOW + timedelta(seconds=90)
+    assert new.stored(UUID(int=1), NOW).created_at == NOW
+
+
+def test_run_at_is_kept_as_given_even_when_already_past() -> None:
+    later = datetime(2027, 1, 1, 8, 0, tzinfo=timezone(timedelta(hours=-5)))
+    assert build(run_at=later).stored(UUID(int=1), NOW).run_at == later
+    earlier = NOW - timedelta(days=1)
+    assert build(run_at=earlier).stored(UUID(int=1), NOW).run_at == earlier
+
+
+@pytest.mark.parametrize("delay", [timedelta(0), MAX_DELAY])
+def test_delay_boundaries_are_accepted(delay: timedelta) -> None:
+    assert build(delay=delay).delay == delay
+
+
+@pytest.mark.parametrize("delay", [timedelta(microseconds=-1), MAX_DELAY + timedelta(seconds=1)])
+def test_delay_out_of_range_is_refused_with_the_range(delay: timedelta) -> None:
+    with pytest.raises(InvalidJob, match="delay must be between 0 and 3650 days"):
+        build(delay=delay)
+
+
+def test_run_at_and_delay_together_are_refused() -> None:
+    with pytest.raises(InvalidJob, match="give run_at or delay, not both"):
+        build(run_at=NOW, delay=timedelta(seconds=1))
+
+
+def test_run_at_without_an_offset_is_refused() -> None:
+    with pytest.raises(InvalidJob, match="run_at must carry a time zone offset"):
+        build(run_at=datetime(2026, 12, 1, 9, 0))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("run_at", "2026-12-01T09:00:00Z", "run_at must be a datetime, got a str"),
+        ("delay", 30, "delay must be a timedelta, got a int"),
+    ],
+)
+def test_schedule_values_of_the_wrong_type_are_refused(
+    field: str, value: object, message: str
+) -> None:
+    with pytest.raises(InvalidJob, match=message):
+        build(**{field: value})

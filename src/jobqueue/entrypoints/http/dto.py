@@ -8,12 +8,14 @@ from uuid import UUID
 
 import msgspec
 from litestar.openapi.spec import Schema
-from litestar.openapi.spec.enums import OpenAPIType
+from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 
-from jobqueue.domain.job import MAX_ATTEMPTS, MAX_TYPE_LENGTH, MIN_ATTEMPTS, Job
+from jobqueue.domain.job import MAX_ATTEMPTS, MAX_DELAY, MAX_TYPE_LENGTH, MIN_ATTEMPTS, Job
 from jobqueue.domain.status import Status
 
 AttemptBudget = Annotated[int, msgspec.Meta(ge=MIN_ATTEMPTS, le=MAX_ATTEMPTS)]
+# An instant: a time without an offset would mean a different one on every machine.
+Instant = Annotated[datetime, msgspec.Meta(tz=True)]
 
 
 class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -25,6 +27,10 @@ class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     # UNSET rather than None: an explicit `null` is a mistake worth reporting, while an
     # absent field means "the server's default".
     max_attempts: AttemptBudget | msgspec.UnsetType = msgspec.UNSET
+    # Not before this instant (RFC 3339), or not before this long after the job is stored
+    # (a duration such as "90s" or "1h30m", on the database's clock): at most one of them.
+    run_at: Instant | msgspec.UnsetType = msgspec.UNSET
+    delay: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class JobRecord(msgspec.Struct, frozen=True):
@@ -118,6 +124,18 @@ def create_job_request_schema() -> Schema:
                 maximum=MAX_ATTEMPTS,
                 description="Attempts before the job is dead-lettered; the server's "
                 "MAX_ATTEMPTS when absent.",
+            ),
+            "run_at": Schema(
+                type=OpenAPIType.STRING,
+                format=OpenAPIFormat.DATE_TIME,
+                description="Not before this instant (RFC 3339, with an offset), by the "
+                "database's clock; due at once when absent or past. Not with delay.",
+            ),
+            "delay": Schema(
+                type=OpenAPIType.STRING,
+                description="Not before this long after the job is stored, by the "
+                f"database's clock: a duration such as '90s' or '1h30m', at most "
+                f"{MAX_DELAY.days} days. Not with run_at.",
             ),
         },
         required=["type"],

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Protocol
 from uuid import UUID
 
 import msgspec
 
 from jobqueue.adapters.telemetry.trace_context import current_traceparent
+from jobqueue.domain.durations import parse_duration
+from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
@@ -17,6 +20,13 @@ from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.http.dto import CreateJobRequest
 
 _log = logging.getLogger("jobqueue.http")
+
+
+def _delay(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise InvalidJob(f"delay: {error}") from None
 
 
 class SubmissionMetrics(Protocol):
@@ -59,6 +69,8 @@ class JobService:
             payload=request.payload,
             max_attempts=None if request.max_attempts is msgspec.UNSET else request.max_attempts,
             default_max_attempts=self._default_max_attempts,
+            run_at=None if request.run_at is msgspec.UNSET else request.run_at,
+            delay=None if request.delay is msgspec.UNSET else _delay(request.delay),
             registered=self._registry,
             idempotency_key=idempotency_key,
             # The request's span: the job's attempts continue its trace.
