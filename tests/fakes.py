@@ -30,6 +30,7 @@ from jobqueue.domain.errors import (
     StoreUnavailable,
 )
 from jobqueue.domain.job import (
+    DEFAULT_QUEUE,
     MAX_ATTEMPTS,
     MIN_ATTEMPTS,
     Job,
@@ -40,7 +41,7 @@ from jobqueue.domain.job import (
     sources,
     targets,
 )
-from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of, sort_key
+from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.retention import check_prune_request
@@ -111,18 +112,24 @@ class InMemoryJobStore:
         await self._enter()
         return _detached(self._existing(job_id))
 
-    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+    async def claim(
+        self, limit: int, lease: timedelta, queue: str = DEFAULT_QUEUE
+    ) -> Sequence[Job]:
         await self._enter()
-        return self._claim(limit, lease)
+        return self._claim(limit, lease, queue)
 
     async def record_and_claim(
-        self, endings: Sequence[tuple[Lease, Decision]], limit: int, lease: timedelta
+        self,
+        endings: Sequence[tuple[Lease, Decision]],
+        limit: int,
+        lease: timedelta,
+        queue: str = DEFAULT_QUEUE,
     ) -> tuple[set[Lease], Sequence[Job]]:
         # Through the two public methods, so that a test's store which fails or holds one
         # of them does the same here. Claimed first, as PostgreSQL's one snapshot does:
         # a job the endings make due again is not claimed by the same call.
         before = dict(self._jobs)
-        claimed = await self.claim(limit, lease)
+        claimed = await self.claim(limit, lease, queue)
         try:
             held = await self.record_many(endings)
         except BaseException:
@@ -134,7 +141,7 @@ class InMemoryJobStore:
         self.record_and_claim_calls += 1
         return held, claimed
 
-    def _claim(self, limit: int, lease: timedelta) -> list[Job]:
+    def _claim(self, limit: int, lease: timedelta, queue: str) -> list[Job]:
         if limit < 1:
             raise ValueError(f"claim limit must be at least 1, got {limit}")
         if lease <= timedelta(0):
@@ -144,9 +151,12 @@ class InMemoryJobStore:
             (
                 job
                 for job in self._jobs.values()
-                if job.status in sources(Operation.CLAIM) and job.run_at <= now
+                if job.status in sources(Operation.CLAIM)
+                and job.queue == queue
+                and job.run_at <= now
             ),
-            key=lambda job: (job.run_at, self._sequence[job.id]),
+            # The most urgent first, then in due order, as PostgreSQL's claim takes them.
+            key=lambda job: (job.priority, job.run_at, self._sequence[job.id]),
         )[:limit]
         return [
             self._move(
@@ -265,9 +275,9 @@ class InMemoryJobStore:
             for job in self._jobs.values()
             if job.status is query.status and (query.type is None or job.type == query.type)
         ]
-        # (key, id) ascending, reversed as a whole when descending: PostgreSQL's uuid order
-        # is its bytes', which is the order of UUID.int.
-        matching.sort(key=lambda job: (sort_key(job, order), job.id), reverse=order.descending)
+        # (groups, key, id) ascending, reversed as a whole when descending: PostgreSQL's
+        # uuid order is its bytes', which is the order of UUID.int.
+        matching.sort(key=lambda job: position_of(job).ordered, reverse=order.descending)
         if query.after is not None:
             after = query.after
             matching = [job for job in matching if _follows(position_of(job), after, order)]
@@ -317,7 +327,7 @@ class InMemoryJobStore:
 
 
 def _follows(position: ListPosition, after: ListPosition, order: ListOrder) -> bool:
-    mine, theirs = (position.key, position.job_id), (after.key, after.job_id)
+    mine, theirs = position.ordered, after.ordered
     return mine < theirs if order.descending else mine > theirs
 
 

@@ -4,22 +4,23 @@ pages through them so that every job is seen exactly once."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from jobqueue.domain.job import Job
-from jobqueue.domain.listing import JobPage, JobQuery, position_of, sort_key
+from jobqueue.domain.listing import JobPage, JobQuery, position_of
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import TRAITS, Status
-from tests.contract.steps import LEASE, claim_only, job_in, submit
+from tests.contract.steps import LEASE, claim_only, job_in, new_job, submit
 from tests.support.endings import complete_many, record
 
 
 def in_list_order(jobs: Sequence[Job], status: Status) -> list[Job]:
     order = TRAITS[status].order
-    return sorted(jobs, key=lambda job: (sort_key(job, order), job.id), reverse=order.descending)
+    return sorted(jobs, key=lambda job: position_of(job).ordered, reverse=order.descending)
 
 
 async def all_pages(store: JobStore, query: JobQuery) -> list[JobPage]:
@@ -182,3 +183,27 @@ def test_a_limit_out_of_range_is_refused(limit: int) -> None:
 def test_completed_jobs_cannot_be_listed_by_type() -> None:
     with pytest.raises(ValueError, match="no index holds them by type"):
         JobQuery(Status.COMPLETED, type="email")
+
+
+async def test_pending_jobs_are_listed_as_claims_take_them_page_after_page(
+    store: JobStore,
+) -> None:
+    placed = [("a", 5), ("b", 0), ("a", 0), ("a", 5), ("b", 9), ("a", 9), ("b", 0)]
+    for n, (queue, priority) in enumerate(placed):
+        await store.submit(replace(new_job({"n": n}), queue=queue, priority=priority))
+
+    listed: list[Job] = []
+    after = None
+    while True:
+        page = await store.list_jobs(JobQuery(Status.PENDING, limit=2, after=after))
+        listed.extend(page.jobs)
+        if page.next is None:
+            break
+        after = page.next
+
+    assert [(job.queue, job.priority) for job in listed] == sorted(placed)
+    assert len({job.id for job in listed}) == len(placed)
+    # Within a queue and priority, soonest due first.
+    for queue, priority in set(placed):
+        runs = [j.run_at for j in listed if (j.queue, j.priority) == (queue, priority)]
+        assert runs == sorted(runs)

@@ -69,8 +69,24 @@ async def post_raw(client: httpx.AsyncClient, body: bytes) -> httpx.Response:
             "invalid request body: Expected `int`, got `null` - at `$.max_attempts`",
         ),
         (
-            b'{"type": "sleep", "payload": {"duration": "1s"}, "priority": 1}',
-            "invalid request body: Object contains unknown field `priority`",
+            b'{"type": "sleep", "payload": {"duration": "1s"}, "urgency": 1}',
+            "invalid request body: Object contains unknown field `urgency`",
+        ),
+        (
+            b'{"type": "sleep", "payload": {"duration": "1s"}, "priority": 10}',
+            "invalid request body: Expected `int` <= 9 - at `$.priority`",
+        ),
+        (
+            b'{"type": "sleep", "payload": {"duration": "1s"}, "priority": -1}',
+            "invalid request body: Expected `int` >= 0 - at `$.priority`",
+        ),
+        (
+            b'{"type": "sleep", "payload": {"duration": "1s"}, "queue": "no spaces"}',
+            "invalid request body: Expected `str` matching regex",
+        ),
+        (
+            b'{"type": "sleep", "payload": {"duration": "1s"}, "queue": ""}',
+            "invalid request body: Expected `str` matching regex",
         ),
         (
             b'{"type": "sleep", "payload": {"duration": "1s"}, "max_attempts": 0}',

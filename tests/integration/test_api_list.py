@@ -7,6 +7,7 @@ import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
+from uuid import UUID
 
 import pytest
 from litestar.testing import AsyncTestClient
@@ -162,6 +163,17 @@ BAD_CURSORS = [
     ),
     cursor_of({"s": "pending", "k": "2030-01-01T00:00:00+00:00", "id": "not-a-uuid"}),
     cursor_of({"s": "pending", "k": 1, "id": "00000000-0000-0000-0000-000000000001"}),
+    # Pending jobs are listed by queue and priority first: a cursor must carry both, typed.
+    cursor_of({"s": "pending", "k": "2030-01-01T00:00:00+00:00", "id": str(UUID(int=1))}),
+    cursor_of(
+        {"s": "pending", "k": "2030-01-01T00:00:00+00:00", "id": str(UUID(int=1)), "g": ["a"]}
+    ),
+    cursor_of(
+        {"s": "pending", "k": "2030-01-01T00:00:00+00:00", "id": str(UUID(int=1)), "g": [0, "a"]}
+    ),
+    cursor_of(
+        {"s": "pending", "k": "2030-01-01T00:00:00+00:00", "id": str(UUID(int=1)), "g": "a,0"}
+    ),
     base64.urlsafe_b64encode(b"\xff\xfe").decode(),
     "A" * 600,
 ]

@@ -118,17 +118,22 @@ async def test_a_single_insert_reads_back_only_its_id_and_clock_and_returns_what
         assert await store.get(each.job.id) == each.job
 
 
-# Due at once, at an instant in another offset, and after a delay: every write path must
-# store the schedule it returns, a delay counted from the server's clock.
-SCHEDULES: list[dict[str, Any]] = [
+# Due at once, at an instant in another offset, and after a delay; in the default queue
+# or another, at the default priority or others: every write path must store what it
+# returns, a delay counted from the server's clock.
+SUBMISSIONS: list[dict[str, Any]] = [
     {},
     {"run_at": datetime(2031, 5, 4, 3, 2, 1, 654321, tzinfo=UTC) + timedelta(hours=7)},
     {"delay": timedelta(minutes=3, microseconds=5)},
+    {"queue": "emails", "priority": 7},
+    {"priority": 9, "delay": timedelta(seconds=1)},
 ]
 
 
-async def test_every_write_path_stores_the_schedule_it_returns(engine: AsyncEngine) -> None:
-    news = [NewJob.build(type="email", payload={"n": n}, **s) for n, s in enumerate(SCHEDULES)]
+async def test_every_write_path_stores_the_schedule_queue_and_priority_it_returns(
+    engine: AsyncEngine,
+) -> None:
+    news = [NewJob.build(type="email", payload={"n": n}, **s) for n, s in enumerate(SUBMISSIONS)]
     keyed = [replace(new, idempotency_key=f"sched-{n}") for n, new in enumerate(news)]
     async with engine.begin() as connection:
         copied = await enqueue_many(connection, news)
@@ -148,6 +153,7 @@ async def test_every_write_path_stores_the_schedule_it_returns(engine: AsyncEngi
             assert stored == each.job
             new = next(n for n in news if n.payload == each.job.payload)
             assert stored.run_at == new.due_at(stored.created_at)
+            assert (stored.queue, stored.priority) == (new.queue, new.priority)
 
 
 async def test_a_refused_payload_fails_the_call_and_leaves_the_connection_usable(

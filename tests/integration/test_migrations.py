@@ -21,6 +21,7 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import jobs, metadata
 from jobqueue.adapters.postgres.schema_version import head_revisions
+from jobqueue.domain.job import QUEUE_NAME
 from tests.support.postgres import dsn
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -91,13 +92,23 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
     assert "traceparent" in _job_columns(url)
     assert _job_indexes(url) >= RETENTION_INDEXES
 
+    downgrade(url, "0004")
+    assert _versions(url) == ["0004"]
+    assert {"queue", "priority"}.isdisjoint(_job_columns(url))
+    assert "ix_jobs_due_by_queue" not in _job_indexes(url)
+    assert "ix_jobs_due_key" in _job_indexes(url)
+
     downgrade(url, "0002")
     assert _versions(url) == ["0002"]
     assert not RETENTION_INDEXES & _job_indexes(url)
 
     downgrade(url, "0001")
     assert _versions(url) == ["0001"]
-    assert _job_columns(url) == {column.name for column in jobs.c} - {"traceparent"}
+    assert _job_columns(url) == {column.name for column in jobs.c} - {
+        "traceparent",
+        "queue",
+        "priority",
+    }
 
     downgrade(url, "base")
     assert _versions(url) == []
@@ -130,6 +141,7 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_database_url: str) 
     assert logs.count("Running upgrade 0001 -> 0002") == 1, logs
     assert logs.count("Running upgrade 0002 -> 0003") == 1, logs
     assert logs.count("Running upgrade 0003 -> 0004") == 1, logs
+    assert logs.count("Running upgrade 0004 -> 0005") == 1, logs
     assert _versions(empty_database_url) == [HEAD]
 
 
@@ -159,7 +171,7 @@ async def test_the_keyed_due_index_replaces_the_old_one_on_a_filled_table_withou
             " FROM generate_series(1, 300000) AS n"
         )
         await connection.execute("SET lock_timeout = '100ms'")
-        migrating = asyncio.create_task(asyncio.to_thread(upgrade, url))
+        migrating = asyncio.create_task(asyncio.to_thread(upgrade, url, "0004"))
         written = 0
         while not migrating.done():
             await connection.execute("INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
@@ -167,7 +179,7 @@ async def test_the_keyed_due_index_replaces_the_old_one_on_a_filled_table_withou
         await migrating
         assert written > 0
         assert await _valid_due_indexes(url) == {"ix_jobs_due_key": True}
-        assert await _fetch(url, "SELECT version_num FROM alembic_version") == [(HEAD,)]
+        assert await _fetch(url, "SELECT version_num FROM alembic_version") == [("0004",)]
         assert await connection.fetchval("SELECT count(*) FROM jobs") == 300_000 + written
 
         await asyncio.to_thread(downgrade, url, "0003")
@@ -178,6 +190,65 @@ async def test_the_keyed_due_index_replaces_the_old_one_on_a_filled_table_withou
         await connection.close()
 
 
+async def test_queues_and_priorities_arrive_on_a_filled_table_without_blocking_writes(
+    empty_database_url: str,
+) -> None:
+    """0005 adds two columns with constant defaults (no rewrite), CHECKs validated apart
+    from the ALTER's lock, and the claim's index CONCURRENTLY: writes with a lock timeout
+    far shorter than a table rewrite or a blocking build go on throughout, every existing
+    job is in the default queue at priority 0, and it undoes itself."""
+    url = empty_database_url
+    await asyncio.to_thread(upgrade, url, "0004")
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        await connection.execute(
+            "INSERT INTO jobs (type, status, attempts, max_attempts, run_at, updated_at)"
+            " SELECT 't', CASE WHEN n % 2 = 0 THEN 'pending' ELSE 'completed' END, 0, 3,"
+            "        now() - make_interval(secs => n), now()"
+            " FROM generate_series(1, 300000) AS n"
+        )
+        await connection.execute("SET lock_timeout = '100ms'")
+        migrating = asyncio.create_task(asyncio.to_thread(upgrade, url, "0005"))
+        written = 0
+        while not migrating.done():
+            await connection.execute("INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
+            written += 1
+        await migrating
+        assert written > 0
+        placed = await connection.fetch("SELECT queue, priority, count(*) FROM jobs GROUP BY 1, 2")
+        assert [tuple(row) for row in placed] == [("default", 0, 300_000 + written)]
+        # The claim's index replaced 0004's.
+        assert await _valid_due_indexes(url) == {"ix_jobs_due_by_queue": True}
+        checks = await _fetch(
+            url,
+            "SELECT conname, convalidated FROM pg_constraint"
+            " WHERE conname IN ('ck_jobs_queue', 'ck_jobs_priority') ORDER BY 1",
+        )
+        assert checks == [("ck_jobs_priority", True), ("ck_jobs_queue", True)]
+        with pytest.raises(asyncpg.CheckViolationError):
+            await connection.execute(
+                "INSERT INTO jobs (type, max_attempts, queue) VALUES ('t', 3, 'a b')"
+            )
+
+        await asyncio.to_thread(downgrade, url, "0004")
+        assert {"queue", "priority"}.isdisjoint(await asyncio.to_thread(_job_columns, url))
+        assert await _valid_due_indexes(url) == {"ix_jobs_due_key": True}
+        await asyncio.to_thread(upgrade, url)
+        assert await asyncio.to_thread(_drift, url, metadata) == []
+    finally:
+        await connection.close()
+
+
+def test_the_queue_check_in_the_database_is_the_domain_s_rule(database_url: str) -> None:
+    # The revision spells the rule out (it must keep meaning what it meant); the schema
+    # derives it from the domain. They must agree.
+    [(definition,)] = _fetch_sync(
+        database_url,
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'ck_jobs_queue'",
+    )
+    assert QUEUE_NAME.pattern in definition
+
+
 def test_schema_module_and_migrations_agree(database_url: str) -> None:
     assert _drift(database_url, metadata) == []
 
@@ -185,6 +256,6 @@ def test_schema_module_and_migrations_agree(database_url: str) -> None:
 def test_drift_check_notices_a_column_the_migrations_lack(database_url: str) -> None:
     # The agreement test above is only worth something if a difference shows up.
     changed = MetaData()
-    jobs.to_metadata(changed).append_column(Column("priority", Text))
+    jobs.to_metadata(changed).append_column(Column("colour", Text))
     drift = _drift(database_url, changed)
-    assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "priority")]
+    assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "colour")]

@@ -58,11 +58,11 @@ async def _renew_unknown(store: PostgresJobStore) -> None:
 # processing), a transaction holding the xmin horizon would make every batch read an
 # entry per job processed since it began.
 HOT_PATH: dict[str, tuple[StoreCall, tuple[str, ...]]] = {
-    "claim": (lambda store: store.claim(5, timedelta(minutes=5)), ("ix_jobs_due_key",)),
+    "claim": (lambda store: store.claim(5, timedelta(minutes=5)), ("ix_jobs_due_by_queue",)),
     "recover": (lambda store: store.recover_expired(5), ("ix_jobs_lease_expiry",)),
     "record_many": (_record_many_unknown, ("pk_jobs",)),
     # Its endings are record_many's, its claim the claim's: each keeps its index.
-    "record_and_claim": (_record_and_claim_unknown, ("ix_jobs_due_key", "pk_jobs")),
+    "record_and_claim": (_record_and_claim_unknown, ("ix_jobs_due_by_queue", "pk_jobs")),
     "renew": (_renew_unknown, ("pk_jobs",)),
 }
 

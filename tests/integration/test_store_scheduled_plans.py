@@ -71,7 +71,7 @@ async def test_a_claim_among_many_scheduled_jobs_reads_only_the_due_ones(
         )
         plan = "\n".join(row[0] for row in result)
         await connection.rollback()
-    assert uses_index(plan, "ix_jobs_due_key"), plan
+    assert uses_index(plan, "ix_jobs_due_by_queue"), plan
     assert "Seq Scan on jobs" not in plan, plan
     # The buffers the whole statement touched (its top node's count, which includes its
     # children's), run again here with the due jobs now claimed: a scan into the

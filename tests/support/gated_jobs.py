@@ -13,6 +13,8 @@ from tests.support.api import eventually
 RECORD_FIELDS = {
     "id",
     "type",
+    "queue",
+    "priority",
     "payload",
     "status",
     "attempts",

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.driver import watch
-from jobqueue.domain.status import Status
+from jobqueue.domain.status import TRAITS, Status
 from tests.support.job_rows import seed_many
 
 
@@ -72,6 +72,8 @@ def _array_item(item: object) -> str:
         return str(item)
     if isinstance(item, timedelta):
         return f'"{item.total_seconds()} seconds"'
+    if isinstance(item, datetime):
+        return f'"{item.isoformat()}"'
     if isinstance(item, str) and not set(item) & set("\"\\{},'"):
         return f'"{item}"'
     raise TypeError(f"no array literal for {item!r}")
@@ -98,6 +100,11 @@ async def custom_and_generic_plans(
 
 def uses_index(plan: str, index: str) -> bool:
     return f"using {index} on jobs" in plan or f"Bitmap Index Scan on {index}" in plan
+
+
+def reads_status_index(plan: str, status: Status) -> bool:
+    """Whether `plan` reads the partial index that holds `status`'s rows."""
+    return uses_index(plan, TRAITS[status].index)
 
 
 FINISHED_ROWS = 200_000

@@ -51,7 +51,7 @@ async def test_serve_with_a_metrics_listener_runs_every_component(
     names = built(Settings(), Roles(http=True, workers=True), Listeners(api, metrics))
 
     assert names == [
-        ("worker pool", SIGNAL),
+        ("worker pool (default)", SIGNAL),
         ("lease recovery", SIGNAL),
         ("retention", SIGNAL),
         ("readiness", SIGNAL),
@@ -84,7 +84,29 @@ async def test_a_worker_without_listener_notify_or_retention_runs_only_its_loops
 
     names = built(settings, Roles(http=False, workers=True), Listeners(None, None))
 
-    assert names == [("worker pool", SIGNAL), ("lease recovery", SIGNAL)]
+    assert names == [("worker pool (default)", SIGNAL), ("lease recovery", SIGNAL)]
+
+
+async def test_a_worker_runs_one_pool_per_queue_in_the_order_given() -> None:
+    keep = timedelta(0)
+    settings = Settings(
+        notify=False,
+        retention_completed=keep,
+        retention_failed=keep,
+        workers=3,
+        queues=(("default", 10), ("emails", 2), ("bulk", None)),
+    )
+
+    names = built(settings, Roles(http=False, workers=True), Listeners(None, None))
+
+    assert names == [
+        ("worker pool (default)", SIGNAL),
+        ("worker pool (emails)", SIGNAL),
+        ("worker pool (bulk)", SIGNAL),
+        ("lease recovery", SIGNAL),
+    ]
+    configs = settings.pool_configs()
+    assert [(c.queue, c.workers) for c in configs] == [("default", 10), ("emails", 2), ("bulk", 3)]
 
 
 def fresh_interpreter_modules(code: str) -> list[str]:

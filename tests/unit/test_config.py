@@ -69,6 +69,7 @@ def test_every_documented_variable_is_read() -> None:
         "HTTP_ADDR": "127.0.0.1:9000",
         "METRICS_ADDR": "127.0.0.1:9100",
         "WORKERS": "8",
+        "QUEUES": "default=3,emails",
         "MAX_ATTEMPTS": "7",
         "JOB_TIMEOUT": "10s",
         "LEASE_DURATION": "20s",
@@ -101,6 +102,8 @@ def test_every_documented_variable_is_read() -> None:
     assert settings.http_addr == HttpAddress("127.0.0.1", 9000, "127.0.0.1:9000")
     assert settings.metrics_addr == HttpAddress("127.0.0.1", 9100, "127.0.0.1:9100")
     assert settings.workers == 8
+    assert settings.queues == (("default", 3), ("emails", None))
+    assert settings.concurrency() == {"default": 3, "emails": 8}
     assert settings.max_attempts == 7
     assert settings.job_timeout == timedelta(seconds=10)
     assert settings.lease_duration == timedelta(seconds=20)
@@ -734,3 +737,25 @@ def test_negative_retention_is_refused_on_direct_construction_too() -> None:
     assert caught.value.problems == [
         "RETENTION_FAILED: must not be negative, got -1s; 0 keeps the jobs"
     ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("default=x", "QUEUES: 'default=x': the number of jobs run at once must be a whole number"),
+        ("default=0", "QUEUES: each queue's number of jobs run at once must be between 1 and"),
+        ("a,b,a=2", "QUEUES: queue 'a' is listed twice"),
+        (" , ", "QUEUES: names no queue; use a form such as 'default=10,emails=2'"),
+        ("no spaces=1", "QUEUES: queue name must be 1 to 64 letters, digits or '_.:-'"),
+        ("a=6000,b=6000", "QUEUES: more than 10000 jobs at once in all, over every queue"),
+    ],
+)
+def test_queues_refusals_say_what_to_change(raw: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"QUEUES": raw})
+    assert [p for p in refused.value.problems if p.startswith(problem)], refused.value.problems
+
+
+def test_without_queues_a_process_consumes_the_default_queue_with_workers() -> None:
+    settings = Settings.from_env({"WORKERS": "6"})
+    assert [(c.queue, c.workers) for c in settings.pool_configs()] == [("default", 6)]

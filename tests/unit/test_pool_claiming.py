@@ -29,13 +29,13 @@ class ClaimRecordingStore(InMemoryJobStore):
         self.claims: list[tuple[int, int, int]] = []  # (limit, in_flight, claimed ahead)
         self.failures_left = 0
 
-    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+    async def claim(self, limit: int, lease: timedelta, queue: str = "default") -> Sequence[Job]:
         assert self.pool is not None
         self.claims.append((limit, self.pool.in_flight, self.pool.claimed_ahead))
         if self.failures_left:
             self.failures_left -= 1
             raise ConnectionResetError("connection reset by peer")
-        return await super().claim(limit, lease)
+        return await super().claim(limit, lease, queue)
 
 
 async def test_pool_never_runs_more_than_workers_attempts_at_once() -> None:
@@ -103,9 +103,9 @@ class SlowClaimStore(ClaimRecordingStore):
         super().__init__()
         self.claim_seconds = claim_seconds
 
-    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+    async def claim(self, limit: int, lease: timedelta, queue: str = "default") -> Sequence[Job]:
         await asyncio.sleep(self.claim_seconds)
-        return await super().claim(limit, lease)
+        return await super().claim(limit, lease, queue)
 
 
 class OverlapRecordingStore(SlowClaimStore):
@@ -117,14 +117,14 @@ class OverlapRecordingStore(SlowClaimStore):
         self.peak = 0
         self.most_held = 0
 
-    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+    async def claim(self, limit: int, lease: timedelta, queue: str = "default") -> Sequence[Job]:
         assert self.pool is not None
         self.out.append(limit)
         self.peak = max(self.peak, len(self.out))
         held = self.pool.in_flight + self.pool.claimed_ahead + sum(self.out)
         self.most_held = max(self.most_held, held)
         try:
-            return await super().claim(limit, lease)
+            return await super().claim(limit, lease, queue)
         finally:
             self.out.remove(limit)
 

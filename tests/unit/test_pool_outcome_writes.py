@@ -4,6 +4,7 @@ that fails is tried again until it is recorded or its lease runs out."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
@@ -17,7 +18,7 @@ from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.outcomes import OutcomeWriter, Written
+from jobqueue.entrypoints.worker.outcomes import OutcomeWriter, WriteResult, Written
 from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver
 from tests.unit.pool_harness import (
     DEADLINE_SECONDS,
@@ -317,6 +318,34 @@ async def test_endings_wait_for_the_claim_on_its_way_until_the_pool_flushes() ->
     writer.flush()  # no claim coming: the writer sends the rest itself
     assert (await done[1]).written is Written.RECORDED
     assert store.batches == [[second]]
+
+
+ATTEMPT = contextvars.ContextVar[str]("attempt")
+
+
+async def test_a_claim_carrying_endings_gets_the_context_of_the_first_that_waited() -> None:
+    store = BatchRecordingStore()
+    first, second = await claimed_leases(store, 2)
+    writer = OutcomeWriter(store, timedelta(seconds=5))
+    assert writer.take() == []
+
+    def write_as(name: str, lease: Lease) -> asyncio.Future[WriteResult]:
+        ATTEMPT.set(name)
+        return writer.write(lease, Decision.complete(), FOREVER)
+
+    done = [
+        contextvars.copy_context().run(write_as, name, lease)
+        for name, lease in (("one", first), ("two", second))
+    ]
+    carried = writer.take()
+    context = writer.taken_context()
+
+    assert [ending.lease for ending in carried] == [first, second]
+    assert context is not None
+    assert context.run(ATTEMPT.get) == "one"
+    assert writer.taken_context() is None  # handed over once
+    writer.carried(carried, {first, second})
+    assert [(await each).written for each in done] == [Written.RECORDED] * 2
 
 
 async def test_endings_a_write_of_its_own_already_holds_are_not_carried() -> None:

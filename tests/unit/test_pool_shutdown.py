@@ -32,12 +32,12 @@ class GatedStore(InMemoryJobStore):
         self.complete_entered = asyncio.Event()
         self.complete_gate = asyncio.Event()
 
-    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+    async def claim(self, limit: int, lease: timedelta, queue: str = "default") -> Sequence[Job]:
         self.claims += 1
         if self.hold_claims:
             self.claim_entered.set()
             await self.claim_gate.wait()
-        return await super().claim(limit, lease)
+        return await super().claim(limit, lease, queue)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         if self.hold_completes and any(d.outcome is Outcome.COMPLETED for _, d in endings):
@@ -232,18 +232,22 @@ class CarryHoldingStore(InMemoryJobStore):
         self.carried: list[Lease] = []
         self.carry_entered = asyncio.Event()
 
-    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+    async def claim(self, limit: int, lease: timedelta, queue: str = "default") -> Sequence[Job]:
         await asyncio.sleep(0.005)
-        return await super().claim(limit, lease)
+        return await super().claim(limit, lease, queue)
 
     async def record_and_claim(
-        self, endings: Sequence[tuple[Lease, Decision]], limit: int, lease: timedelta
+        self,
+        endings: Sequence[tuple[Lease, Decision]],
+        limit: int,
+        lease: timedelta,
+        queue: str = "default",
     ) -> tuple[set[Lease], Sequence[Job]]:
         if not self.carry_entered.is_set():
             self.carried = [lease for lease, _ in endings]
             self.carry_entered.set()
             await asyncio.Event().wait()
-        return await super().record_and_claim(endings, limit, lease)
+        return await super().record_and_claim(endings, limit, lease, queue)
 
 
 async def test_cancelling_run_while_a_claim_carries_outcomes_still_writes_them() -> None:

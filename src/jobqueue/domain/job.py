@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 from uuid import UUID
 
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
@@ -21,6 +22,17 @@ MAX_ATTEMPTS = 100
 DEFAULT_MAX_ATTEMPTS = 5
 MAX_TYPE_LENGTH = 200
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
+# Queues: every job is in one; a worker process consumes the queues it is given, each with
+# its own concurrency. A name is what a setting, a URL path and a metric label can carry.
+DEFAULT_QUEUE = "default"
+MAX_QUEUE_LENGTH = 64
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+# Priorities within a queue: due jobs are claimed most urgent (lowest) first, then by
+# due time. Strict: a steady flood of urgent jobs starves the less urgent ones.
+MIN_PRIORITY = 0
+MAX_PRIORITY = 9
+DEFAULT_PRIORITY = 0
+PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
 # The furthest ahead a job may be scheduled by `delay`: far beyond any real schedule, and
 # a bound that makes a typo (a delay in milliseconds read as seconds) a clear refusal.
 MAX_DELAY = timedelta(days=3650)
@@ -107,6 +119,8 @@ class Job:
     created_at: datetime
     updated_at: datetime
     traceparent: str | None = None
+    queue: str = DEFAULT_QUEUE
+    priority: int = DEFAULT_PRIORITY
 
     @property
     def lease(self) -> Lease:
@@ -132,6 +146,8 @@ class NewJob:
     traceparent: str | None = None
     run_at: datetime | None = None
     delay: timedelta | None = None
+    queue: str = DEFAULT_QUEUE
+    priority: int = DEFAULT_PRIORITY
 
     @classmethod
     def build(
@@ -146,23 +162,41 @@ class NewJob:
         traceparent: str | None = None,
         run_at: datetime | None = None,
         delay: timedelta | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
     ) -> NewJob:
         """Validate a submission; raise `InvalidJob` with a message a client can act on.
 
         `registered` is the set of known job types; `None` skips that check (enqueueing
-        for a worker fleet whose handlers this process does not load).
-        `default_max_attempts` is the budget when `max_attempts` is None: the service
-        passes its MAX_ATTEMPTS setting.
+        for a worker fleet whose handlers this process does not load). When it is a
+        `Registry`, the type's handler options (`queue`, `priority`, `max_attempts`) are
+        the defaults of what the submission leaves out.
+        `default_max_attempts` is the budget when neither gives one: the service passes
+        its MAX_ATTEMPTS setting.
         """
         _check_type(type, registered)
+        options = _options_of(registered, type)
+        if max_attempts is None:
+            max_attempts = options.max_attempts
         attempts = default_max_attempts if max_attempts is None else max_attempts
         _check_max_attempts(attempts)
+        # An option is valid already (`JobOptions` checked it): only given values are.
+        if queue is None:
+            queue = options.queue
+        else:
+            _check_queue(queue)
+        if priority is None:
+            priority = options.priority
+        else:
+            _check_priority(priority)
         _check_idempotency_key(idempotency_key)
         _check_schedule(run_at, delay)
         body: JsonValue = {} if payload is None else payload
         _check_json("payload", body)
         # By position, in the fields' order: keywords cost a third of the construction.
-        return cls(type, attempts, body, idempotency_key, traceparent, run_at, delay)
+        return cls(
+            type, attempts, body, idempotency_key, traceparent, run_at, delay, queue, priority
+        )
 
     def due_at(self, now: datetime) -> datetime:
         """When the job becomes due if stored at `now` (the store's clock)."""
@@ -178,7 +212,7 @@ class NewJob:
         # By position, in `Job`'s field order (keywords cost 40 % more, per job of a bulk
         # enqueue): id, type, payload, status, attempts, max_attempts, run_at,
         # locked_until, lease_token, last_error, idempotency_key, created_at, updated_at,
-        # traceparent.
+        # traceparent, queue, priority.
         return Job(
             job_id,
             self.type,
@@ -194,6 +228,8 @@ class NewJob:
             now,
             now,
             self.traceparent,
+            self.queue,
+            self.priority,
         )
 
 
@@ -213,6 +249,66 @@ def _check_max_attempts(value: object) -> None:
         raise InvalidJob(
             f"max_attempts must be between {MIN_ATTEMPTS} and {MAX_ATTEMPTS}, got {value}"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """What a job type's handler declares for the jobs submitted without their own: the
+    queue they go to, their priority, their attempt budget (None: the service's)."""
+
+    queue: str = DEFAULT_QUEUE
+    priority: int = DEFAULT_PRIORITY
+    max_attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_queue(self.queue)
+        _check_priority(self.priority)
+        if self.max_attempts is not None:
+            _check_max_attempts(self.max_attempts)
+
+
+class OptionsSource(Protocol):
+    """What knows each job type's options: `domain.registry.Registry`."""
+
+    def options_for(self, job_type: str) -> JobOptions: ...
+
+
+def _options_of(registered: object, job_type: str) -> JobOptions:
+    # A Registry knows each type's options; any other collection of names declares none.
+    if registered is not None and hasattr(registered, "options_for"):
+        source: OptionsSource = registered
+        return source.options_for(job_type)
+    return _NO_OPTIONS
+
+
+def check_queue_name(name: object) -> str:
+    """`name` if it is a valid queue name; raise `ValueError` saying why not."""
+    if not isinstance(name, str) or QUEUE_NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"queue name must be 1 to {MAX_QUEUE_LENGTH} letters, digits or '_.:-', "
+            f"starting with a letter or digit; got {name!r}"
+        )
+    return name
+
+
+def _check_queue(queue: object) -> None:
+    try:
+        check_queue_name(queue)
+    except ValueError as error:
+        raise InvalidJob(str(error)) from None
+
+
+def _check_priority(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJob("priority must be an integer")
+    if value not in PRIORITIES:
+        raise InvalidJob(
+            f"priority must be between {MIN_PRIORITY} (most urgent) and {MAX_PRIORITY}, got {value}"
+        )
+
+
+# After the checks it runs: what a type without a handler's options gets.
+_NO_OPTIONS = JobOptions()
 
 
 def _check_schedule(run_at: object, delay: object) -> None:

@@ -33,17 +33,30 @@ def sort_key(job: Job, order: ListOrder) -> datetime:
     return moment
 
 
+# A group's value: a queue name or a priority.
+GroupValue = str | int
+
+
 def position_of(job: Job) -> ListPosition:
     """Where a listing of `job`'s status stands once it has listed `job`."""
-    return ListPosition(sort_key(job, TRAITS[job.status].order), job.id)
+    order = TRAITS[job.status].order
+    groups = tuple(getattr(job, name) for name in order.groups)
+    return ListPosition(sort_key(job, order), job.id, groups)
 
 
 @dataclass(frozen=True, slots=True)
 class ListPosition:
-    """Where a page ended: the last job's sort key and id. The next page starts after it."""
+    """Where a page ended: the last job's group values (its order's `groups`), sort key
+    and id. The next page starts after it."""
 
     key: datetime
     job_id: UUID
+    groups: tuple[GroupValue, ...] = ()
+
+    @property
+    def ordered(self) -> tuple[GroupValue | datetime | UUID, ...]:
+        """The position as the listing orders it: groups, then key, then id."""
+        return (*self.groups, self.key, self.job_id)
 
 
 @dataclass(frozen=True, slots=True)

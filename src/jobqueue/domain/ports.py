@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
-from jobqueue.domain.job import Job, JsonValue, Lease, NewJob
+from jobqueue.domain.job import DEFAULT_QUEUE, Job, JsonValue, Lease, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import Status
@@ -38,8 +38,11 @@ class JobStore(Protocol):
 
     async def get(self, job_id: UUID) -> Job: ...
 
-    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
-        """Up to `limit` due pending jobs, now processing under a fresh lease each."""
+    async def claim(
+        self, limit: int, lease: timedelta, queue: str = DEFAULT_QUEUE
+    ) -> Sequence[Job]:
+        """Up to `limit` due pending jobs of `queue`, now processing under a fresh lease
+        each: the most urgent priority first, then in due order."""
         ...
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
@@ -56,9 +59,13 @@ class JobStore(Protocol):
         ...
 
     async def record_and_claim(
-        self, endings: Sequence[tuple[Lease, Decision]], limit: int, lease: timedelta
+        self,
+        endings: Sequence[tuple[Lease, Decision]],
+        limit: int,
+        lease: timedelta,
+        queue: str = DEFAULT_QUEUE,
     ) -> tuple[set[Lease], Sequence[Job]]:
-        """`record_many(endings)` and `claim(limit, lease)` at once, atomically: one write
+        """`record_many(endings)` and `claim(limit, lease, queue)` at once, atomically: one write
         where a busy pool would make two. The claim does not see the endings' effects: a
         job they make due again is claimable from the next call on."""
         ...

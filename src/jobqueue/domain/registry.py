@@ -7,12 +7,13 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
 from uuid import UUID
 
-from jobqueue.domain.errors import UnknownJobType
+from jobqueue.domain.errors import InvalidJob, UnknownJobType
+from jobqueue.domain.job import JobOptions
 
 
 class StopReason(StrEnum):
@@ -110,6 +111,10 @@ class HandlerSpec:
     # payload that does not fit is refused at submission (400), not discovered at run time.
     payload_type: type[Any] | None
     is_async: bool
+    # Defaults for the jobs of this type submitted without their own.
+    options: JobOptions = field(default_factory=JobOptions)
+    # How long one attempt may run; None: the service's JOB_TIMEOUT.
+    timeout: timedelta | None = None
 
 
 class Registry:
@@ -122,9 +127,34 @@ class Registry:
     def __init__(self) -> None:
         self._specs: dict[str, HandlerSpec] = {}
 
-    def handler(self, name: str, *, payload: type[Any] | None = None) -> Callable[[H], H]:
+    def handler(
+        self,
+        name: str,
+        *,
+        payload: type[Any] | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        timeout: timedelta | None = None,
+    ) -> Callable[[H], H]:
+        """Register the decorated function for jobs of type `name`.
+
+        `queue`, `priority` and `max_attempts` are what this type's jobs get when their
+        submission leaves them out; `timeout` bounds each attempt instead of JOB_TIMEOUT.
+        """
         if not name or not name.strip():
             raise ValueError("a handler needs a non-empty job type name")
+        defaults = JobOptions()
+        try:
+            options = JobOptions(
+                queue=defaults.queue if queue is None else queue,
+                priority=defaults.priority if priority is None else priority,
+                max_attempts=max_attempts,
+            )
+        except InvalidJob as error:
+            raise ValueError(f"job type {name!r}: {error}") from None
+        if timeout is not None and timeout <= timedelta(0):
+            raise ValueError(f"job type {name!r}: timeout must be positive, got {timeout}")
 
         def register(func: H) -> H:
             if name in self._specs:
@@ -134,6 +164,8 @@ class Registry:
                 func=func,
                 payload_type=payload,
                 is_async=_is_async(func),
+                options=options,
+                timeout=timeout,
             )
             return func
 
@@ -152,6 +184,16 @@ class Registry:
         except KeyError:
             raise UnknownJobType(name, list(self._specs)) from None
 
+    def options_for(self, name: str) -> JobOptions:
+        """The options of `name`'s handler; the defaults for a type without one."""
+        spec = self._specs.get(name)
+        return spec.options if spec is not None else _DEFAULT_OPTIONS
+
+    def timeout_for(self, name: str) -> timedelta | None:
+        """How long one attempt of `name` may run, if its handler says; else None."""
+        spec = self._specs.get(name)
+        return spec.timeout if spec is not None else None
+
     def __contains__(self, name: object) -> bool:
         return name in self._specs
 
@@ -163,6 +205,9 @@ class Registry:
 
     def specs(self) -> list[HandlerSpec]:
         return [self._specs[name] for name in sorted(self._specs)]
+
+
+_DEFAULT_OPTIONS = JobOptions()
 
 
 def _is_async(func: Handler) -> bool:

@@ -45,6 +45,14 @@ class ListOrder:
     # Newest first for history (finished and held jobs, where the latest matter most);
     # soonest first for live work (the next due job, the next lease to run out).
     descending: bool
+    # Columns the listing is ordered by before `column`, as its index is: pending jobs are
+    # listed as the claim takes them, queue by queue, most urgent first. Only in
+    # ascending orders.
+    groups: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.groups and self.descending:
+            raise ValueError("a grouped listing order is ascending")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +84,11 @@ class StatusTraits:
 _SOONEST = {column: ListOrder(column, descending=False) for column in SortColumn}
 _NEWEST_FINISHED = ListOrder(SortColumn.UPDATED_AT, descending=True)
 
+# Pending jobs in the order claims take them: by queue, most urgent first, then due order.
+_AS_CLAIMED = ListOrder(SortColumn.RUN_AT, descending=False, groups=("queue", "priority"))
+
 TRAITS: Mapping[Status, StatusTraits] = {
-    Status.PENDING: StatusTraits(Phase.LIVE, _SOONEST[SortColumn.RUN_AT], "ix_jobs_due_key"),
+    Status.PENDING: StatusTraits(Phase.LIVE, _AS_CLAIMED, "ix_jobs_due_by_queue"),
     Status.PROCESSING: StatusTraits(
         Phase.LIVE, _SOONEST[SortColumn.LOCKED_UNTIL], "ix_jobs_lease_expiry"
     ),

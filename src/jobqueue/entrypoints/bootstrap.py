@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -118,7 +118,7 @@ async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> in
                 )
             engine = create_engine(
                 url,
-                pool_size=min(max(10, settings.workers), 50),
+                pool_size=min(max(10, sum(settings.concurrency().values())), 50),
                 limits=settings.database_limits(),
                 pooler=settings.database_pooler,
             )
@@ -199,17 +199,14 @@ def build_components(
     metrics = _metrics() if serves_http else None
     decoder = MsgspecPayloadDecoder()
     components: list[Component] = []
-    pool: WorkerPool | None = None
+    # One pool per queue consumed, each with its own concurrency, claims and prefetch.
+    pools: list[WorkerPool] = []
     if roles.workers:
-        pool = WorkerPool(
-            store,
-            registry,
-            decoder,
-            settings.pool_config(),
-            observer=metrics,
-            tracer=_job_spans(tracer_provider),
-        )
-        components.append(Loop("worker pool", Phase.SIGNAL, pool))
+        tracer = _job_spans(tracer_provider)
+        for config in settings.pool_configs():
+            pool = WorkerPool(store, registry, decoder, config, observer=metrics, tracer=tracer)
+            components.append(Loop(f"worker pool ({config.queue})", Phase.SIGNAL, pool))
+            pools.append(pool)
         recovery = LeaseRecovery(store, settings.recovery_interval, observer=metrics)
         components.append(Loop("lease recovery", Phase.SIGNAL, recovery))
         policy = settings.retention_policy()
@@ -234,7 +231,7 @@ def build_components(
             registry=registry,
             decoder=decoder,
             metrics=metrics,
-            on_enqueued=announcer(pool.wake if pool is not None else None, notifier),
+            on_enqueued=announcer(_waking(pools), notifier),
             tracer_provider=tracer_provider,
         )
         # Kept current where /metrics is served; refreshed from a loop, never a scrape.
@@ -242,9 +239,23 @@ def build_components(
         components.append(Loop("queue depth", Phase.LAST, depth))
     if notifier is not None:
         components.append(Announcing(notifier))
-    if pool is not None and settings.notify:
-        components.append(Listening(Listener(asyncpg_connect(_url_of(engine)), pool.wake)))
+    wake = _waking(pools)
+    if wake is not None and settings.notify:
+        components.append(Listening(Listener(asyncpg_connect(_url_of(engine)), wake)))
     return components
+
+
+def _waking(pools: Sequence[WorkerPool]) -> Callable[[], None] | None:
+    """What wakes every pool of this process (a wake-up does not say which queue it is
+    for: each pool claims once, and those with nothing due go back to sleep)."""
+    if not pools:
+        return None
+
+    def wake() -> None:
+        for pool in pools:
+            pool.wake()
+
+    return wake
 
 
 def _metrics() -> Metrics:

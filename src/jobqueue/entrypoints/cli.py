@@ -14,7 +14,7 @@ from jobqueue.adapters.telemetry.logging import configure_logging
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.entrypoints import exit_codes
 from jobqueue.entrypoints.config import SETTINGS, TRACING_COMMANDS, ConfigError, Settings
-from jobqueue.entrypoints.variables import Command, parse_modules
+from jobqueue.entrypoints.variables import Command, parse_modules, parse_queues, show_queues
 
 _log = logging.getLogger("jobqueue")
 
@@ -123,6 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
         "the built-in handlers; repeat or separate with commas. Overrides "
         "JOBQUEUE_HANDLERS. Resolved from the working directory too.",
     )
+    queues = argparse.ArgumentParser(add_help=False)
+    queues.add_argument(
+        "--queue",
+        action="append",
+        metavar="NAME[=N]",
+        help="consume queue NAME, running up to N of its jobs at once (WORKERS when N is "
+        "left out); repeat for more queues. Overrides QUEUES.",
+    )
     service: tuple[tuple[Command, str, str], ...] = (
         (
             "serve",
@@ -154,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=summary,
             description=text,
             epilog=f"{_SHUTDOWN}\n\n{_WAKE_UPS}\n\n{_environment_help(name)}\n\n{_EXIT_CODES}",
-            parents=[handlers],
+            parents=[handlers] if name == "api" else [handlers, queues],
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
     commands.add_parser(
@@ -172,8 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_settings(environ: dict[str, str], handlers: Sequence[str] | None) -> Settings:
-    """Settings from the environment, with `--handlers` replacing JOBQUEUE_HANDLERS."""
+def load_settings(
+    environ: dict[str, str], handlers: Sequence[str] | None, queues: Sequence[str] | None = None
+) -> Settings:
+    """Settings from the environment, with `--handlers` replacing JOBQUEUE_HANDLERS and
+    `--queue` replacing QUEUES."""
     settings = Settings.from_env(environ)
     if handlers:
         try:
@@ -181,6 +192,15 @@ def load_settings(environ: dict[str, str], handlers: Sequence[str] | None) -> Se
         except ValueError as error:
             raise ConfigError([f"--handlers: {error}"]) from None
         settings = dataclasses.replace(settings, handler_modules=modules)
+    if queues:
+        try:
+            consumed = parse_queues(",".join(queues))
+        except ValueError as error:
+            raise ConfigError([f"--queue: {error}"]) from None
+        # Through the settings' own checks, as if QUEUES had said it.
+        settings = Settings.from_env({**environ, "QUEUES": show_queues(consumed)})
+        if handlers:
+            settings = dataclasses.replace(settings, handler_modules=modules)
     return settings
 
 
@@ -206,7 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        settings = load_settings(dict(os.environ), getattr(args, "handlers", None))
+        settings = load_settings(
+            dict(os.environ), getattr(args, "handlers", None), getattr(args, "queue", None)
+        )
     except ConfigError as error:
         print("jobqueue: invalid configuration:", file=sys.stderr)
         for problem in error.problems:

@@ -22,7 +22,7 @@ from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import parse_duration
-from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, MIN_ATTEMPTS
+from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_ATTEMPTS, MIN_ATTEMPTS
 from jobqueue.domain.retention import DEFAULT_COMPLETED, DEFAULT_FAILED, RetentionPolicy
 from jobqueue.entrypoints.settings_rules import check
 from jobqueue.entrypoints.variables import (
@@ -42,12 +42,15 @@ from jobqueue.entrypoints.variables import (
     parse_metrics_addr,
     parse_path,
     parse_pooler,
+    parse_queues,
     parse_size,
     parse_tokens,
     setting,
+    show_queues,
 )
 from jobqueue.entrypoints.variables import METRICS_OFF as METRICS_OFF
 from jobqueue.entrypoints.variables import HttpAddress as HttpAddress
+from jobqueue.entrypoints.variables import QueueConcurrency as QueueConcurrency
 from jobqueue.entrypoints.variables import parse_http_addr as parse_http_addr
 from jobqueue.entrypoints.variables import parse_modules as parse_modules
 from jobqueue.entrypoints.worker.pool_config import PoolConfig
@@ -119,7 +122,20 @@ class Settings:
         shown=f"{WORKER_METRICS_ADDR} for worker, none for serve/api",
     )
     workers: int = setting(
-        "WORKERS", parse_int, 4, "attempts run at once by this process", commands=WITH_WORKERS
+        "WORKERS",
+        parse_int,
+        4,
+        "attempts run at once, per queue given no number in QUEUES",
+        commands=WITH_WORKERS,
+    )
+    queues: tuple[QueueConcurrency, ...] = setting(
+        "QUEUES",
+        parse_queues,
+        ((DEFAULT_QUEUE, None),),
+        "the queues this process consumes, each with how many of its jobs run at once "
+        "(default=10,emails=2; a queue given no number runs WORKERS)",
+        commands=WITH_WORKERS,
+        shown=show_queues,
     )
     max_attempts: int = setting(
         "MAX_ATTEMPTS",
@@ -306,7 +322,19 @@ class Settings:
             raise ConfigError(problems)
         return cls(**values)
 
+    def concurrency(self) -> dict[str, int]:
+        """Each queue this process consumes, and how many of its jobs run at once."""
+        return {name: self.workers if count is None else count for name, count in self.queues}
+
+    def pool_configs(self) -> list[PoolConfig]:
+        """One pool per queue consumed, in the order QUEUES lists them."""
+        return [
+            replace(self.pool_config(), queue=name, workers=count)
+            for name, count in self.concurrency().items()
+        ]
+
     def pool_config(self) -> PoolConfig:
+        """What every pool is told but its queue and its concurrency (`pool_configs`)."""
         return PoolConfig(
             workers=self.workers,
             job_timeout=self.job_timeout,

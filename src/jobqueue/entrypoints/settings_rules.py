@@ -39,6 +39,20 @@ def check(
 
     rule(("workers",), lambda n: 1 <= n <= MAX_WORKERS, f"{{}} is not between 1 and {MAX_WORKERS}")
     rule(
+        ("queues",),
+        lambda queues: all(n is None or 1 <= n <= MAX_WORKERS for _, n in queues),
+        f"each queue's number of jobs run at once must be between 1 and {MAX_WORKERS}",
+    )
+    rule(
+        ("queues", "workers"),
+        # Only once WORKERS itself is in range: its own problem is reported already.
+        lambda queues, workers: (
+            not 1 <= workers <= MAX_WORKERS
+            or sum(workers if n is None else n for _, n in queues) <= MAX_WORKERS
+        ),
+        f"more than {MAX_WORKERS} jobs at once in all, over every queue",
+    )
+    rule(
         ("max_attempts",),
         lambda n: MIN_ATTEMPTS <= n <= MAX_ATTEMPTS,
         f"{{}} is not between {MIN_ATTEMPTS} and {MAX_ATTEMPTS}",

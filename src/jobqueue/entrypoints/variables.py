@@ -16,6 +16,7 @@ from typing import Literal, TypeVar
 
 from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.domain.durations import format_duration
+from jobqueue.domain.job import check_queue_name
 
 T = TypeVar("T")
 
@@ -209,6 +210,40 @@ def parse_modules(raw: str) -> tuple[str, ...]:
         if not _MODULE.fullmatch(module):
             raise ValueError(f"{module!r} is not a module path such as 'mypackage.jobs'")
     return modules
+
+
+# A queue a worker process consumes, and how many of its jobs it runs at once (None: the
+# WORKERS setting's number).
+QueueConcurrency = tuple[str, int | None]
+
+
+def parse_queues(raw: str) -> tuple[QueueConcurrency, ...]:
+    """`default=10,emails=2` (or `default,emails=2`: WORKERS for a queue given no number)."""
+    queues: list[QueueConcurrency] = []
+    for part in (piece.strip() for piece in raw.split(",")):
+        if not part:
+            continue
+        name, equals, count = (each.strip() for each in part.partition("="))
+        check_queue_name(name)
+        if any(name == seen for seen, _ in queues):
+            raise ValueError(f"queue {name!r} is listed twice")
+        if not equals:
+            queues.append((name, None))
+            continue
+        try:
+            queues.append((name, int(count)))
+        except ValueError:
+            raise ValueError(
+                f"{part!r}: the number of jobs run at once must be a whole number, as in "
+                f"'{name}=10'"
+            ) from None
+    if not queues:
+        raise ValueError("names no queue; use a form such as 'default=10,emails=2'")
+    return tuple(queues)
+
+
+def show_queues(queues: tuple[QueueConcurrency, ...]) -> str:
+    return ",".join(name if count is None else f"{name}={count}" for name, count in queues)
 
 
 def parse_tokens(raw: str) -> frozenset[str]:

@@ -1,5 +1,5 @@
-"""Where a process's next claim starts in the due index: just after the last job it
-claimed, rather than at the index's start.
+"""Where a process's next claim of a queue starts in the due index: in each priority's
+range, just after the last job it claimed there, rather than at the range's start.
 
 A claimed job leaves a dead entry at the head of the due index. A claim from the start
 steps over every such entry until vacuum removes it, and while a long transaction holds
@@ -21,31 +21,36 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from uuid import UUID
 
-from jobqueue.domain.job import Job
+from jobqueue.domain.job import PRIORITIES, Job
 
 RESCAN_SECONDS = 1.0
-# Below every key: the start of the index.
+# Below every key: the start of a priority's range.
 START = (datetime.min.replace(tzinfo=UTC), UUID(int=0))
 
 Key = tuple[datetime, UUID]
+# One key per priority, in `PRIORITIES` order.
+Keys = tuple[Key, ...]
+FROM_START: Keys = tuple(START for _ in PRIORITIES)
+_INDEX = {priority: index for index, priority in enumerate(PRIORITIES)}
 
 
 class ClaimCursor:
-    """The key a claim starts after, moved by what each claim returned."""
+    """The keys a claim starts after, one per priority, moved by what each claim
+    returned."""
 
     def __init__(
         self, *, rescan: float = RESCAN_SECONDS, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._rescan = rescan
         self._clock = clock
-        self._after: Key = START
+        self._after: Keys = FROM_START
         self._rescan_at = clock() + rescan
 
-    def after(self) -> Key:
-        """The key the next claim starts after."""
+    def after(self) -> Keys:
+        """The keys the next claim starts after."""
         now = self._clock()
         if now >= self._rescan_at:
-            self._after = START
+            self._after = FROM_START
             self._rescan_at = now + self._rescan
         return self._after
 
@@ -53,6 +58,10 @@ class ClaimCursor:
         """A claim asked for `limit` jobs and got `jobs`."""
         if len(jobs) < limit:
             # Nothing more is due after the cursor; before it there may be.
-            self._after = START
-        else:
-            self._after = max((job.run_at, job.id) for job in jobs)
+            self._after = FROM_START
+            return
+        keys = list(self._after)
+        for job in jobs:
+            index = _INDEX[job.priority]
+            keys[index] = max(keys[index], (job.run_at, job.id))
+        self._after = tuple(keys)

@@ -33,6 +33,7 @@ from sqlalchemy import (
     DateTime,
     Integer,
     Interval,
+    SmallInteger,
     Text,
     and_,
     bindparam,
@@ -54,7 +55,7 @@ from jobqueue.adapters.postgres.notify import ANNOUNCE, Notifier, pg_notify
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
-from jobqueue.domain.job import Job, JsonValue, NewJob
+from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, Job, JsonValue, NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.status import Status
 
@@ -139,6 +140,8 @@ _BULK_COLUMNS: dict[str, ARRAY[Any]] = {
     "traceparent": ARRAY(Text()),
     "run_at": ARRAY(DateTime(timezone=True)),
     "delay": ARRAY(Interval()),
+    "queue": ARRAY(Text()),
+    "priority": ARRAY(SmallInteger()),
 }
 _bulk_rows = (
     func.unnest(*(cast(bindparam(f"each_{c}"), kind) for c, kind in _BULK_COLUMNS.items()))
@@ -310,6 +313,10 @@ def _submitted_records(
         columns["traceparent"] = [new.traceparent for new in news]
     if any(new.run_at is not None or new.delay for new in news):
         columns["run_at"] = [new.due_at(now) for new in news]
+    if any(new.queue != DEFAULT_QUEUE for new in news):
+        columns["queue"] = [new.queue for new in news]
+    if any(new.priority != DEFAULT_PRIORITY for new in news):
+        columns["priority"] = [new.priority for new in news]
     return tuple(columns), list(zip(*columns.values(), strict=True))
 
 
@@ -331,6 +338,8 @@ async def _insert_batch(
         "each_traceparent": [new.traceparent for new in news],
         "each_run_at": [new.run_at for new in news],
         "each_delay": [new.delay for new in news],
+        "each_queue": [new.queue for new in news],
+        "each_priority": [new.priority for new in news],
     }
     statement = _SUBMIT_MANY_ANNOUNCED if announce else _SUBMIT_MANY
     with store_failures(), refused_values():

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     Table,
     Text,
     literal_column,
@@ -23,7 +24,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
-from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS
+from jobqueue.domain.job import (
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    MAX_ATTEMPTS,
+    MAX_PRIORITY,
+    MIN_ATTEMPTS,
+    MIN_PRIORITY,
+    QUEUE_NAME,
+)
 from jobqueue.domain.status import PRUNABLE, Status
 
 metadata = MetaData(
@@ -59,15 +68,30 @@ jobs = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("traceparent", Text, nullable=True),
+    Column("queue", Text, nullable=False, server_default=text(f"'{DEFAULT_QUEUE}'")),
+    Column("priority", SmallInteger, nullable=False, server_default=text(str(DEFAULT_PRIORITY))),
     CheckConstraint(f"status IN ({_STATUSES})", name="status"),
+    # The domain's rules, so that a row written by hand cannot hold what no claim matches.
+    CheckConstraint(f"queue ~ '^{QUEUE_NAME.pattern}$'", name="queue"),
+    CheckConstraint(f"priority BETWEEN {MIN_PRIORITY} AND {MAX_PRIORITY}", name="priority"),
     CheckConstraint(f"max_attempts BETWEEN {MIN_ATTEMPTS} AND {MAX_ATTEMPTS}", name="max_attempts"),
     CheckConstraint("attempts >= 0", name="attempts"),
     # A lease exists exactly while a worker holds the job; recovery relies on it.
     CheckConstraint(
         "(status = 'processing') = (locked_until IS NOT NULL)", name="lease_while_processing"
     ),
-    # The claim's scan: due pending jobs in due order. Finished rows never enter it.
-    Index("ix_jobs_due_key", "run_at", "id", postgresql_where=text("status = 'pending'")),
+    # The claim's scan: one queue's pending jobs, by priority, then due order. The claim
+    # reads one priority's range at a time, so `run_at <= now()` bounds each range and
+    # jobs scheduled later are never read. Finished rows never enter it. Listing pending
+    # jobs reads it too, in the same order.
+    Index(
+        "ix_jobs_due_by_queue",
+        "queue",
+        "priority",
+        "run_at",
+        "id",
+        postgresql_where=text("status = 'pending'"),
+    ),
     # The recovery scan: leases that may have run out.
     Index("ix_jobs_lease_expiry", "locked_until", postgresql_where=text("status = 'processing'")),
     Index(

@@ -12,9 +12,10 @@ cannot see through `status = $1`.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -27,6 +28,7 @@ from sqlalchemy import (
     Integer,
     Interval,
     RowMapping,
+    SmallInteger,
     Text,
     and_,
     any_,
@@ -49,7 +51,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 from sqlalchemy.types import TypeEngine
 
-from jobqueue.adapters.postgres.claim_cursor import START, ClaimCursor, Key
+from jobqueue.adapters.postgres.claim_cursor import FROM_START, ClaimCursor, Keys
 from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch_pooled
 from jobqueue.adapters.postgres.enqueue import submit_in, submit_pooled
@@ -58,7 +60,7 @@ from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.schema import status_literal as _status
 from jobqueue.domain.errors import InvalidTransition, JobNotFound, StoreError, StoreUnavailable
-from jobqueue.domain.job import Job, Lease, NewJob, Operation
+from jobqueue.domain.job import DEFAULT_QUEUE, PRIORITIES, Job, Lease, NewJob, Operation
 from jobqueue.domain.listing import JobPage, JobQuery, position_of
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.ports import Submitted
@@ -85,22 +87,43 @@ def _interval(value: timedelta) -> ColumnElement[timedelta]:
 # once and claim more rows than asked. SKIP LOCKED lets concurrent claimers pass each
 # other's rows instead of queueing behind them. FOR UPDATE rechecks the filter on the
 # newest row version, so every row locked here is still pending and stays so until this
-# statement commits: the UPDATE needs no guard. The scan starts after the key of the last
-# job this process claimed (`claim_cursor`), past the dead entries claims leave behind.
-_due = (
+# statement commits: the UPDATE needs no guard.
+#
+# One queue's due jobs, most urgent priority first, then due order: for each priority in
+# turn (an array of them, in order, with the key each range's scan starts after), a
+# LATERAL scan of that priority's range of ix_jobs_due_by_queue, in which `run_at <=
+# now()` bounds the range, so jobs scheduled later are never read. The outer LIMIT stops
+# the nested loop once enough rows came back, and rows are locked only as they are
+# pulled, so no more than asked are locked, and a priority's range is not read at all
+# when those before it filled the claim. Each range starts after the key of the last job
+# this process claimed there (`claim_cursor`), past the dead entries claims leave behind.
+_ranges = (
+    func.unnest(
+        cast(bindparam("priorities"), ARRAY(SmallInteger())),
+        cast(bindparam("after_run_ats"), ARRAY(DateTime(timezone=True))),
+        cast(bindparam("after_ids"), ARRAY(PG_UUID(as_uuid=True))),
+    )
+    .table_valued("priority", "after_run_at", "after_id")
+    .render_derived(name="ranges")
+)
+_picked = (
     select(jobs.c.id)
     .where(
         jobs.c.status == _status(Status.PENDING),
+        jobs.c.queue == bindparam("queue", type_=Text()),
+        jobs.c.priority == _ranges.c.priority,
         jobs.c.run_at <= func.now(),
-        tuple_(jobs.c.run_at, jobs.c.id)
-        > tuple_(
-            bindparam("after_run_at", type_=DateTime(timezone=True)),
-            bindparam("after_id", type_=PG_UUID(as_uuid=True)),
-        ),
+        tuple_(jobs.c.run_at, jobs.c.id) > tuple_(_ranges.c.after_run_at, _ranges.c.after_id),
     )
     .order_by(jobs.c.run_at, jobs.c.id)
     .limit(bindparam("limit"))
     .with_for_update(skip_locked=True)
+    .lateral("picked")
+)
+_due = (
+    select(_picked.c.id)
+    .select_from(_ranges.join(_picked, true()))
+    .limit(bindparam("limit"))
     .cte("due")
     .prefix_with("MATERIALIZED")
 )
@@ -237,13 +260,22 @@ def _check_claim(limit: int, lease: timedelta) -> None:
         raise ValueError(f"lease must be positive, got {lease}")
 
 
-def _claim_values(limit: int, lease: timedelta, after: Key) -> dict[str, object]:
-    after_run_at, after_id = after
-    return {"limit": limit, "lease": lease, "after_run_at": after_run_at, "after_id": after_id}
+_PRIORITY_LIST = list(PRIORITIES)
 
 
-def _due_key(job: Job) -> Key:
-    return job.run_at, job.id
+def _claim_values(queue: str, limit: int, lease: timedelta, after: Keys) -> dict[str, object]:
+    return {
+        "queue": queue,
+        "limit": limit,
+        "lease": lease,
+        "priorities": _PRIORITY_LIST,
+        "after_run_ats": [run_at for run_at, _ in after],
+        "after_ids": [job_id for _, job_id in after],
+    }
+
+
+def _claim_order(job: Job) -> tuple[int, datetime, UUID]:
+    return job.priority, job.run_at, job.id
 
 
 class PostgresJobStore:
@@ -254,7 +286,7 @@ class PostgresJobStore:
         # Every operation is one statement, atomic on its own: an explicit transaction
         # would only add a BEGIN and a COMMIT round trip to each. Shares engine's pool.
         self._autocommit = autocommit(engine)
-        self._cursor = ClaimCursor()
+        self._cursors: defaultdict[str, ClaimCursor] = defaultdict(ClaimCursor)
 
     async def submit(self, new: NewJob) -> Submitted:
         # Announced by the caller (the API's coalescing notifier), not per statement.
@@ -266,11 +298,14 @@ class PostgresJobStore:
             raise JobNotFound(job_id)
         return job_from_row(row)
 
-    async def claim(self, limit: int, lease: timedelta) -> Sequence[Job]:
+    async def claim(
+        self, limit: int, lease: timedelta, queue: str = DEFAULT_QUEUE
+    ) -> Sequence[Job]:
         _check_claim(limit, lease)
-        after = self._cursor.after()
-        rows = await self._fetch(_CLAIM_SENT, _claim_values(limit, lease, after))
-        return await self._claimed([job_from_row(row) for row in rows], limit, lease, after)
+        after = self._cursors[queue].after()
+        rows = await self._fetch(_CLAIM_SENT, _claim_values(queue, limit, lease, after))
+        claimed = [job_from_row(row) for row in rows]
+        return await self._claimed(queue, claimed, limit, lease, after)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         if not endings:
@@ -278,13 +313,17 @@ class PostgresJobStore:
         return await self._leases(_RECORD_MANY_SENT, _ending_arrays(endings))
 
     async def record_and_claim(
-        self, endings: Sequence[tuple[Lease, Decision]], limit: int, lease: timedelta
+        self,
+        endings: Sequence[tuple[Lease, Decision]],
+        limit: int,
+        lease: timedelta,
+        queue: str = DEFAULT_QUEUE,
     ) -> tuple[set[Lease], Sequence[Job]]:
         _check_claim(limit, lease)
         if not endings:
-            return set(), await self.claim(limit, lease)
-        after = self._cursor.after()
-        parameters = {**_ending_arrays(endings), **_claim_values(limit, lease, after)}
+            return set(), await self.claim(limit, lease, queue)
+        after = self._cursors[queue].after()
+        parameters = {**_ending_arrays(endings), **_claim_values(queue, limit, lease, after)}
         rows = await self._fetch(_RECORD_AND_CLAIM_SENT, parameters)
         first = rows[0]
         held = {
@@ -294,16 +333,16 @@ class PostgresJobStore:
             )
         }
         claimed = [job_from_row(row) for row in rows if row["id"] is not None]
-        return held, await self._claimed(claimed, limit, lease, after)
+        return held, await self._claimed(queue, claimed, limit, lease, after)
 
     async def _claimed(
-        self, claimed: list[Job], limit: int, lease: timedelta, after: Key
+        self, queue: str, claimed: list[Job], limit: int, lease: timedelta, after: Keys
     ) -> list[Job]:
         """What a claim from `after` returned, topped up from the start of the due index
         when it came back short: jobs due behind the cursor (released, or committed late)
         are then claimed at once, not a poll later."""
-        if len(claimed) < limit and after != START:
-            values = _claim_values(limit - len(claimed), lease, START)
+        if len(claimed) < limit and after != FROM_START:
+            values = _claim_values(queue, limit - len(claimed), lease, FROM_START)
             try:
                 rows = await self._fetch(_CLAIM_SENT, values)
             except (StoreUnavailable, StoreError):
@@ -311,8 +350,8 @@ class PostgresJobStore:
                 # happens to this one. The next claim starts over (nothing moved on).
                 rows = []
             claimed += [job_from_row(row) for row in rows]
-        self._cursor.claimed(claimed, limit)
-        return sorted(claimed, key=_due_key)
+        self._cursors[queue].claimed(claimed, limit)
+        return sorted(claimed, key=_claim_order)
 
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
         if lease <= timedelta(0):
@@ -419,19 +458,28 @@ class PostgresJobStore:
     async def list_jobs(self, query: JobQuery) -> JobPage:
         order = query.order
         column = jobs.c[order.column.value]
+        groups = [jobs.c[name] for name in order.groups]
         # The status inlined, so that the status's partial index serves the statement.
         conditions = [jobs.c.status == _status(query.status)]
         if query.type is not None:
             conditions.append(jobs.c.type == query.type)
         if query.after is not None:
+            key, job_id = query.after.key, query.after.job_id
+            if groups:
+                # A row comparison over the index's own columns, in its order: the index
+                # seeks to it (grouped orders are ascending).
+                conditions.append(
+                    tuple_(*groups, column, jobs.c.id) > tuple_(*query.after.groups, key, job_id)
+                )
             # Spelled out rather than as a row comparison: the bound on the sort column
             # alone is what the index can seek to; the id only settles ties at the boundary.
-            key, job_id = query.after.key, query.after.job_id
-            if order.descending:
+            elif order.descending:
                 conditions += [column <= key, or_(column < key, jobs.c.id < job_id)]
             else:
                 conditions += [column >= key, or_(column > key, jobs.c.id > job_id)]
-        ordering = (column.desc(), jobs.c.id.desc()) if order.descending else (column, jobs.c.id)
+        ordering = (
+            (column.desc(), jobs.c.id.desc()) if order.descending else (*groups, column, jobs.c.id)
+        )
         # One row more than the page: whether it exists says if there is a next page.
         listed = await self._all(
             select(jobs).where(*conditions).order_by(*ordering).limit(query.limit + 1)

@@ -10,12 +10,24 @@ import msgspec
 from litestar.openapi.spec import Schema
 from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 
-from jobqueue.domain.job import MAX_ATTEMPTS, MAX_DELAY, MAX_TYPE_LENGTH, MIN_ATTEMPTS, Job
+from jobqueue.domain.job import (
+    MAX_ATTEMPTS,
+    MAX_DELAY,
+    MAX_PRIORITY,
+    MAX_QUEUE_LENGTH,
+    MAX_TYPE_LENGTH,
+    MIN_ATTEMPTS,
+    MIN_PRIORITY,
+    QUEUE_NAME,
+    Job,
+)
 from jobqueue.domain.status import Status
 
 AttemptBudget = Annotated[int, msgspec.Meta(ge=MIN_ATTEMPTS, le=MAX_ATTEMPTS)]
 # An instant: a time without an offset would mean a different one on every machine.
 Instant = Annotated[datetime, msgspec.Meta(tz=True)]
+QueueName = Annotated[str, msgspec.Meta(pattern=f"^{QUEUE_NAME.pattern}$")]
+Priority = Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
 
 
 class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -31,11 +43,16 @@ class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     # (a duration such as "90s" or "1h30m", on the database's clock): at most one of them.
     run_at: Instant | msgspec.UnsetType = msgspec.UNSET
     delay: str | msgspec.UnsetType = msgspec.UNSET
+    # Absent: the job type's handler option, else the default queue and priority 0.
+    queue: QueueName | msgspec.UnsetType = msgspec.UNSET
+    priority: Priority | msgspec.UnsetType = msgspec.UNSET
 
 
 class JobRecord(msgspec.Struct, frozen=True):
     id: UUID
     type: str
+    queue: str
+    priority: int
     payload: Any
     status: Status
     attempts: int
@@ -130,6 +147,21 @@ def create_job_request_schema() -> Schema:
                 format=OpenAPIFormat.DATE_TIME,
                 description="Not before this instant (RFC 3339, with an offset), by the "
                 "database's clock; due at once when absent or past. Not with delay.",
+            ),
+            "queue": Schema(
+                type=OpenAPIType.STRING,
+                pattern=f"^{QUEUE_NAME.pattern}$",
+                max_length=MAX_QUEUE_LENGTH,
+                description="The queue the job waits in; the job type's handler option, "
+                "else 'default', when absent.",
+            ),
+            "priority": Schema(
+                type=OpenAPIType.INTEGER,
+                minimum=MIN_PRIORITY,
+                maximum=MAX_PRIORITY,
+                description=f"{MIN_PRIORITY} is the most urgent: within a queue, due jobs "
+                "are claimed by priority, then due time. The job type's handler option, "
+                f"else {MIN_PRIORITY}, when absent.",
             ),
             "delay": Schema(
                 type=OpenAPIType.STRING,

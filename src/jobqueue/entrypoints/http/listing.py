@@ -22,6 +22,7 @@ from jobqueue.domain.listing import (
     MAX_LIST_LIMIT,
     MIN_LIST_LIMIT,
     TYPE_NOT_FILTERABLE,
+    GroupValue,
     JobQuery,
     ListPosition,
 )
@@ -55,7 +56,13 @@ def parse_list_query(parameters: Mapping[str, Sequence[str]]) -> JobQuery:
 
 
 def encode_cursor(status: Status, position: ListPosition) -> str:
-    document = {"s": status.value, "k": position.key.isoformat(), "id": str(position.job_id)}
+    document: dict[str, object] = {
+        "s": status.value,
+        "k": position.key.isoformat(),
+        "id": str(position.job_id),
+    }
+    if position.groups:
+        document["g"] = list(position.groups)
     raw = json.dumps(document, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
@@ -70,18 +77,35 @@ def decode_cursor(cursor: str, status: Status) -> ListPosition:
         listed, key, job_id = document["s"], document["k"], document["id"]
         if not all(isinstance(value, str) for value in (listed, key, job_id)):
             raise ValueError("cursor fields must be strings")
-        position = ListPosition(datetime.fromisoformat(key), UUID(job_id))
-    except (binascii.Error, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        moment, job = datetime.fromisoformat(key), UUID(job_id)
+        groups = document.get("g", [])
+    except (binascii.Error, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
         # json.JSONDecodeError is a ValueError; a non-object document fails the lookups.
         raise ClientException(detail=_MALFORMED) from None
-    if position.key.tzinfo is None:
+    if moment.tzinfo is None:
         raise ClientException(detail=_MALFORMED)
     if listed != status.value:
         raise ClientException(
             detail=f"cursor belongs to a listing of status {listed!r}, not {status.value!r}: "
             "start again without a cursor"
         )
-    return position
+    try:
+        return ListPosition(moment, job, _groups(groups, status))
+    except ValueError:
+        raise ClientException(detail=_MALFORMED) from None
+
+
+def _groups(raw: object, status: Status) -> tuple[GroupValue, ...]:
+    """The group values a cursor carries: as many as the status's order has, each of the
+    type its column holds (a queue name, a priority)."""
+    names = TRAITS[status].order.groups
+    if not isinstance(raw, list) or len(raw) != len(names):
+        raise ValueError("cursor groups do not fit the listing")
+    kinds = {"queue": str, "priority": int}
+    for name, value in zip(names, raw, strict=True):
+        if type(value) is not kinds[name]:
+            raise ValueError(f"cursor group {name} has the wrong type")
+    return tuple(raw)
 
 
 def _single(name: str, values: Sequence[str]) -> str:

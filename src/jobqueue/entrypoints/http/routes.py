@@ -53,7 +53,7 @@ ListStatus = Annotated[
         required=True,
         description="Required: list jobs of this status. Order: "
         + "; ".join(
-            f"{status.value} by {order.column.value} "
+            f"{status.value} by {''.join(f'{g}, ' for g in order.groups)}{order.column.value} "
             f"{'newest' if order.descending else 'soonest'} first"
             for status, order in ((s, TRAITS[s].order) for s in Status)
         )

@@ -71,6 +71,8 @@ class JobService:
             default_max_attempts=self._default_max_attempts,
             run_at=None if request.run_at is msgspec.UNSET else request.run_at,
             delay=None if request.delay is msgspec.UNSET else _delay(request.delay),
+            queue=None if request.queue is msgspec.UNSET else request.queue,
+            priority=None if request.priority is msgspec.UNSET else request.priority,
             registered=self._registry,
             idempotency_key=idempotency_key,
             # The request's span: the job's attempts continue its trace.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobqueue.domain.errors import is_permanent, retry_after
@@ -72,7 +72,7 @@ class Executor:
 
     async def run(self, attempt: Attempt, span: AttemptSpan) -> Ending:
         """Run the attempt's handler under its timeout; say how it ended."""
-        limit = self._config.job_timeout
+        limit = self._registry.timeout_for(attempt.job.type) or self._config.job_timeout
         task = asyncio.current_task()
         assert task is not None
         # The timeout is one timer that cancels the task, and a flag saying it did:
@@ -81,7 +81,7 @@ class Executor:
         deadline = _Deadline(task)
         timer = asyncio.get_running_loop().call_later(limit.total_seconds(), deadline.expire)
         try:
-            await self._invoke(attempt)
+            await self._invoke(attempt, limit)
         except asyncio.CancelledError as error:
             if deadline.expired and task.uncancel() == 0:
                 _log.warning("job timed out", extra=attempt.fields)
@@ -100,7 +100,7 @@ class Executor:
         deadline.settle()
         return Succeeded()
 
-    async def _invoke(self, attempt: Attempt) -> None:
+    async def _invoke(self, attempt: Attempt, limit: timedelta) -> None:
         job = attempt.job
         spec = self._registry.get(job.type)
         payload: Any = job.payload
@@ -111,7 +111,7 @@ class Executor:
             job_type=job.type,
             attempt=job.attempts,
             max_attempts=job.max_attempts,
-            deadline=datetime.now(UTC) + self._config.job_timeout,
+            deadline=datetime.now(UTC) + limit,
             # A copy: the handler may change its adapter's fields, not the pool's.
             logger=logging.LoggerAdapter(_handler_log, dict(attempt.fields)),
             stop=attempt.stop,

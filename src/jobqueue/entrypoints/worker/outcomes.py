@@ -110,6 +110,8 @@ class OutcomeWriter:
         # The context of the first ending that waited for a claim: a write started for
         # it later (`flush`) is traced as part of that attempt, as an immediate one is.
         self._context: contextvars.Context | None = None
+        # That context, once a claim took those endings (`taken_context`).
+        self._taken_context: contextvars.Context | None = None
 
     @property
     def timeout(self) -> float:
@@ -137,7 +139,16 @@ class OutcomeWriter:
         self._carried_next = True
         if self._writer is not None or self._failures:
             return []  # the writer's own task has them, or is retrying with backoff
-        return self._next_batch()
+        batch = self._next_batch()
+        if batch:
+            self._taken_context, self._context = self._context, None
+        return batch
+
+    def taken_context(self) -> contextvars.Context | None:
+        """The context of the first ending the last `take` returned: the claim carrying
+        them is traced as part of that attempt, as a write of the writer's own is."""
+        context, self._taken_context = self._taken_context, None
+        return context
 
     def carried(self, batch: list[Ending], held: set[Lease]) -> None:
         """The claim that carried `batch` went through; `held` as `record_many` says."""

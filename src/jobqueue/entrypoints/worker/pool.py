@@ -304,13 +304,20 @@ class WorkerPool:
 
     async def _claim(self, wanted: int) -> Sequence[Job]:
         """Claim up to `wanted` jobs, carrying the outcomes waiting to be written."""
-        lease = self._config.lease_duration
+        lease, queue = self._config.lease_duration, self._config.queue
         carried = self._writer.take()
         if not carried:
-            return await self._store.claim(wanted, lease)
+            return await self._store.claim(wanted, lease, queue)
+        context = self._writer.taken_context()
         try:
             async with asyncio.timeout(self._writer.timeout):
-                held, jobs = await self._store.record_and_claim(as_decided(carried), wanted, lease)
+                writing = self._store.record_and_claim(as_decided(carried), wanted, lease, queue)
+                if context is None or isinstance(self._tracer, NullTracer):
+                    held, jobs = await writing
+                else:
+                    # Traced: the statement is a span of the attempt whose ending waited
+                    # first. Awaited as a task, it is cancelled with this one.
+                    held, jobs = await asyncio.create_task(writing, context=context)
         except BaseException as error:
             # Cancelled too (a forced shutdown): the writer takes them back either way.
             self._writer.carry_failed(carried, error)

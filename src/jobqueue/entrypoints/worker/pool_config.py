@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from jobqueue.domain.backoff import Backoff
+from jobqueue.domain.job import DEFAULT_QUEUE, check_queue_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,8 +22,11 @@ class PoolConfig:
     # Bounds each outcome write, so a store that stopped answering cannot hold up shutdown.
     outcome_timeout: timedelta
     backoff: Backoff
+    # The queue the pool claims from; a process runs one pool per queue it consumes.
+    queue: str = DEFAULT_QUEUE
 
     def __post_init__(self) -> None:
+        check_queue_name(self.queue)
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, got {self.workers}")
         for name in ("job_timeout", "lease_duration", "poll_interval", "outcome_timeout"):

@@ -1,0 +1,80 @@
+"""Queues and priorities: every job is in a named queue and has a priority (0 most
+urgent); the claim reads one queue's due jobs by priority, then due time.
+
+Safe on a live table:
+- The columns have constant defaults, so adding them rewrites nothing (PostgreSQL 11+):
+  the ALTER holds its exclusive lock only for the catalog change, in a transaction of
+  its own. It waits for that lock at most `lock_timeout` (5 s), failing rather than
+  queueing every statement on `jobs` behind a long transaction: run the migration again
+  once that transaction is gone (every step is skipped when already done).
+- The CHECK constraints are added NOT VALID (no scan under the lock), then validated,
+  which scans the table under a lock that lets reads and writes go on.
+- The claim's index is built CONCURRENTLY, outside the migration's transaction
+  (Alembic's autocommit block); an INVALID one left by an interrupted build is dropped
+  first.
+
+It replaces the `(run_at, id)` index, dropped CONCURRENTLY once the new one is valid:
+listing pending jobs reads the claim's index too, in the order claims take them, and a
+second index of every pending job would cost each submission one more entry.
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-12-01
+"""
+
+from collections.abc import Sequence
+
+from alembic import op
+
+revision: str = "0005"
+down_revision: str | None = "0004"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# Written out, not imported: a revision must keep meaning what it meant when written.
+_QUEUE_CHECK = "queue ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$'"
+_PRIORITY_CHECK = "priority BETWEEN 0 AND 9"
+
+
+def upgrade() -> None:
+    # Each statement its own transaction: the ALTER's exclusive lock must be released
+    # before the validation scans, and a concurrent index build cannot run in one. Each
+    # step is skipped when already done, so an interrupted run can simply be run again.
+    with op.get_context().autocommit_block():
+        op.execute("SET lock_timeout = '5s'")
+        op.execute(
+            "ALTER TABLE jobs"
+            " ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT 'default',"
+            " ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 0"
+        )
+        for name, check in (("ck_jobs_queue", _QUEUE_CHECK), ("ck_jobs_priority", _PRIORITY_CHECK)):
+            op.execute(
+                "DO $$ BEGIN"
+                f" IF NOT EXISTS (SELECT FROM pg_constraint WHERE conname = '{name}') THEN"
+                f" ALTER TABLE jobs ADD CONSTRAINT {name} CHECK ({check}) NOT VALID;"
+                " END IF; END $$"
+            )
+        op.execute("RESET lock_timeout")
+        op.execute("ALTER TABLE jobs VALIDATE CONSTRAINT ck_jobs_queue")
+        op.execute("ALTER TABLE jobs VALIDATE CONSTRAINT ck_jobs_priority")
+        op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_due_by_queue")
+        op.execute(
+            "CREATE INDEX CONCURRENTLY ix_jobs_due_by_queue"
+            " ON jobs (queue, priority, run_at, id) WHERE status = 'pending'"
+        )
+        op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_due_key")
+
+
+def downgrade() -> None:
+    with op.get_context().autocommit_block():
+        # 0004's index back first, so that its claims have it from their first statement.
+        op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_due_key")
+        op.execute(
+            "CREATE INDEX CONCURRENTLY ix_jobs_due_key"
+            " ON jobs (run_at, id) WHERE status = 'pending'"
+        )
+        op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_due_by_queue")
+        op.execute("SET lock_timeout = '5s'")
+        # Dropping a column is a catalog change too; its constraints go with it.
+        op.execute("ALTER TABLE jobs DROP COLUMN IF EXISTS queue, DROP COLUMN IF EXISTS priority")
+        op.execute("RESET lock_timeout")
