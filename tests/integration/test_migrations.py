@@ -21,7 +21,7 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import jobs, metadata
 from jobqueue.adapters.postgres.schema_version import head_revisions
-from jobqueue.domain.job import QUEUE_NAME
+from jobqueue.domain.job import MAX_PRIORITY, MIN_PRIORITY
 from tests.support.postgres import dsn
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -221,13 +221,12 @@ async def test_queues_and_priorities_arrive_on_a_filled_table_without_blocking_w
         assert await _valid_due_indexes(url) == {"ix_jobs_due_by_queue": True}
         checks = await _fetch(
             url,
-            "SELECT conname, convalidated FROM pg_constraint"
-            " WHERE conname IN ('ck_jobs_queue', 'ck_jobs_priority') ORDER BY 1",
+            "SELECT conname, convalidated FROM pg_constraint WHERE conname = 'ck_jobs_priority'",
         )
-        assert checks == [("ck_jobs_priority", True), ("ck_jobs_queue", True)]
+        assert checks == [("ck_jobs_priority", True)]
         with pytest.raises(asyncpg.CheckViolationError):
             await connection.execute(
-                "INSERT INTO jobs (type, max_attempts, queue) VALUES ('t', 3, 'a b')"
+                "INSERT INTO jobs (type, max_attempts, priority) VALUES ('t', 3, 10)"
             )
 
         await asyncio.to_thread(downgrade, url, "0004")
@@ -239,14 +238,14 @@ async def test_queues_and_priorities_arrive_on_a_filled_table_without_blocking_w
         await connection.close()
 
 
-def test_the_queue_check_in_the_database_is_the_domain_s_rule(database_url: str) -> None:
-    # The revision spells the rule out (it must keep meaning what it meant); the schema
+def test_the_priority_check_in_the_database_is_the_domain_s_range(database_url: str) -> None:
+    # The revision spells the range out (it must keep meaning what it meant); the schema
     # derives it from the domain. They must agree.
     [(definition,)] = _fetch_sync(
         database_url,
-        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'ck_jobs_queue'",
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'ck_jobs_priority'",
     )
-    assert QUEUE_NAME.pattern in definition
+    assert definition == f"CHECK (((priority >= {MIN_PRIORITY}) AND (priority <= {MAX_PRIORITY})))"
 
 
 def test_schema_module_and_migrations_agree(database_url: str) -> None:

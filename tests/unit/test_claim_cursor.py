@@ -36,7 +36,8 @@ def test_a_full_claim_moves_each_priority_s_range_past_its_greatest_key() -> Non
     assert cursor.after() == FROM_START
     assert len(FROM_START) == len(PRIORITIES)
 
-    cursor.claimed([job(2, 1), job(1, 9), job(2, 3), job(5, 4, priority=3)], limit=4)
+    # In claim order, as the store hands them over.
+    cursor.claimed([job(1, 9), job(2, 1), job(2, 3), job(5, 4, priority=3)], limit=4)
 
     after = cursor.after()
     assert after[0] == key(2, 3)

@@ -220,7 +220,8 @@ class NewJob:
             Status.PENDING,
             0,
             self.max_attempts,
-            self.due_at(now),
+            # `due_at`, without its call for the common job that is due at once.
+            now if self.run_at is None and not self.delay else self.due_at(now),
             None,
             0,
             None,

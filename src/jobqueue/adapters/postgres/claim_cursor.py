@@ -55,13 +55,13 @@ class ClaimCursor:
         return self._after
 
     def claimed(self, jobs: Sequence[Job], limit: int) -> None:
-        """A claim asked for `limit` jobs and got `jobs`."""
+        """A claim asked for `limit` jobs and got `jobs`, in claim order (by priority,
+        then due key): the last of each priority is where its range goes on."""
         if len(jobs) < limit:
             # Nothing more is due after the cursor; before it there may be.
             self._after = FROM_START
             return
         keys = list(self._after)
         for job in jobs:
-            index = _INDEX[job.priority]
-            keys[index] = max(keys[index], (job.run_at, job.id))
+            keys[_INDEX[job.priority]] = (job.run_at, job.id)
         self._after = tuple(keys)

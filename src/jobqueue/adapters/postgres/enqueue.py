@@ -311,11 +311,13 @@ def _submitted_records(
         columns["payload"] = [_json_text(new.payload) for new in news]
     if any(new.traceparent is not None for new in news):
         columns["traceparent"] = [new.traceparent for new in news]
-    if any(new.run_at is not None or new.delay for new in news):
+    # One pass for the three rarely set columns, each sent only when some job sets it.
+    placed = {(new.run_at is not None or bool(new.delay), new.queue, new.priority) for new in news}
+    if any(scheduled for scheduled, _, _ in placed):
         columns["run_at"] = [new.due_at(now) for new in news]
-    if any(new.queue != DEFAULT_QUEUE for new in news):
+    if any(queue != DEFAULT_QUEUE for _, queue, _ in placed):
         columns["queue"] = [new.queue for new in news]
-    if any(new.priority != DEFAULT_PRIORITY for new in news):
+    if any(priority != DEFAULT_PRIORITY for _, _, priority in placed):
         columns["priority"] = [new.priority for new in news]
     return tuple(columns), list(zip(*columns.values(), strict=True))
 

@@ -350,8 +350,9 @@ class PostgresJobStore:
                 # happens to this one. The next claim starts over (nothing moved on).
                 rows = []
             claimed += [job_from_row(row) for row in rows]
+        claimed.sort(key=_claim_order)
         self._cursors[queue].claimed(claimed, limit)
-        return sorted(claimed, key=_claim_order)
+        return claimed
 
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
         if lease <= timedelta(0):
