@@ -154,6 +154,33 @@ async def _valid_due_indexes(url: str) -> dict[str, bool]:
     return dict(rows)
 
 
+FILLED_ROWS = 300_000
+
+
+async def _migrate_a_filled_table_while_writing(
+    connection: asyncpg.Connection, url: str, revision: str
+) -> int:
+    """Fill `jobs` (FILLED_ROWS, half pending, half completed), then upgrade to
+    `revision` while `connection` inserts job after job, each with a lock timeout far
+    shorter than a table rewrite or a blocking index build would hold it: a write that
+    waits that long fails the test. Returns how many were written meanwhile."""
+    await connection.execute(
+        "INSERT INTO jobs (type, status, attempts, max_attempts, run_at, updated_at)"
+        " SELECT 't', CASE WHEN n % 2 = 0 THEN 'pending' ELSE 'completed' END, 0, 3,"
+        "        now() - make_interval(secs => n), now()"
+        " FROM generate_series(1, $1::int) AS n",
+        FILLED_ROWS,
+    )
+    await connection.execute("SET lock_timeout = '100ms'")
+    migrating = asyncio.create_task(asyncio.to_thread(upgrade, url, revision))
+    written = 0
+    while not migrating.done():
+        await connection.execute("INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
+        written += 1
+    await migrating
+    return written
+
+
 async def test_the_keyed_due_index_replaces_the_old_one_on_a_filled_table_without_blocking(
     empty_database_url: str,
 ) -> None:
@@ -164,23 +191,11 @@ async def test_the_keyed_due_index_replaces_the_old_one_on_a_filled_table_withou
     await asyncio.to_thread(upgrade, url, "0003")
     connection = await asyncpg.connect(dsn(url))
     try:
-        await connection.execute(
-            "INSERT INTO jobs (type, status, attempts, max_attempts, run_at, updated_at)"
-            " SELECT 't', CASE WHEN n % 2 = 0 THEN 'pending' ELSE 'completed' END, 0, 3,"
-            "        now() - make_interval(secs => n), now()"
-            " FROM generate_series(1, 300000) AS n"
-        )
-        await connection.execute("SET lock_timeout = '100ms'")
-        migrating = asyncio.create_task(asyncio.to_thread(upgrade, url, "0004"))
-        written = 0
-        while not migrating.done():
-            await connection.execute("INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
-            written += 1
-        await migrating
+        written = await _migrate_a_filled_table_while_writing(connection, url, "0004")
         assert written > 0
         assert await _valid_due_indexes(url) == {"ix_jobs_due_key": True}
         assert await _fetch(url, "SELECT version_num FROM alembic_version") == [("0004",)]
-        assert await connection.fetchval("SELECT count(*) FROM jobs") == 300_000 + written
+        assert await connection.fetchval("SELECT count(*) FROM jobs") == FILLED_ROWS + written
 
         await asyncio.to_thread(downgrade, url, "0003")
         assert await _valid_due_indexes(url) == {"ix_jobs_due": True}
@@ -201,22 +216,10 @@ async def test_queues_and_priorities_arrive_on_a_filled_table_without_blocking_w
     await asyncio.to_thread(upgrade, url, "0004")
     connection = await asyncpg.connect(dsn(url))
     try:
-        await connection.execute(
-            "INSERT INTO jobs (type, status, attempts, max_attempts, run_at, updated_at)"
-            " SELECT 't', CASE WHEN n % 2 = 0 THEN 'pending' ELSE 'completed' END, 0, 3,"
-            "        now() - make_interval(secs => n), now()"
-            " FROM generate_series(1, 300000) AS n"
-        )
-        await connection.execute("SET lock_timeout = '100ms'")
-        migrating = asyncio.create_task(asyncio.to_thread(upgrade, url, "0005"))
-        written = 0
-        while not migrating.done():
-            await connection.execute("INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
-            written += 1
-        await migrating
+        written = await _migrate_a_filled_table_while_writing(connection, url, "0005")
         assert written > 0
         placed = await connection.fetch("SELECT queue, priority, count(*) FROM jobs GROUP BY 1, 2")
-        assert [tuple(row) for row in placed] == [("default", 0, 300_000 + written)]
+        assert [tuple(row) for row in placed] == [("default", 0, FILLED_ROWS + written)]
         # The claim's index replaced 0004's.
         assert await _valid_due_indexes(url) == {"ix_jobs_due_by_queue": True}
         checks = await _fetch(

@@ -3,47 +3,27 @@ job not yet due and stops, however many wait behind it."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.status import Status
-from tests.support.job_rows import count_jobs, seed_many
-from tests.support.plans import capture_statements, uses_index
+from tests.support.job_rows import count_jobs
+from tests.support.plans import capture_statements, fill_table, uses_index
 
 SCHEDULED = 100_000
+# fill_table's due pending jobs.
 DUE = 20
 
 
 @pytest.fixture(scope="module")
 def scheduled_table(database_url: str) -> str:
-    async def seed() -> None:
-        engine = create_engine(database_url, pool_size=1)
-        try:
-            async with engine.begin() as connection:
-                await connection.execute(
-                    text(
-                        "INSERT INTO jobs (type, max_attempts, run_at)"
-                        " SELECT 'later', 3, now() + interval '1 hour' + make_interval(secs => n)"
-                        " FROM generate_series(1, :rows) AS n"
-                    ),
-                    {"rows": SCHEDULED},
-                )
-            await seed_many(engine, DUE, Status.PENDING)
-            async with engine.connect() as connection:
-                await connection.execute(text("ANALYZE jobs"))
-                await connection.commit()
-        finally:
-            await engine.dispose()
-
-    asyncio.run(seed())
+    fill_table(database_url, [], scheduled=SCHEDULED)
     return database_url
 
 

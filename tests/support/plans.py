@@ -110,10 +110,13 @@ def reads_status_index(plan: str, status: Status) -> bool:
 FINISHED_ROWS = 200_000
 
 
-def fill_table(database_url: str, history: Sequence[tuple[str, int, int]]) -> None:
+def fill_table(
+    database_url: str, history: Sequence[tuple[str, int, int]], *, scheduled: int = 0
+) -> None:
     """Seed `jobs` for plan tests: for each (status, rows, spacing) `rows` jobs of type
-    'done' finished `spacing` seconds apart going back from now, then 20 pending and 20
-    processing jobs, then ANALYZE, so the planner sees the real proportions."""
+    'done' finished `spacing` seconds apart going back from now, `scheduled` pending jobs
+    of type 'later' due from an hour ahead on, then 20 pending and 20 processing jobs,
+    then ANALYZE, so the planner sees the real proportions."""
 
     async def seed() -> None:
         engine = create_engine(database_url, pool_size=1)
@@ -130,6 +133,14 @@ def fill_table(database_url: str, history: Sequence[tuple[str, int, int]]) -> No
                         ),
                         {"status": status, "rows": rows, "spacing": spacing},
                     )
+                await connection.execute(
+                    text(
+                        "INSERT INTO jobs (type, max_attempts, run_at)"
+                        " SELECT 'later', 3, now() + interval '1 hour' + make_interval(secs => n)"
+                        " FROM generate_series(1, :rows) AS n"
+                    ),
+                    {"rows": scheduled},
+                )
             await seed_many(engine, 20, Status.PENDING)
             await seed_many(engine, 20, Status.PROCESSING)
             async with engine.connect() as connection:
