@@ -72,7 +72,12 @@ async def is_current(url: str, heads: frozenset[str] | None = None) -> bool:
     Any failure to tell says no: the caller then runs the migrations, which report it."""
     wanted = head_revisions() if heads is None else heads
     try:
-        connection = await asyncpg.connect(timeout=10, **driver_arguments(url))
+        # No statement cache: through a pooler in transaction mode (PgBouncer) a named
+        # prepared statement can meet another client's of the same name on a shared
+        # server connection, and a failed read here would say the schema is behind.
+        connection = await asyncpg.connect(
+            timeout=10, statement_cache_size=0, **driver_arguments(url)
+        )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
         return False
     try:
