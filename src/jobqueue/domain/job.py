@@ -279,7 +279,7 @@ def _options_of(registered: object, job_type: str) -> JobOptions:
     if registered is not None and hasattr(registered, "options_for"):
         source: OptionsSource = registered
         return source.options_for(job_type)
-    return _NO_OPTIONS
+    return NO_OPTIONS
 
 
 def check_queue_name(name: object) -> str:
@@ -309,7 +309,7 @@ def _check_priority(value: object) -> None:
 
 
 # After the checks it runs: what a type without a handler's options gets.
-_NO_OPTIONS = JobOptions()
+NO_OPTIONS = JobOptions()
 
 
 def _check_schedule(run_at: object, delay: object) -> None:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
-from jobqueue.domain.job import JobOptions
+from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, NO_OPTIONS, JobOptions
 
 
 class StopReason(StrEnum):
@@ -144,11 +144,10 @@ class Registry:
         """
         if not name or not name.strip():
             raise ValueError("a handler needs a non-empty job type name")
-        defaults = JobOptions()
         try:
             options = JobOptions(
-                queue=defaults.queue if queue is None else queue,
-                priority=defaults.priority if priority is None else priority,
+                queue=DEFAULT_QUEUE if queue is None else queue,
+                priority=DEFAULT_PRIORITY if priority is None else priority,
                 max_attempts=max_attempts,
             )
         except InvalidJob as error:
@@ -187,7 +186,7 @@ class Registry:
     def options_for(self, name: str) -> JobOptions:
         """The options of `name`'s handler; the defaults for a type without one."""
         spec = self._specs.get(name)
-        return spec.options if spec is not None else _DEFAULT_OPTIONS
+        return spec.options if spec is not None else NO_OPTIONS
 
     def timeout_for(self, name: str) -> timedelta | None:
         """How long one attempt of `name` may run, if its handler says; else None."""
@@ -205,9 +204,6 @@ class Registry:
 
     def specs(self) -> list[HandlerSpec]:
         return [self._specs[name] for name in sorted(self._specs)]
-
-
-_DEFAULT_OPTIONS = JobOptions()
 
 
 def _is_async(func: Handler) -> bool:

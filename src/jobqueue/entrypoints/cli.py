@@ -185,6 +185,13 @@ def load_settings(
 ) -> Settings:
     """Settings from the environment, with `--handlers` replacing JOBQUEUE_HANDLERS and
     `--queue` replacing QUEUES."""
+    if queues:
+        try:
+            consumed = parse_queues(",".join(queues))
+        except ValueError as error:
+            raise ConfigError([f"--queue: {error}"]) from None
+        # Through the settings' own checks, as if QUEUES had said it.
+        environ = {**environ, "QUEUES": show_queues(consumed)}
     settings = Settings.from_env(environ)
     if handlers:
         try:
@@ -192,15 +199,6 @@ def load_settings(
         except ValueError as error:
             raise ConfigError([f"--handlers: {error}"]) from None
         settings = dataclasses.replace(settings, handler_modules=modules)
-    if queues:
-        try:
-            consumed = parse_queues(",".join(queues))
-        except ValueError as error:
-            raise ConfigError([f"--queue: {error}"]) from None
-        # Through the settings' own checks, as if QUEUES had said it.
-        settings = Settings.from_env({**environ, "QUEUES": show_queues(consumed)})
-        if handlers:
-            settings = dataclasses.replace(settings, handler_modules=modules)
     return settings
 
 
