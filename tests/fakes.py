@@ -44,8 +44,9 @@ from jobqueue.domain.job import (
 from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.ports import Submitted
+from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
-from jobqueue.domain.status import ListOrder, Status
+from jobqueue.domain.status import COUNTED, ListOrder, Status
 
 Clock = Callable[[], datetime]
 
@@ -79,6 +80,8 @@ class InMemoryJobStore:
         self._sequence: dict[UUID, int] = {}
         self._counter = itertools.count()
         self._by_key: dict[str, UUID] = {}
+        # Queues paused, and since when; a resumed queue keeps its row, as in PostgreSQL.
+        self._paused: dict[str, datetime | None] = {}
         # How many outcome batches went out with a claim (`record_and_claim`).
         self.record_and_claim_calls = 0
 
@@ -147,6 +150,8 @@ class InMemoryJobStore:
         if lease <= timedelta(0):
             raise ValueError(f"lease must be positive, got {lease}")
         now = self.clock()
+        if self._paused.get(queue) is not None:
+            return []
         due = sorted(
             (
                 job
@@ -284,6 +289,40 @@ class InMemoryJobStore:
         page = tuple(_detached(job) for job in matching[: query.limit])
         following = len(matching) > query.limit
         return JobPage(page, position_of(page[-1]) if following else None)
+
+    async def pause_queue(self, queue: str) -> QueueState:
+        await self._enter()
+        paused_at = self._paused.get(queue)
+        self._paused[queue] = paused_at if paused_at is not None else self.clock()
+        return QueueState(queue, self._paused[queue])
+
+    async def resume_queue(self, queue: str) -> QueueState:
+        await self._enter()
+        self._paused[queue] = None
+        return QueueState(queue, None)
+
+    async def paused_queues(self, queues: Sequence[str]) -> set[str]:
+        await self._enter()
+        return {queue for queue in queues if self._paused.get(queue) is not None}
+
+    async def queue_summaries(self) -> Sequence[QueueSummary]:
+        await self._enter()
+        now = self.clock()
+        counted = [job for job in self._jobs.values() if job.status in COUNTED]
+        names = sorted({job.queue for job in counted} | set(self._paused))
+        summaries = []
+        for name in names:
+            mine = [job for job in counted if job.queue == name]
+            due = [job.run_at for job in mine if job.status is Status.PENDING and job.run_at <= now]
+            summaries.append(
+                QueueSummary(
+                    QueueState(name, self._paused.get(name)),
+                    {status: sum(job.status is status for job in mine) for status in COUNTED},
+                    len(due),
+                    now - min(due) if due else None,
+                )
+            )
+        return summaries
 
     async def ping(self) -> None:
         await self._enter()

@@ -236,6 +236,9 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("GET", "/jobs/{job_id}"),
         ("GET", "/jobs/{job_id}/status"),
         ("POST", "/jobs/{job_id}/retry"),
+        ("GET", "/queues"),
+        ("POST", "/queues/{name}/pause"),
+        ("POST", "/queues/{name}/resume"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),
@@ -247,6 +250,9 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("get", "/jobs/{job_id}"): {"400", "404", "503"},
         ("get", "/jobs/{job_id}/status"): {"400", "404", "503"},
         ("post", "/jobs/{job_id}/retry"): {"400", "404", "409", "503"},
+        ("get", "/queues"): {"503"},
+        ("post", "/queues/{name}/pause"): {"400", "503"},
+        ("post", "/queues/{name}/resume"): {"400", "503"},
         ("get", "/readyz"): {"503"},
     }
     for (method, path), codes in expected_errors.items():

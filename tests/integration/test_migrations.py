@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
-from jobqueue.adapters.postgres.schema import jobs, metadata
+from jobqueue.adapters.postgres.schema import jobs, metadata, queues
 from jobqueue.adapters.postgres.schema_version import head_revisions
 from jobqueue.domain.job import MAX_PRIORITY, MIN_PRIORITY
 from tests.support.postgres import dsn
@@ -92,6 +92,10 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
     assert "traceparent" in _job_columns(url)
     assert _job_indexes(url) >= RETENTION_INDEXES
 
+    assert _fetch_sync(url, "SELECT to_regclass('queues') IS NOT NULL") == [(True,)]
+    downgrade(url, "0005")
+    assert _fetch_sync(url, "SELECT to_regclass('queues') IS NOT NULL") == [(False,)]
+
     downgrade(url, "0004")
     assert _versions(url) == ["0004"]
     assert {"queue", "priority"}.isdisjoint(_job_columns(url))
@@ -142,6 +146,7 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_database_url: str) 
     assert logs.count("Running upgrade 0002 -> 0003") == 1, logs
     assert logs.count("Running upgrade 0003 -> 0004") == 1, logs
     assert logs.count("Running upgrade 0004 -> 0005") == 1, logs
+    assert logs.count("Running upgrade 0005 -> 0006") == 1, logs
     assert _versions(empty_database_url) == [HEAD]
 
 
@@ -258,6 +263,7 @@ def test_schema_module_and_migrations_agree(database_url: str) -> None:
 def test_drift_check_notices_a_column_the_migrations_lack(database_url: str) -> None:
     # The agreement test above is only worth something if a difference shows up.
     changed = MetaData()
+    queues.to_metadata(changed)
     jobs.to_metadata(changed).append_column(Column("colour", Text))
     drift = _drift(database_url, changed)
     assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "colour")]

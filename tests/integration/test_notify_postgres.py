@@ -95,7 +95,7 @@ async def test_a_listener_wakes_when_a_notifier_on_another_engine_signals(
     connect, listened = watched(asyncpg_connect(database_url))
     engine = create_engine(database_url, pool_size=1)
     try:
-        async with Listener(connect, wakes):
+        async with Listener(connect, {CHANNEL: wakes}):
             await asyncio.wait_for(listened.get(), DEADLINE)
             assert wakes.count == 0
             async with Notifier(pg_notify(engine)) as notifier:
@@ -151,7 +151,7 @@ async def test_a_listener_whose_connection_is_killed_reconnects_and_calls_back_o
     name = f"jobqueue listener {uuid.uuid4().hex[:8]}"
     wakes = Counter()
     connect, listened = watched(asyncpg_connect(database_url, application_name=name))
-    async with Listener(connect, wakes):
+    async with Listener(connect, {CHANNEL: wakes}):
         await asyncio.wait_for(listened.get(), DEADLINE)
 
         killed = await raw.fetchval(
@@ -174,7 +174,7 @@ async def test_a_listener_on_an_unreachable_database_keeps_retrying_and_never_ca
     caplog.set_level(logging.WARNING, logger="jobqueue.notify")
     missing = with_database(database_url, f"jq_missing_{uuid.uuid4().hex[:8]}")
     wakes = Counter()
-    listener = Listener(asyncpg_connect(missing), wakes)
+    listener = Listener(asyncpg_connect(missing), {CHANNEL: wakes})
     listener.start()
     try:
         await until(lambda: sum("could not connect" in r.getMessage() for r in ours(caplog)) >= 2)

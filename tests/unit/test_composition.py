@@ -52,6 +52,7 @@ async def test_serve_with_a_metrics_listener_runs_every_component(
 
     assert names == [
         ("worker pool (default)", SIGNAL),
+        ("queue pauses", SIGNAL),
         ("lease recovery", SIGNAL),
         ("retention", SIGNAL),
         ("readiness", SIGNAL),
@@ -84,7 +85,11 @@ async def test_a_worker_without_listener_notify_or_retention_runs_only_its_loops
 
     names = built(settings, Roles(http=False, workers=True), Listeners(None, None))
 
-    assert names == [("worker pool (default)", SIGNAL), ("lease recovery", SIGNAL)]
+    assert names == [
+        ("worker pool (default)", SIGNAL),
+        ("queue pauses", SIGNAL),
+        ("lease recovery", SIGNAL),
+    ]
 
 
 async def test_a_worker_runs_one_pool_per_queue_in_the_order_given() -> None:
@@ -103,6 +108,7 @@ async def test_a_worker_runs_one_pool_per_queue_in_the_order_given() -> None:
         ("worker pool (default)", SIGNAL),
         ("worker pool (emails)", SIGNAL),
         ("worker pool (bulk)", SIGNAL),
+        ("queue pauses", SIGNAL),
         ("lease recovery", SIGNAL),
     ]
     configs = settings.pool_configs()

@@ -24,17 +24,16 @@ def ceiling_of_the_jitter() -> float:
 
 class FakeConnection:
     def __init__(self, listen_error: Exception | None = None) -> None:
-        self.channel: str | None = None
         self.closed = False
-        self._on_notify: Callable[[], None] | None = None
+        # Channel to callback, in the order LISTENed to.
+        self.callbacks: dict[str, Callable[[], None]] = {}
         self._lost = asyncio.Event()
         self._listen_error = listen_error
 
     async def listen(self, channel: str, on_notify: Callable[[], None]) -> None:
         if self._listen_error is not None:
             raise self._listen_error
-        self.channel = channel
-        self._on_notify = on_notify
+        self.callbacks[channel] = on_notify
 
     async def until_lost(self) -> None:
         await self._lost.wait()
@@ -44,11 +43,10 @@ class FakeConnection:
 
     @property
     def listening(self) -> bool:
-        return self._on_notify is not None and not self.closed
+        return bool(self.callbacks) and not self.closed
 
-    def notify(self) -> None:
-        assert self._on_notify is not None
-        self._on_notify()
+    def notify(self, channel: str = CHANNEL) -> None:
+        self.callbacks[channel]()
 
     def lose(self) -> None:
         self._lost.set()
@@ -98,14 +96,40 @@ class Wakes:
 
 
 def listener_for(server: FakeServer, wakes: Callable[[], None], sleep: RecordingSleep) -> Listener:
-    return Listener(server, wakes, backoff=BACKOFF, sleep=sleep, rand=ceiling_of_the_jitter)
+    return Listener(
+        server, {CHANNEL: wakes}, backoff=BACKOFF, sleep=sleep, rand=ceiling_of_the_jitter
+    )
+
+
+async def test_each_channel_calls_its_own_callback_and_all_are_called_after_a_reconnect() -> None:
+    server, sleep = FakeServer(), RecordingSleep()
+    jobs, pauses = Wakes(), Wakes()
+    listener = Listener(
+        server,
+        {CHANNEL: jobs, "other": pauses},
+        backoff=BACKOFF,
+        sleep=sleep,
+        rand=ceiling_of_the_jitter,
+    )
+    async with listener:
+        await eventually(lambda: bool(server.connections) and server.latest.listening, "LISTEN")
+        assert list(server.latest.callbacks) == [CHANNEL, "other"]
+        server.latest.notify("other")
+        server.latest.notify("other")
+        server.latest.notify(CHANNEL)
+        assert (jobs.count, pauses.count) == (1, 2)
+
+        server.latest.lose()
+        await eventually(lambda: len(server.connections) == 2 and server.latest.listening, "again")
+        # Deaf for a while: each channel's callback once, for what may have been missed.
+        assert (jobs.count, pauses.count) == (2, 3)
 
 
 async def test_each_notification_calls_back_and_the_first_listen_does_not() -> None:
     server, wakes, sleep = FakeServer(), Wakes(), RecordingSleep()
     async with listener_for(server, wakes, sleep):
         await eventually(lambda: bool(server.connections) and server.latest.listening, "LISTEN")
-        assert server.latest.channel == CHANNEL
+        assert list(server.latest.callbacks) == [CHANNEL]
         assert wakes.count == 0
 
         for _ in range(3):
@@ -196,7 +220,7 @@ async def test_a_failing_callback_is_logged_and_listening_goes_on(
         assert len(calls) == 2
         assert server.latest.listening
     assert len(server.connections) == 1
-    assert any(r.getMessage() == "the new-job callback failed" for r in caplog.records)
+    assert any(r.getMessage() == "a notification callback failed" for r in caplog.records)
 
 
 async def test_aclose_closes_the_connection_and_opens_no_other() -> None:

@@ -15,6 +15,7 @@ from uuid import UUID
 from jobqueue.domain.job import DEFAULT_QUEUE, Job, JsonValue, Lease, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.outcome import Decision
+from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
 
 
@@ -96,6 +97,23 @@ class JobStore(Protocol):
     async def list_jobs(self, query: JobQuery) -> JobPage:
         """One page of the jobs `query` asks for, in its status's order (`TRAITS`), ties
         broken by id; `next` is set only when more jobs follow the page."""
+        ...
+
+    async def pause_queue(self, queue: str) -> QueueState:
+        """Stop claims from `queue` in every process from the moment this returns (running
+        jobs finish); announced to the workers. Pausing a paused queue changes nothing."""
+        ...
+
+    async def resume_queue(self, queue: str) -> QueueState:
+        """Let `queue` be claimed from again; announced to the workers."""
+        ...
+
+    async def paused_queues(self, queues: Sequence[str]) -> set[str]:
+        """Which of `queues` are paused now."""
+        ...
+
+    async def queue_summaries(self) -> Sequence[QueueSummary]:
+        """Every queue with live or held jobs, or paused or resumed once, by name."""
         ...
 
     async def ping(self) -> None:

@@ -36,7 +36,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine
-from jobqueue.adapters.postgres.notify import Listener, Notifier, asyncpg_connect, pg_notify
+from jobqueue.adapters.postgres.notify import (
+    CHANNEL,
+    Listener,
+    Notifier,
+    asyncpg_connect,
+    pg_notify,
+)
+from jobqueue.adapters.postgres.queues import PAUSES_CHANNEL
 from jobqueue.adapters.postgres.schema_version import is_current
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig
@@ -57,6 +64,7 @@ from jobqueue.entrypoints.provisioning import (
 from jobqueue.entrypoints.runtime import Listeners, Signals, bind_listeners, installed
 from jobqueue.entrypoints.wakeups import Announcing, Listening, announcer
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
+from jobqueue.entrypoints.worker.pauses import QueuePauses
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from jobqueue.entrypoints.worker.retention import RetentionLoop
 
@@ -201,12 +209,15 @@ def build_components(
     components: list[Component] = []
     # One pool per queue consumed, each with its own concurrency, claims and prefetch.
     pools: list[WorkerPool] = []
+    pauses: QueuePauses | None = None
     if roles.workers:
         tracer = _job_spans(tracer_provider)
         for config in settings.pool_configs():
             pool = WorkerPool(store, registry, decoder, config, observer=metrics, tracer=tracer)
             components.append(Loop(f"worker pool ({config.queue})", Phase.SIGNAL, pool))
             pools.append(pool)
+        pauses = QueuePauses(store, {pool.queue: pool for pool in pools})
+        components.append(Loop("queue pauses", Phase.SIGNAL, pauses))
         recovery = LeaseRecovery(store, settings.recovery_interval, observer=metrics)
         components.append(Loop("lease recovery", Phase.SIGNAL, recovery))
         policy = settings.retention_policy()
@@ -240,8 +251,11 @@ def build_components(
     if notifier is not None:
         components.append(Announcing(notifier))
     wake = _waking(pools)
-    if wake is not None and settings.notify:
-        components.append(Listening(Listener(asyncpg_connect(_url_of(engine)), wake)))
+    if wake is not None and pauses is not None and settings.notify:
+        listener = Listener(
+            asyncpg_connect(_url_of(engine)), {CHANNEL: wake, PAUSES_CHANNEL: pauses.changed}
+        )
+        components.append(Listening(listener))
     return components
 
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
+from functools import partial
 from types import TracebackType
 from typing import Any, Protocol, Self
 
@@ -256,17 +257,18 @@ Connect = Callable[[], Awaitable[ListenConnection]]
 
 
 class Listener(_Background):
-    """Calls `on_notify` for every wake-up notification, from a connection it keeps open.
+    """Calls `on_notify[channel]` for every notification on each of its channels, from a
+    connection it keeps open.
 
     A connection that cannot be opened or is lost is retried with capped, jittered
-    backoff. After a LISTEN that follows a refusal or a loss, `on_notify` is called once
-    more: jobs may have been announced while nobody was listening.
+    backoff. After a LISTEN that follows a refusal or a loss, every callback is called
+    once more: something may have been announced while nobody was listening.
     """
 
     def __init__(
         self,
         connect: Connect,
-        on_notify: Callable[[], None],
+        on_notify: Mapping[str, Callable[[], None]],
         *,
         backoff: Backoff = _RECONNECT_BACKOFF,
         sleep: Sleep = asyncio.sleep,
@@ -296,10 +298,12 @@ class Listener(_Background):
                 self._report("could not connect to listen for new jobs", error, failures)
                 continue
             try:
-                await connection.listen(CHANNEL, self._notified)
-                _log.info("listening for new jobs", extra={"channel": CHANNEL})
+                for channel, callback in self._on_notify.items():
+                    await connection.listen(channel, partial(self._notified, callback))
+                _log.info("listening for new jobs", extra={"channels": list(self._on_notify)})
                 if deaf:
-                    self._notified()
+                    for callback in self._on_notify.values():
+                        self._notified(callback)
                 failures, deaf = 0, False
                 await connection.until_lost()
                 _log.warning("the connection listening for new jobs was lost; reconnecting")
@@ -310,11 +314,11 @@ class Listener(_Background):
             failures += 1
             deaf = True
 
-    def _notified(self) -> None:
+    def _notified(self, callback: Callable[[], None]) -> None:
         try:
-            self._on_notify()
+            callback()
         except Exception:
-            _log.exception("the new-job callback failed")
+            _log.exception("a notification callback failed")
 
     def _report(self, message: str, error: Exception, failures: int) -> None:
         _log.warning(

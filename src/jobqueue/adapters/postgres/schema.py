@@ -114,6 +114,17 @@ jobs = Table(
 )
 
 
+# A row per queue an operator has paused or resumed; a queue with no row runs. The claim
+# reads it by primary key in the same statement, so a pause holds from its commit on.
+queues = Table(
+    "queues",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("paused_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
 def status_literal(status: Status) -> ColumnElement[str]:
     """`status` written into the SQL text, never bound: a partial index (`WHERE status =
     'pending'`) serves a statement only when its predicate visibly implies the index's,

@@ -56,6 +56,7 @@ from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch_pooled
 from jobqueue.adapters.postgres.enqueue import submit_in, submit_pooled
 from jobqueue.adapters.postgres.failures import store_failures
+from jobqueue.adapters.postgres.queues import PAUSED, PostgresQueues
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.schema import status_literal as _status
@@ -64,6 +65,7 @@ from jobqueue.domain.job import DEFAULT_QUEUE, PRIORITIES, Job, Lease, NewJob, O
 from jobqueue.domain.listing import JobPage, JobQuery, position_of
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.ports import Submitted
+from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
 from jobqueue.domain.status import Status
 
@@ -97,6 +99,7 @@ def _interval(value: timedelta) -> ColumnElement[timedelta]:
 # pulled, so no more than asked are locked, and a priority's range is not read at all
 # when those before it filled the claim. Each range starts after the key of the last job
 # this process claimed there (`claim_cursor`), past the dead entries claims leave behind.
+# A paused queue (`queues.PAUSED`, a one-time check by primary key) claims nothing.
 _ranges = (
     func.unnest(
         cast(bindparam("priorities"), ARRAY(SmallInteger())),
@@ -123,6 +126,7 @@ _picked = (
 _due = (
     select(_picked.c.id)
     .select_from(_ranges.join(_picked, true()))
+    .where(~PAUSED)
     .limit(bindparam("limit"))
     .cte("due")
     .prefix_with("MATERIALIZED")
@@ -287,6 +291,7 @@ class PostgresJobStore:
         # would only add a BEGIN and a COMMIT round trip to each. Shares engine's pool.
         self._autocommit = autocommit(engine)
         self._cursors: defaultdict[str, ClaimCursor] = defaultdict(ClaimCursor)
+        self._queues = PostgresQueues(engine)
 
     async def submit(self, new: NewJob) -> Submitted:
         # Announced by the caller (the API's coalescing notifier), not per statement.
@@ -488,6 +493,18 @@ class PostgresJobStore:
         page = tuple(listed[: query.limit])
         following = len(listed) > query.limit
         return JobPage(page, position_of(page[-1]) if following else None)
+
+    async def pause_queue(self, queue: str) -> QueueState:
+        return await self._queues.set_paused(queue, True)
+
+    async def resume_queue(self, queue: str) -> QueueState:
+        return await self._queues.set_paused(queue, False)
+
+    async def paused_queues(self, queues: Sequence[str]) -> set[str]:
+        return await self._queues.paused(queues)
+
+    async def queue_summaries(self) -> Sequence[QueueSummary]:
+        return await self._queues.summaries()
 
     async def ping(self) -> None:
         async with self._connection(self._engine) as connection:

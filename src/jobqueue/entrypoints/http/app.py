@@ -32,8 +32,9 @@ from jobqueue.entrypoints.http.health import (
     operations_dependencies,
 )
 from jobqueue.entrypoints.http.middleware import BearerTokenGuard, RequestContextMiddleware
+from jobqueue.entrypoints.http.queue_routes import QueuesController
 from jobqueue.entrypoints.http.routes import JobsController
-from jobqueue.entrypoints.http.service import JobService, SubmissionMetrics
+from jobqueue.entrypoints.http.service import JobService, QueueService, SubmissionMetrics
 from jobqueue.entrypoints.http.tracing import traced
 
 Lifespan = Callable[[Litestar], AbstractAsyncContextManager[None]]
@@ -87,19 +88,20 @@ def create_app(
         default_max_attempts=config.default_max_attempts,
         on_enqueued=on_enqueued,
     )
-    jobs_routes: ControllerRouterHandler = JobsController
+    resources: list[ControllerRouterHandler] = [JobsController, QueuesController]
     components = Components()
     if config.api_tokens:
-        # A router only to attach the security requirement to /jobs in the OpenAPI
-        # document; the guard enforces it everywhere but on the open probes.
-        jobs_routes = Router(path="/", route_handlers=[JobsController], security=[{_BEARER: []}])
+        # A router only to attach the security requirement to the resources in the
+        # OpenAPI document; the guard enforces it everywhere but on the open probes.
+        resources = [Router(path="/", route_handlers=resources, security=[{_BEARER: []}])]
         components = Components(
             security_schemes={_BEARER: SecurityScheme(type="http", scheme="bearer")}
         )
     app = Litestar(
-        route_handlers=[jobs_routes, *OPERATIONS],
+        route_handlers=[*resources, *OPERATIONS],
         dependencies={
             "jobs": constant(service),
+            "queues": constant(QueueService(store)),
             **operations_dependencies(readiness, metrics),
         },
         guards=[BearerTokenGuard(config.api_tokens)] if config.api_tokens else [],
@@ -109,7 +111,8 @@ def create_app(
         openapi_config=OpenAPIConfig(
             title="jobqueue",
             version=_package_version(),
-            description="Submit jobs, follow them, and retry dead letters. Every error "
+            description="Submit jobs, follow them, retry dead letters, and pause queues. "
+            "Every error "
             'is JSON: {"error": "…"}.',
             path="/schema",
             components=components,

@@ -21,6 +21,7 @@ from jobqueue.domain.job import (
     QUEUE_NAME,
     Job,
 )
+from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
 
 AttemptBudget = Annotated[int, msgspec.Meta(ge=MIN_ATTEMPTS, le=MAX_ATTEMPTS)]
@@ -87,6 +88,51 @@ class JobList(msgspec.Struct, frozen=True):
     jobs: list[JobRecord]
     # Pass it back as `cursor` for the next page; null on the last page.
     next_cursor: str | None
+
+
+class QueueStateView(msgspec.Struct, frozen=True):
+    """A queue's pause, as `POST /queues/{name}/pause|resume` answer it."""
+
+    name: str
+    paused: bool
+    # When it was paused, by the database's clock; null while it runs.
+    paused_at: datetime | None
+
+    @classmethod
+    def of(cls, state: QueueState) -> QueueStateView:
+        return cls(state.name, state.paused, _shown(state.paused_at))  # type: ignore[arg-type]
+
+
+class QueueRecord(msgspec.Struct, frozen=True):
+    """One queue in `GET /queues`."""
+
+    name: str
+    paused: bool
+    paused_at: datetime | None
+    # Jobs per live or held status; finished jobs are history, not counted here.
+    jobs: dict[Status, int]
+    # Of the pending jobs: due now, and scheduled for later.
+    due: int
+    scheduled: int
+    # How long the longest-waiting due job has been due; null when none is due.
+    oldest_due_age_seconds: float | None
+
+    @classmethod
+    def of(cls, summary: QueueSummary) -> QueueRecord:
+        state, age = summary.state, summary.oldest_due_age
+        return cls(
+            name=state.name,
+            paused=state.paused,
+            paused_at=_shown(state.paused_at),  # type: ignore[arg-type]
+            jobs=dict(summary.counts),
+            due=summary.due,
+            scheduled=summary.counts[Status.PENDING] - summary.due,
+            oldest_due_age_seconds=None if age is None else age.total_seconds(),
+        )
+
+
+class QueueList(msgspec.Struct, frozen=True):
+    queues: list[QueueRecord]
 
 
 class ErrorBody(msgspec.Struct, frozen=True):

@@ -97,13 +97,14 @@ ListCursor = Annotated[
 ]
 
 
-def _error(description: str) -> ResponseSpec:
+def error_spec(description: str) -> ResponseSpec:
+    """An error response as the OpenAPI document shows it."""
     return ResponseSpec(ErrorBody, description=description, generate_examples=False)
 
 
-_INVALID_ID = _error("The job id is not a UUID")
-_UNKNOWN_JOB = _error("No job has this id")
-_STORE_DOWN = _error("The job store is unavailable; retry later")
+_INVALID_ID = error_spec("The job id is not a UUID")
+_UNKNOWN_JOB = error_spec("No job has this id")
+STORE_DOWN = error_spec("The job store is unavailable; retry later")
 
 
 @dataclass
@@ -160,13 +161,13 @@ class JobsController(Controller):
                 description="Idempotent replay: the job created by the first request with this key",
                 generate_examples=False,
             ),
-            400: _error(
+            400: error_spec(
                 "The body is not a valid job: malformed JSON, a missing, unknown "
                 "or mistyped field, an unknown type, a payload the handler refuses"
             ),
-            409: _error("The Idempotency-Key was already used with a different request"),
-            413: _error("The body exceeds MAX_BODY_BYTES"),
-            503: _STORE_DOWN,
+            409: error_spec("The Idempotency-Key was already used with a different request"),
+            413: error_spec("The body exceeds MAX_BODY_BYTES"),
+            503: STORE_DOWN,
         },
     )
     async def create_job(
@@ -192,12 +193,12 @@ class JobsController(Controller):
         "live, not from a snapshot: a job that changes status meanwhile may be missed or "
         "listed twice.",
         responses={
-            400: _error(
+            400: error_spec(
                 "A missing or unknown status, type with status=completed, a limit out of "
                 "range, a malformed cursor or one from another status, an unknown or "
                 "repeated query parameter"
             ),
-            503: _STORE_DOWN,
+            503: STORE_DOWN,
         },
     )
     async def list_jobs(
@@ -222,7 +223,7 @@ class JobsController(Controller):
         "/{job_id:str}",
         summary="Read a job's full record",
         response_description="The job",
-        responses={400: _INVALID_ID, 404: _UNKNOWN_JOB, 503: _STORE_DOWN},
+        responses={400: _INVALID_ID, 404: _UNKNOWN_JOB, 503: STORE_DOWN},
     )
     async def get_job(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:
         return JobRecord.of(await jobs.get(parse_job_id(job_id)))
@@ -231,7 +232,7 @@ class JobsController(Controller):
         "/{job_id:str}/status",
         summary="Read a job's status and attempt counters",
         response_description="The job's status",
-        responses={400: _INVALID_ID, 404: _UNKNOWN_JOB, 503: _STORE_DOWN},
+        responses={400: _INVALID_ID, 404: _UNKNOWN_JOB, 503: STORE_DOWN},
     )
     async def get_job_status(
         self, job_id: JobId, jobs: NamedDependency[JobService]
@@ -246,8 +247,8 @@ class JobsController(Controller):
         responses={
             400: _INVALID_ID,
             404: _UNKNOWN_JOB,
-            409: _error("The job is not dead-lettered"),
-            503: _STORE_DOWN,
+            409: error_spec("The job is not dead-lettered"),
+            503: STORE_DOWN,
         },
     )
     async def retry_job(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:

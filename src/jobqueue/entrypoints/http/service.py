@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Protocol
 from uuid import UUID
@@ -16,6 +16,7 @@ from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
+from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.http.dto import CreateJobRequest
 
@@ -112,3 +113,23 @@ class JobService:
         # failure are due later and never announced; polling finds them when due.
         if self._on_enqueued is not None:
             self._on_enqueued(job)
+
+
+class QueueService:
+    """Pauses, resumes and sums up queues; an operator's pause or resume is logged."""
+
+    def __init__(self, store: JobStore) -> None:
+        self._store = store
+
+    async def pause(self, name: str) -> QueueState:
+        state = await self._store.pause_queue(name)
+        _log.info("queue paused", extra={"queue": state.name})
+        return state
+
+    async def resume(self, name: str) -> QueueState:
+        state = await self._store.resume_queue(name)
+        _log.info("queue resumed", extra={"queue": state.name})
+        return state
+
+    async def summaries(self) -> Sequence[QueueSummary]:
+        return await self._store.queue_summaries()

@@ -11,7 +11,8 @@ from jobqueue.domain.durations import format_duration
 
 
 class Periodic:
-    """Runs `work` on start and then every `interval`, until `stop()`.
+    """Runs `work` on start and then every `interval`, or sooner when `poke()`d, until
+    `stop()`.
 
     A failed pass is logged with its traceback and tried again next interval: a database
     that is away for a while must not end the loop, nor the process with it.
@@ -33,6 +34,8 @@ class Periodic:
         # Built once, not per failure: the interval never changes.
         self._failed = f"{name} failed; trying again in {format_duration(interval)}"
         self._stopping = asyncio.Event()
+        # Ends the wait between passes: set by stop() and by poke().
+        self._nudged = asyncio.Event()
 
     @property
     def stopping(self) -> bool:
@@ -41,15 +44,21 @@ class Periodic:
 
     def stop(self) -> None:
         self._stopping.set()
+        self._nudged.set()
+
+    def poke(self) -> None:
+        """Run the next pass now (or, if one is running, right after it)."""
+        self._nudged.set()
 
     async def run(self) -> None:
         while not self._stopping.is_set():
+            self._nudged.clear()
             try:
                 await self._work()
             except Exception:
                 self._log.exception(self._failed)
             try:
                 async with asyncio.timeout(self._interval.total_seconds()):
-                    await self._stopping.wait()
+                    await self._nudged.wait()
             except TimeoutError:
                 pass

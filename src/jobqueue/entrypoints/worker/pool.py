@@ -108,6 +108,9 @@ class WorkerPool:
         # Until when (time.monotonic()) no claim is sent, and whether a wake-up ends the
         # rest early: after a claim came back short (nothing more due), or failed.
         self._rest: tuple[float, bool] | None = None
+        # While the queue is paused (`pause()`): nothing is claimed, and a job a claim
+        # brings anyway (sent before the pause) is given back; running attempts finish.
+        self._paused = False
 
     @property
     def in_flight(self) -> int:
@@ -124,6 +127,42 @@ class WorkerPool:
         """Stop claiming and begin the graceful shutdown; safe to call more than once."""
         self._stopping.set()
         self._nudged.set()
+
+    @property
+    def queue(self) -> str:
+        return self._config.queue
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def pause(self) -> None:
+        """The queue was paused: claim nothing more, and give back the jobs claimed ahead,
+        which have not started; running attempts finish. Safe to call more than once."""
+        if self._paused:
+            return
+        self._paused = True
+        given_back = len(self._ready)
+        while self._ready:
+            self._record(self._ready.popleft(), Decision.release(), 0.0, observe=False)
+        _log.info(
+            "queue paused: claiming nothing; running jobs finish",
+            extra={
+                "queue": self._config.queue,
+                "running": len(self._attempts),
+                "given_back": given_back,
+            },
+        )
+        self._nudged.set()
+
+    def resume(self) -> None:
+        """The queue was resumed: claim at once. Safe to call more than once."""
+        if not self._paused:
+            return
+        self._paused = False
+        _log.info("queue resumed", extra={"queue": self._config.queue})
+        self._rest = None
+        self.wake()
 
     def wake(self) -> None:
         """Work was enqueued: an idle dispatcher claims now instead of at its next poll."""
@@ -223,7 +262,7 @@ class WorkerPool:
         return self._prefetch.depth >= self._config.workers
 
     def _may_send(self, wanted: int) -> bool:
-        if wanted <= 0 or self._rest is not None:
+        if wanted <= 0 or self._rest is not None or self._paused:
             return False
         if not self._claims:
             return True
@@ -348,9 +387,9 @@ class WorkerPool:
 
     def _claimed(self, attempt: Attempt) -> None:
         self._held[attempt.lease] = attempt
-        if self._stopping.is_set():
-            # Claimed while stop() was called: give it back at once rather than begin
-            # work the shutdown may have to interrupt.
+        if self._stopping.is_set() or self._paused:
+            # Claimed while stop() or pause() was called: give it back at once rather
+            # than begin work the shutdown may have to interrupt, or the pause forbids.
             self._record(attempt, Decision.release(), 0.0, observe=False)
             return
         self._ready.append(attempt)

@@ -1,0 +1,46 @@
+"""Queues as an operator sees them: whether each is paused, and what waits in it.
+
+A queue exists as soon as a job names it; only a pause is stored about the queue itself.
+A paused queue claims nothing (the claim checks it in the same statement, so no claim
+that starts after the pause commits can take a job) while its running jobs finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from jobqueue.domain.status import COUNTED, Status
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    name: str
+    # When an operator paused it, by the store's clock; None while it runs.
+    paused_at: datetime | None
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at is not None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSummary:
+    """One queue's state and the work in it, as `GET /queues` shows it.
+
+    Only the counted statuses (`status.COUNTED`: live and held jobs) are counted: each
+    has a small partial index. Finished jobs are history; counting them per queue would
+    read every one of them.
+    """
+
+    state: QueueState
+    counts: Mapping[Status, int]
+    # Pending jobs due now (the rest of `counts[PENDING]` is scheduled for later).
+    due: int
+    # How long the longest-waiting due job has been due, by the store's clock.
+    oldest_due_age: timedelta | None
+
+    def __post_init__(self) -> None:
+        if set(self.counts) != set(COUNTED):
+            raise ValueError("a queue summary counts exactly the counted statuses")
