@@ -56,13 +56,19 @@ async def _renew_unknown(store: PostgresJobStore) -> None:
 # The indexes each statement must use. A batch of endings or renewals is looked up by
 # key: were it found by scanning the lease index instead (cheaper while few jobs are
 # processing), a transaction holding the xmin horizon would make every batch read an
-# entry per job processed since it began.
+# entry per job processed since it began. A claim probes pk_queues once, for a pause.
 HOT_PATH: dict[str, tuple[StoreCall, tuple[str, ...]]] = {
-    "claim": (lambda store: store.claim(5, timedelta(minutes=5)), ("ix_jobs_due_by_queue",)),
+    "claim": (
+        lambda store: store.claim(5, timedelta(minutes=5)),
+        ("ix_jobs_due_by_queue", "pk_queues"),
+    ),
     "recover": (lambda store: store.recover_expired(5), ("ix_jobs_lease_expiry",)),
     "record_many": (_record_many_unknown, ("pk_jobs",)),
     # Its endings are record_many's, its claim the claim's: each keeps its index.
-    "record_and_claim": (_record_and_claim_unknown, ("ix_jobs_due_by_queue", "pk_jobs")),
+    "record_and_claim": (
+        _record_and_claim_unknown,
+        ("ix_jobs_due_by_queue", "pk_jobs", "pk_queues"),
+    ),
     "renew": (_renew_unknown, ("pk_jobs",)),
 }
 

@@ -99,7 +99,9 @@ async def custom_and_generic_plans(
 
 
 def uses_index(plan: str, index: str) -> bool:
-    return f"using {index} on jobs" in plan or f"Bitmap Index Scan on {index}" in plan
+    # The table is the index's name between its prefix and its first column.
+    table = index.split("_")[1]
+    return f"using {index} on {table}" in plan or f"Bitmap Index Scan on {index}" in plan
 
 
 def reads_status_index(plan: str, status: Status) -> bool:
