@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from jobqueue.domain.attempts import LEASE_EXPIRED, AttemptRecord, appended
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -42,7 +43,7 @@ from jobqueue.domain.job import (
     targets,
 )
 from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of
-from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision, Outcome
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
@@ -82,6 +83,8 @@ class InMemoryJobStore:
         self._by_key: dict[str, UUID] = {}
         # Queues paused, and since when; a resumed queue keeps its row, as in PostgreSQL.
         self._paused: dict[str, datetime | None] = {}
+        # Who claims, as the attempt log shows it.
+        self.worker = "in-memory"
         # How many outcome batches went out with a claim (`record_and_claim`).
         self.record_and_claim_calls = 0
 
@@ -172,6 +175,8 @@ class InMemoryJobStore:
                 attempts=job.attempts + 1,
                 lease_token=job.lease_token + 1,
                 locked_until=now + lease,
+                started_at=now,
+                worker=self.worker,
             )
             for job in due
         ]
@@ -188,11 +193,15 @@ class InMemoryJobStore:
                 job = self._fenced(lease, decision.operation)
             except LeaseLost:
                 continue
+            retried = decision.status is Status.PENDING and not decision.gives_back_attempt
             self._move(
                 job,
                 decision.operation,
                 decision.status,
                 now,
+                attempt_log=_logged(job, Outcome.RETRIED, decision.error, now)
+                if retried
+                else job.attempt_log,
                 locked_until=None,
                 run_at=job.run_at if decision.delay is None else now + decision.delay,
                 last_error=job.last_error if decision.error is None else decision.error,
@@ -221,7 +230,15 @@ class InMemoryJobStore:
         if job.status not in sources(Operation.RETRY):
             raise InvalidTransition(job_id, Operation.RETRY, job.status)
         now = self.clock()
-        return self._move(job, Operation.RETRY, Status.PENDING, now, attempts=0, run_at=now)
+        return self._move(
+            job,
+            Operation.RETRY,
+            Status.PENDING,
+            now,
+            attempt_log=_logged(job, job.status.value, job.last_error, job.updated_at),
+            attempts=0,
+            run_at=now,
+        )
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         await self._enter()
@@ -247,6 +264,9 @@ class InMemoryJobStore:
                 locked_until=None,
                 # A dead letter is not due; only a job going back to pending is due now.
                 run_at=job.run_at if job.is_last_attempt else now,
+                attempt_log=job.attempt_log
+                if job.is_last_attempt
+                else _logged(job, LEASE_EXPIRED, LEASE_EXPIRED_ERROR, now),
                 last_error=LEASE_EXPIRED_ERROR,
             )
             for job in expired
@@ -363,6 +383,13 @@ class InMemoryJobStore:
         assert (moved.status is Status.PROCESSING) == (moved.locked_until is not None)
         self._jobs[job.id] = moved
         return _detached(moved)
+
+
+def _logged(
+    job: Job, outcome: str, error: str | None, finished_at: datetime
+) -> tuple[AttemptRecord, ...]:
+    ended = AttemptRecord(job.attempts, outcome, error, job.started_at, finished_at, job.worker)
+    return appended(job.attempt_log, ended)
 
 
 def _follows(position: ListPosition, after: ListPosition, order: ListOrder) -> bool:

@@ -92,6 +92,9 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
     assert "traceparent" in _job_columns(url)
     assert _job_indexes(url) >= RETENTION_INDEXES
 
+    assert {"started_at", "worker", "attempt_log"} <= _job_columns(url)
+    downgrade(url, "0006")
+    assert {"started_at", "worker", "attempt_log"}.isdisjoint(_job_columns(url))
     assert _fetch_sync(url, "SELECT to_regclass('queues') IS NOT NULL") == [(True,)]
     downgrade(url, "0005")
     assert _fetch_sync(url, "SELECT to_regclass('queues') IS NOT NULL") == [(False,)]
@@ -112,6 +115,9 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
         "traceparent",
         "queue",
         "priority",
+        "started_at",
+        "worker",
+        "attempt_log",
     }
 
     downgrade(url, "base")
@@ -147,6 +153,7 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_database_url: str) 
     assert logs.count("Running upgrade 0003 -> 0004") == 1, logs
     assert logs.count("Running upgrade 0004 -> 0005") == 1, logs
     assert logs.count("Running upgrade 0005 -> 0006") == 1, logs
+    assert logs.count("Running upgrade 0006 -> 0007") == 1, logs
     assert _versions(empty_database_url) == [HEAD]
 
 
@@ -240,6 +247,35 @@ async def test_queues_and_priorities_arrive_on_a_filled_table_without_blocking_w
         await asyncio.to_thread(downgrade, url, "0004")
         assert {"queue", "priority"}.isdisjoint(await asyncio.to_thread(_job_columns, url))
         assert await _valid_due_indexes(url) == {"ix_jobs_due_key": True}
+        await asyncio.to_thread(upgrade, url)
+        assert await asyncio.to_thread(_drift, url, metadata) == []
+    finally:
+        await connection.close()
+
+
+async def test_pauses_and_attempt_history_arrive_on_a_filled_table_without_blocking_writes(
+    empty_database_url: str,
+) -> None:
+    """0006 creates a table, 0007 adds nullable columns without defaults (a catalog
+    change, no rewrite): writes with a lock timeout far shorter than a rewrite go on, old
+    jobs read as having no history, and both undo themselves."""
+    url = empty_database_url
+    await asyncio.to_thread(upgrade, url, "0005")
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        written = await _migrate_a_filled_table_while_writing(connection, url, "0007")
+        assert written > 0
+        empty = await connection.fetchval(
+            "SELECT count(*) FROM jobs"
+            " WHERE started_at IS NULL AND worker IS NULL AND attempt_log IS NULL"
+        )
+        assert empty == FILLED_ROWS + written
+        assert await connection.fetchval("SELECT count(*) FROM queues") == 0
+
+        await asyncio.to_thread(downgrade, url, "0005")
+        columns = await asyncio.to_thread(_job_columns, url)
+        assert {"started_at", "worker", "attempt_log"}.isdisjoint(columns)
+        assert await connection.fetchval("SELECT to_regclass('queues')") is None
         await asyncio.to_thread(upgrade, url)
         assert await asyncio.to_thread(_drift, url, metadata) == []
     finally:

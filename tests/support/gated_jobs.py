@@ -24,6 +24,10 @@ RECORD_FIELDS = {
     "idempotency_key",
     "created_at",
     "updated_at",
+    "locked_until",
+    "started_at",
+    "finished_at",
+    "history",
 }
 
 

@@ -11,8 +11,9 @@ from enum import StrEnum
 from typing import Protocol, TypeAlias
 from uuid import UUID
 
+from jobqueue.domain.attempts import AttemptRecord, latest_attempt
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
-from jobqueue.domain.status import Status
+from jobqueue.domain.status import TRAITS, Phase, Status
 
 JsonValue: TypeAlias = dict[str, "JsonValue"] | list["JsonValue"] | str | int | float | bool | None
 
@@ -121,10 +122,34 @@ class Job:
     traceparent: str | None = None
     queue: str = DEFAULT_QUEUE
     priority: int = DEFAULT_PRIORITY
+    # When its latest attempt was claimed, and by which process (host:pid).
+    started_at: datetime | None = None
+    worker: str | None = None
+    # The endings of the earlier attempts it outlived (`attempts.py`), oldest first.
+    attempt_log: tuple[AttemptRecord, ...] = ()
 
     @property
     def lease(self) -> Lease:
         return Lease(self.id, self.lease_token)
+
+    @property
+    def finished_at(self) -> datetime | None:
+        """When it ended (finished or held): such a row is never written again, so its
+        `updated_at` is that moment. None while it is live."""
+        return None if TRAITS[self.status].phase is Phase.LIVE else self.updated_at
+
+    @property
+    def history(self) -> tuple[AttemptRecord, ...]:
+        """Every attempt kept, oldest first: the log, then the one it still holds."""
+        latest = latest_attempt(
+            self.status,
+            self.attempts,
+            self.last_error,
+            self.started_at,
+            self.updated_at,
+            self.worker,
+        )
+        return self.attempt_log if latest is None else (*self.attempt_log, latest)
 
     @property
     def is_last_attempt(self) -> bool:

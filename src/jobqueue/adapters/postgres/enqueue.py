@@ -237,7 +237,9 @@ async def enqueue_many(
 # (measured: 67k -> 100k rows/s for COPY alone). Outside a transaction (an autocommit
 # connection), the clock read is a statement of its own, so every column is sent with the
 # values read, and what the caller is returned is still exactly what was written.
-_COPIED = tuple(name for name in _JOB_FIELDS if name not in ("payload", "status"))
+# Written by claims and endings, never by a submission: NULL in every new row.
+_CLAIMED_ONLY = ("started_at", "worker", "attempt_log")
+_COPIED = tuple(name for name in _JOB_FIELDS if name not in ("payload", "status", *_CLAIMED_ONLY))
 _COPY_COLUMNS = ("payload", "status", *_COPIED)
 _copied_values = attrgetter(*_COPIED)
 # The clock the jobs are stored at, read first: in the caller's transaction, this is the

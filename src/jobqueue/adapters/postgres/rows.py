@@ -1,14 +1,17 @@
 """Rows of `jobs` into domain `Job`s: the one place the store's columns meet the domain.
 
 A `Job` field is the column of the same name, so a new field needs its column and
-nothing here.
+nothing here, unless its column holds JSON the domain reads as a type of its own (the
+attempt log).
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from jobqueue.domain.attempts import AttemptRecord
 from jobqueue.domain.job import Job
 from jobqueue.domain.status import Status
 
@@ -25,4 +28,22 @@ class Row(Protocol):
 def job_from_row(row: Row) -> Job:
     values = {name: row[name] for name in _FIELDS}
     values["status"] = _STATUSES[values["status"]]
+    log = values["attempt_log"]
+    values["attempt_log"] = () if log is None else tuple(_attempt(entry) for entry in log)
     return Job(**values)
+
+
+def _attempt(entry: dict[str, Any]) -> AttemptRecord:
+    # Written by `attempt_log.logged`: times as JSON strings, in the session's time zone.
+    return AttemptRecord(
+        attempt=entry["attempt"],
+        outcome=entry["outcome"],
+        error=entry["error"],
+        started_at=_instant(entry["started_at"]),
+        finished_at=_instant(entry["finished_at"]),
+        worker=entry["worker"],
+    )
+
+
+def _instant(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text).astimezone(UTC)

@@ -69,6 +69,12 @@ jobs = Table(
     Column("traceparent", Text, nullable=True),
     Column("queue", Text, nullable=False, server_default=text(f"'{DEFAULT_QUEUE}'")),
     Column("priority", SmallInteger, nullable=False, server_default=text(str(DEFAULT_PRIORITY))),
+    # The latest attempt's claim: when, and by which process.
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("worker", Text, nullable=True),
+    # The endings of the earlier attempts (`domain/attempts.py`): a JSON array, NULL for
+    # the common job, which never outlives an attempt.
+    Column("attempt_log", JSONB, nullable=True),
     CheckConstraint(f"status IN ({_STATUSES})", name="status"),
     # The domain's range, so that no row holds a priority no claim reads. Queue names are
     # checked where jobs are made, not here: a regular-expression CHECK cost a fifth of a

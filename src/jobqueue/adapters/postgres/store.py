@@ -16,6 +16,8 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
+from os import getpid
+from socket import gethostname
 from typing import Any
 from uuid import UUID
 
@@ -38,6 +40,7 @@ from sqlalchemy import (
     delete,
     func,
     literal,
+    literal_column,
     or_,
     select,
     text,
@@ -51,6 +54,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 from sqlalchemy.types import TypeEngine
 
+from jobqueue.adapters.postgres.attempt_log import logged
 from jobqueue.adapters.postgres.claim_cursor import FROM_START, ClaimCursor, Keys
 from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch_pooled
@@ -60,10 +64,11 @@ from jobqueue.adapters.postgres.queues import PAUSED, PostgresQueues
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.schema import status_literal as _status
+from jobqueue.domain.attempts import LEASE_EXPIRED
 from jobqueue.domain.errors import InvalidTransition, JobNotFound, StoreError, StoreUnavailable
 from jobqueue.domain.job import DEFAULT_QUEUE, PRIORITIES, Job, Lease, NewJob, Operation
 from jobqueue.domain.listing import JobPage, JobQuery, position_of
-from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision, Outcome
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
@@ -79,6 +84,11 @@ _RETRY_ROUNDS = 3
 
 def _interval(value: timedelta) -> ColumnElement[timedelta]:
     return literal(value, Interval())
+
+
+def _literal(text: str) -> ColumnElement[str]:
+    # A constant of ours, inlined like the statuses: no parameter for it.
+    return literal_column(f"'{text}'", Text)
 
 
 # The hot path's statements are built once, with named parameters: building a Core
@@ -140,6 +150,8 @@ _CLAIM = (
         lease_token=jobs.c.lease_token + 1,
         locked_until=func.now() + bindparam("lease", type_=Interval()),
         updated_at=func.now(),
+        started_at=func.now(),
+        worker=bindparam("worker", type_=Text()),
     )
     .returning(*jobs.c)
 )
@@ -201,11 +213,18 @@ def _arrays(leases: Sequence[Lease], **columns: list[Any]) -> dict[str, list[Any
 # clock, the one the claim compares with. The target status is bound, not inlined: only
 # the WHERE clause must show the partial index its status.
 _ending = _leases_with("ending", status=Text(), error=Text(), delay=Interval(), refund=Integer())
+# An attempt the job outlives is logged: a retry (back to pending, the attempt kept). A
+# release gives the attempt back, and a final ending stays in the row's own columns.
+_retried = and_(_ending.c.status == _status(Status.PENDING), _ending.c.refund == 0)
 _RECORD_MANY = (
     update(jobs)
     .where(_held_by(_ending))
     .values(
         status=_ending.c.status,
+        attempt_log=case(
+            (_retried, logged(_literal(Outcome.RETRIED), _ending.c.error, func.now())),
+            else_=jobs.c.attempt_log,
+        ),
         last_error=func.coalesce(_ending.c.error, jobs.c.last_error),
         run_at=case((_ending.c.delay.is_(None), jobs.c.run_at), else_=func.now() + _ending.c.delay),
         # GREATEST only guards rows written by hand; a claim always counted one.
@@ -267,8 +286,11 @@ def _check_claim(limit: int, lease: timedelta) -> None:
 _PRIORITY_LIST = list(PRIORITIES)
 
 
-def _claim_values(queue: str, limit: int, lease: timedelta, after: Keys) -> dict[str, object]:
+def _claim_values(
+    worker: str, queue: str, limit: int, lease: timedelta, after: Keys
+) -> dict[str, object]:
     return {
+        "worker": worker,
         "queue": queue,
         "limit": limit,
         "lease": lease,
@@ -285,8 +307,10 @@ def _claim_order(job: Job) -> tuple[int, datetime, UUID]:
 class PostgresJobStore:
     """`JobStore` on PostgreSQL through a SQLAlchemy async engine (asyncpg)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, worker: str | None = None) -> None:
         self._engine = engine
+        # Who claims, as the attempt log shows it: this process, unless told otherwise.
+        self._worker = worker if worker is not None else f"{gethostname()}:{getpid()}"
         # Every operation is one statement, atomic on its own: an explicit transaction
         # would only add a BEGIN and a COMMIT round trip to each. Shares engine's pool.
         self._autocommit = autocommit(engine)
@@ -308,7 +332,9 @@ class PostgresJobStore:
     ) -> Sequence[Job]:
         _check_claim(limit, lease)
         after = self._cursors[queue].after()
-        rows = await self._fetch(_CLAIM_SENT, _claim_values(queue, limit, lease, after))
+        rows = await self._fetch(
+            _CLAIM_SENT, _claim_values(self._worker, queue, limit, lease, after)
+        )
         claimed = [job_from_row(row) for row in rows]
         return await self._claimed(queue, claimed, limit, lease, after)
 
@@ -328,7 +354,10 @@ class PostgresJobStore:
         if not endings:
             return set(), await self.claim(limit, lease, queue)
         after = self._cursors[queue].after()
-        parameters = {**_ending_arrays(endings), **_claim_values(queue, limit, lease, after)}
+        parameters = {
+            **_ending_arrays(endings),
+            **_claim_values(self._worker, queue, limit, lease, after),
+        }
         rows = await self._fetch(_RECORD_AND_CLAIM_SENT, parameters)
         first = rows[0]
         held = {
@@ -347,7 +376,7 @@ class PostgresJobStore:
         when it came back short: jobs due behind the cursor (released, or committed late)
         are then claimed at once, not a poll later."""
         if len(claimed) < limit and after != FROM_START:
-            values = _claim_values(queue, limit - len(claimed), lease, FROM_START)
+            values = _claim_values(self._worker, queue, limit - len(claimed), lease, FROM_START)
             try:
                 rows = await self._fetch(_CLAIM_SENT, values)
             except (StoreUnavailable, StoreError):
@@ -375,6 +404,9 @@ class PostgresJobStore:
             .where(jobs.c.id == job_id, jobs.c.status == _status(Status.DEAD_LETTER))
             .values(
                 status=_status(Status.PENDING),
+                # The final attempt moves from the row's columns to the log: it ended when
+                # the row was last written.
+                attempt_log=logged(jobs.c.status, jobs.c.last_error, jobs.c.updated_at),
                 attempts=0,
                 run_at=func.now(),
                 updated_at=func.now(),
@@ -422,6 +454,14 @@ class PostgresJobStore:
                     else_=_status(Status.PENDING),
                 ),
                 run_at=case((last_attempt, jobs.c.run_at), else_=func.now()),
+                # Back to pending, the job outlives the attempt: it is logged. A last one
+                # stays in the row, dead-lettered.
+                attempt_log=case(
+                    (last_attempt, jobs.c.attempt_log),
+                    else_=logged(
+                        _literal(LEASE_EXPIRED), _literal(LEASE_EXPIRED_ERROR), func.now()
+                    ),
+                ),
                 locked_until=None,
                 last_error=LEASE_EXPIRED_ERROR,
                 updated_at=func.now(),

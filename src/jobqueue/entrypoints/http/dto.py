@@ -10,6 +10,7 @@ import msgspec
 from litestar.openapi.spec import Schema
 from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 
+from jobqueue.domain.attempts import AttemptRecord
 from jobqueue.domain.job import (
     MAX_ATTEMPTS,
     MAX_DELAY,
@@ -49,6 +50,20 @@ class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     priority: Priority | msgspec.UnsetType = msgspec.UNSET
 
 
+class AttemptView(msgspec.Struct, frozen=True):
+    """One attempt of a job, as its `history` shows it."""
+
+    attempt: int
+    # retried, completed, failed, dead_letter, lease_expired, or running.
+    outcome: str
+    error: str | None
+    started_at: datetime | None
+    # null while it runs.
+    finished_at: datetime | None
+    # The process that claimed it (host:pid).
+    worker: str | None
+
+
 class JobRecord(msgspec.Struct, frozen=True):
     id: UUID
     type: str
@@ -63,6 +78,13 @@ class JobRecord(msgspec.Struct, frozen=True):
     idempotency_key: str | None
     created_at: datetime
     updated_at: datetime
+    # While processing: until when the running attempt's lease holds (renewed as it runs).
+    locked_until: datetime | None
+    # When the latest attempt was claimed; when the job ended (null while live).
+    started_at: datetime | None
+    finished_at: datetime | None
+    # The attempts kept (the last 20), oldest first.
+    history: list[AttemptView]
 
     @classmethod
     def of(cls, job: Job) -> JobRecord:
@@ -150,15 +172,19 @@ class HealthBody(msgspec.Struct, frozen=True):
 View = TypeVar("View", bound=msgspec.Struct)
 
 
-def _view(kind: type[View], job: Job) -> View:
-    """`kind` filled from the job's fields of the same names: a record shows a new job
-    field once the field is declared on it."""
-    return kind(**{name: _shown(getattr(job, name)) for name in kind.__struct_fields__})
+def _view(kind: type[View], source: object) -> View:
+    """`kind` filled from the fields of the same names of `source` (a job, an attempt): a
+    record shows a new job field once the field is declared on it."""
+    return kind(**{name: _shown(getattr(source, name)) for name in kind.__struct_fields__})
 
 
 def _shown(value: object) -> object:
     # Times are encoded as RFC 3339 with a `Z`, whatever zone the driver handed back.
-    return value.astimezone(UTC) if isinstance(value, datetime) else value
+    if isinstance(value, datetime):
+        return value.astimezone(UTC)
+    if isinstance(value, tuple) and all(isinstance(item, AttemptRecord) for item in value):
+        return [_view(AttemptView, attempt) for attempt in value]
+    return value
 
 
 def create_job_request_schema() -> Schema:
