@@ -21,6 +21,7 @@ from typing import Any
 from uuid import UUID
 
 from jobqueue.domain.attempts import LEASE_EXPIRED, AttemptRecord, appended
+from jobqueue.domain.bulk import Selection
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -229,6 +230,9 @@ class InMemoryJobStore:
         job = self._existing(job_id)
         if job.status not in sources(Operation.RETRY):
             raise InvalidTransition(job_id, Operation.RETRY, job.status)
+        return self._retry(job)
+
+    def _retry(self, job: Job) -> Job:
         now = self.clock()
         return self._move(
             job,
@@ -239,6 +243,33 @@ class InMemoryJobStore:
             attempts=0,
             run_at=now,
         )
+
+    async def retry_many(self, selection: Selection) -> int:
+        await self._enter()
+        chosen = self._selected(selection)
+        for job in chosen:
+            self._retry(job)
+        return len(chosen)
+
+    async def discard_many(self, selection: Selection) -> int:
+        await self._enter()
+        doomed = self._selected(selection)
+        for job in doomed:
+            self._delete(job)
+        return len(doomed)
+
+    def _selected(self, selection: Selection) -> list[Job]:
+        matching = sorted(
+            (
+                job
+                for job in self._jobs.values()
+                if job.status is selection.status
+                and selection.queue in (None, job.queue)
+                and selection.type in (None, job.type)
+            ),
+            key=lambda job: (job.updated_at, self._sequence[job.id]),
+        )
+        return matching[: selection.limit]
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         await self._enter()
@@ -285,12 +316,15 @@ class InMemoryJobStore:
             key=lambda job: (job.updated_at, self._sequence[job.id]),
         )[:limit]
         for job in aged:
-            del self._jobs[job.id]
-            del self._sequence[job.id]
-            # The key is free again, as the unique index no longer holds the deleted row.
-            if job.idempotency_key is not None:
-                del self._by_key[job.idempotency_key]
+            self._delete(job)
         return len(aged)
+
+    def _delete(self, job: Job) -> None:
+        del self._jobs[job.id]
+        del self._sequence[job.id]
+        # The key is free again, as the unique index no longer holds the deleted row.
+        if job.idempotency_key is not None:
+            del self._by_key[job.idempotency_key]
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         await self._enter()

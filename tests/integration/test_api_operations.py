@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import NewJob
 from jobqueue.entrypoints.config import Settings
-from jobqueue.entrypoints.http.dto import CreateJobRequest
+from jobqueue.entrypoints.http.dto import BulkRequest, CreateJobRequest
 from tests.support.api import Api, build_api, eventually, metric_value
 from tests.support.logs import captured_json_log
 from tests.support.postgres import with_database
@@ -236,6 +236,8 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("GET", "/jobs/{job_id}"),
         ("GET", "/jobs/{job_id}/status"),
         ("POST", "/jobs/{job_id}/retry"),
+        ("POST", "/jobs/retry"),
+        ("POST", "/jobs/discard"),
         ("GET", "/queues"),
         ("POST", "/queues/{name}/pause"),
         ("POST", "/queues/{name}/resume"),
@@ -250,6 +252,8 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("get", "/jobs/{job_id}"): {"400", "404", "503"},
         ("get", "/jobs/{job_id}/status"): {"400", "404", "503"},
         ("post", "/jobs/{job_id}/retry"): {"400", "404", "409", "503"},
+        ("post", "/jobs/retry"): {"400", "503"},
+        ("post", "/jobs/discard"): {"400", "503"},
         ("get", "/queues"): {"503"},
         ("post", "/queues/{name}/pause"): {"400", "503"},
         ("post", "/queues/{name}/resume"): {"400", "503"},
@@ -282,6 +286,18 @@ async def test_openapi_documents_the_create_body_exactly_as_the_struct_decodes_i
     assert schema["properties"]["max_attempts"]["maximum"] == 100
     header = [p for p in document["paths"]["/jobs"]["post"]["parameters"] if p["in"] == "header"]
     assert [p["name"] for p in header] == ["Idempotency-Key"]
+
+
+@pytest.mark.parametrize("path", ["/jobs/retry", "/jobs/discard"])
+async def test_openapi_documents_the_bulk_body_exactly_as_the_struct_decodes_it(
+    client: AsyncTestClient[Any], path: str
+) -> None:
+    document = (await client.get("/schema/openapi.json")).json()
+
+    schema = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+    assert set(schema["schema"]["properties"]) == set(BulkRequest.__struct_fields__)
+    assert schema["schema"]["required"] == ["status"]
+    assert schema["schema"]["properties"]["status"]["enum"] == ["dead_letter", "failed"]
 
 
 # --- bearer tokens -----------------------------------------------------------------------

@@ -16,13 +16,16 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.domain.bulk import Selection
 from jobqueue.domain.job import Lease
 from jobqueue.domain.outcome import Decision
+from jobqueue.domain.status import Status
 from tests.support.plans import (
     FINISHED_ROWS,
     capture_statements,
     custom_and_generic_plans,
     fill_table,
+    reads_status_index,
     uses_index,
 )
 
@@ -90,3 +93,28 @@ async def test_hot_path_uses_its_index_among_many_finished_rows(plan_engine: Asy
         for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
             assert all(uses_index(plan, index) for index in indexes), f"{operation}:\n{plan}"
             assert "Seq Scan on jobs" not in plan, f"{operation}:\n{plan}"
+
+
+# An operator's bulk calls: each reads its status's index in the order jobs ended, never
+# the table, however many finished jobs it holds.
+BULK: dict[str, tuple[StoreCall, Status]] = {
+    "retry dead letters": (
+        lambda store: store.retry_many(Selection(Status.DEAD_LETTER, queue="q", type="t")),
+        Status.DEAD_LETTER,
+    ),
+    "retry failed": (lambda store: store.retry_many(Selection(Status.FAILED)), Status.FAILED),
+    "discard": (lambda store: store.discard_many(Selection(Status.FAILED)), Status.FAILED),
+}
+
+
+async def test_bulk_calls_read_their_status_index_among_many_finished_rows(
+    plan_engine: AsyncEngine,
+) -> None:
+    for name, (call, status) in BULK.items():
+        with capture_statements(plan_engine) as sent:
+            await call(PostgresJobStore(plan_engine))
+        [(statement, parameters)] = [(s, p) for s, p in sent if "jobs" in s]
+
+        for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
+            assert reads_status_index(plan, status), f"{name}:\n{plan}"
+            assert "Seq Scan on jobs" not in plan, f"{name}:\n{plan}"

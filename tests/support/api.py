@@ -107,7 +107,7 @@ def build_api(
         decoder=decoder,
         metrics=metrics,
         readiness=readiness,
-        on_enqueued=(lambda job: pool.wake()) if pool is not None else None,
+        on_enqueued=pool.wake if pool is not None else None,
         lifespan=[*lifespans, _running(pool)] if pool is not None else lifespans,
         tracer_provider=tracer_provider,
     )

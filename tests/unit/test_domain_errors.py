@@ -200,7 +200,8 @@ def test_error_messages_say_what_is_wrong() -> None:
     )
     assert "'k-1' was already used" in str(IdempotencyConflict("k-1"))
     assert str(InvalidTransition(job_id, "retry", "completed")) == (
-        f"cannot retry job {job_id}: it is completed; only dead-lettered jobs can be retried"
+        f"cannot retry job {job_id}: it is completed; "
+        "only failed and dead-lettered jobs can be retried"
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Index
 
 from jobqueue.adapters.postgres.schema import jobs
-from jobqueue.domain.job import TRANSITIONS
+from jobqueue.domain.job import TRANSITIONS, Operation
 from jobqueue.domain.status import COUNTED, PRUNABLE, TRAITS, TYPE_FILTERABLE, Phase, Status
 
 INDEXES: dict[str, Index] = {str(index.name): index for index in jobs.indexes}
@@ -21,9 +21,14 @@ def test_every_status_has_traits() -> None:
 
 
 @pytest.mark.parametrize("status", list(Status))
-def test_a_status_is_finished_exactly_when_nothing_leads_out_of_it(status: Status) -> None:
-    leaves = any(transition.source is status for transition in TRANSITIONS)
-    assert (TRAITS[status].phase is Phase.FINISHED) is not leaves
+def test_a_status_is_live_exactly_when_the_workers_lead_out_of_it(status: Status) -> None:
+    # Only an operator's retry leads out of a finished or held job: nothing a worker
+    # does writes such a row again, so its updated_at is when it ended.
+    by_workers = any(
+        transition.source is status and transition.operation is not Operation.RETRY
+        for transition in TRANSITIONS
+    )
+    assert (TRAITS[status].phase is Phase.LIVE) is by_workers
 
 
 def test_only_finished_jobs_are_pruned_and_only_others_counted() -> None:

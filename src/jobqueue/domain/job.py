@@ -77,7 +77,9 @@ TRANSITIONS: frozenset[Transition] = frozenset(
         # A lease that ran out means the attempt was lost with its process: it counts.
         Transition(Operation.RECOVER, Status.PROCESSING, Status.PENDING),
         Transition(Operation.RECOVER, Status.PROCESSING, Status.DEAD_LETTER),
+        # An operator's retry, of a job that ended without success.
         Transition(Operation.RETRY, Status.DEAD_LETTER, Status.PENDING),
+        Transition(Operation.RETRY, Status.FAILED, Status.PENDING),
     }
 )
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
+from jobqueue.domain.bulk import Selection
 from jobqueue.domain.job import DEFAULT_QUEUE, Job, JsonValue, Lease, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.outcome import Decision
@@ -77,8 +78,18 @@ class JobStore(Protocol):
         ...
 
     async def retry(self, job_id: UUID) -> Job:
-        """An operator's retry: a dead-lettered job back to pending with a fresh attempt
-        budget."""
+        """An operator's retry: a failed or dead-lettered job back to pending with a fresh
+        attempt budget, its attempts so far kept in its history."""
+        ...
+
+    async def retry_many(self, selection: Selection) -> int:
+        """`retry` the oldest jobs `selection` names, at most its limit, skipping any a
+        concurrent call holds; return how many."""
+        ...
+
+    async def discard_many(self, selection: Selection) -> int:
+        """Delete the oldest jobs `selection` names, at most its limit, as retention would
+        later; return how many."""
         ...
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:

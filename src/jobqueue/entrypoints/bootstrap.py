@@ -47,7 +47,6 @@ from jobqueue.adapters.postgres.queues import PAUSES_CHANNEL
 from jobqueue.adapters.postgres.schema_version import is_current
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig
-from jobqueue.domain.job import Job
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints import exit_codes
@@ -299,7 +298,7 @@ def _http_components(
     registry: Registry,
     decoder: MsgspecPayloadDecoder,
     metrics: Metrics,
-    on_enqueued: Callable[[Job], None] | None,
+    on_enqueued: Callable[[], None] | None,
     tracer_provider: TracerProvider | None,
 ) -> list[Component]:
     """The HTTP servers on the bound listeners, and `/readyz` turning 503 at the signal.

@@ -8,7 +8,6 @@ import asyncio
 from collections.abc import Callable
 
 from jobqueue.adapters.postgres.notify import Listener, Notifier
-from jobqueue.domain.job import Job
 from jobqueue.entrypoints.components import Phase
 
 
@@ -60,7 +59,7 @@ class Listening:
 
 def announcer(
     wake_pool: Callable[[], None] | None, notifier: Notifier | None
-) -> Callable[[Job], None] | None:
+) -> Callable[[], None] | None:
     """What a submission calls: this process's pool is woken directly, the others
     through the notifier (which `serve` runs too, for the other replicas)."""
     wakes: list[Callable[[], None]] = []
@@ -71,7 +70,7 @@ def announcer(
     if not wakes:
         return None
 
-    def announce(job: Job) -> None:
+    def announce() -> None:
         for wake in wakes:
             wake()
 

@@ -65,6 +65,7 @@ from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.schema import status_literal as _status
 from jobqueue.domain.attempts import LEASE_EXPIRED
+from jobqueue.domain.bulk import ACTIONABLE, Selection
 from jobqueue.domain.errors import InvalidTransition, JobNotFound, StoreError, StoreUnavailable
 from jobqueue.domain.job import DEFAULT_QUEUE, PRIORITIES, Job, Lease, NewJob, Operation
 from jobqueue.domain.listing import JobPage, JobQuery, position_of
@@ -276,6 +277,41 @@ def _ending_arrays(endings: Sequence[tuple[Lease, Decision]]) -> dict[str, list[
     )
 
 
+# An operator's retry: what it may start from (the statuses inlined, for their indexes),
+# and what it writes. lease_token is left alone: it must keep growing so that claims from
+# before the reset stay fenced even though attempt numbers start over. The final attempt
+# moves from the row's columns to the log: it ended when the row was last written.
+_RETRYABLE = jobs.c.status.in_([_status(status) for status in sorted(ACTIONABLE)])
+_RETRIED: dict[str, Any] = {
+    "status": _status(Status.PENDING),
+    "attempt_log": logged(jobs.c.status, jobs.c.last_error, jobs.c.updated_at),
+    "attempts": 0,
+    "run_at": func.now(),
+    "updated_at": func.now(),
+}
+
+
+def _selected(selection: Selection) -> Any:
+    """The ids of the oldest jobs `selection` names, locked: its status's index read in
+    the order they ended, narrowed by queue and type as it goes. SKIP LOCKED: a
+    concurrent bulk call takes others, and neither waits. A finished or held row is never
+    written by a worker, so only another operator can hold it."""
+    conditions = [jobs.c.status == _status(selection.status)]
+    if selection.queue is not None:
+        conditions.append(jobs.c.queue == selection.queue)
+    if selection.type is not None:
+        conditions.append(jobs.c.type == selection.type)
+    return (
+        select(jobs.c.id)
+        .where(*conditions)
+        .order_by(jobs.c.updated_at)
+        .limit(selection.limit)
+        .with_for_update(skip_locked=True)
+        .cte("selected")
+        .prefix_with("MATERIALIZED")
+    )
+
+
 def _check_claim(limit: int, lease: timedelta) -> None:
     if limit < 1:
         raise ValueError(f"claim limit must be at least 1, got {limit}")
@@ -397,20 +433,10 @@ class PostgresJobStore:
         return await self._leases(_RENEW_SENT, parameters)
 
     async def retry(self, job_id: UUID) -> Job:
-        # lease_token is left alone: it must keep growing so that claims from before the
-        # reset stay fenced even though attempt numbers start over.
         statement = (
             update(jobs)
-            .where(jobs.c.id == job_id, jobs.c.status == _status(Status.DEAD_LETTER))
-            .values(
-                status=_status(Status.PENDING),
-                # The final attempt moves from the row's columns to the log: it ended when
-                # the row was last written.
-                attempt_log=logged(jobs.c.status, jobs.c.last_error, jobs.c.updated_at),
-                attempts=0,
-                run_at=func.now(),
-                updated_at=func.now(),
-            )
+            .where(jobs.c.id == job_id, _RETRYABLE)
+            .values(**_RETRIED)
             .returning(*jobs.c)
         )
         status: str | None = None
@@ -421,9 +447,22 @@ class PostgresJobStore:
             status = await self._status_of(job_id)
             if status is None:
                 raise JobNotFound(job_id)
-            if status != Status.DEAD_LETTER:
+            if status not in ACTIONABLE:
                 break
         raise InvalidTransition(job_id, Operation.RETRY, str(status))
+
+    async def retry_many(self, selection: Selection) -> int:
+        picked = _selected(selection)
+        statement = update(jobs).where(jobs.c.id == picked.c.id).values(**_RETRIED)
+        async with self._connection() as connection:
+            return (await connection.execute(statement)).rowcount
+
+    async def discard_many(self, selection: Selection) -> int:
+        # `= ANY(ARRAY(…))`, as retention deletes: the ids are collected first, then
+        # looked up in the primary key.
+        doomed = jobs.c.id == any_(func.array(select(_selected(selection).c.id).scalar_subquery()))
+        async with self._connection() as connection:
+            return (await connection.execute(delete(jobs).where(doomed))).rowcount
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         if limit < 1:

@@ -20,7 +20,6 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 from opentelemetry.trace import TracerProvider
 
-from jobqueue.domain.job import Job
 from jobqueue.domain.ports import JobStore, PayloadDecoder
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.http.errors import exception_handlers
@@ -68,7 +67,7 @@ def create_app(
     decoder: PayloadDecoder,
     metrics: HttpMetrics,
     readiness: Readiness | None = None,
-    on_enqueued: Callable[[Job], None] | None = None,
+    on_enqueued: Callable[[], None] | None = None,
     lifespan: Sequence[Lifespan] = (),
     tracer_provider: TracerProvider | None = None,
 ) -> Litestar:

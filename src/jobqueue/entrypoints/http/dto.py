@@ -11,6 +11,7 @@ from litestar.openapi.spec import Schema
 from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 
 from jobqueue.domain.attempts import AttemptRecord
+from jobqueue.domain.bulk import ACTIONABLE, MAX_BULK, Selection
 from jobqueue.domain.job import (
     MAX_ATTEMPTS,
     MAX_DELAY,
@@ -62,6 +63,35 @@ class AttemptView(msgspec.Struct, frozen=True):
     finished_at: datetime | None
     # The process that claimed it (host:pid).
     worker: str | None
+
+
+class BulkRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Body of `POST /jobs/retry` and `POST /jobs/discard`: which jobs, at most how many."""
+
+    status: Status
+    # Absent: any queue, any type.
+    queue: QueueName | msgspec.UnsetType = msgspec.UNSET
+    type: str | msgspec.UnsetType = msgspec.UNSET
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_BULK)] = MAX_BULK
+
+    def selection(self) -> Selection:
+        """Raises `ValueError` for a selection no bulk call may act on."""
+        return Selection(
+            self.status,
+            queue=None if self.queue is msgspec.UNSET else self.queue,
+            type=None if self.type is msgspec.UNSET else self.type,
+            limit=self.limit,
+        )
+
+
+class Retried(msgspec.Struct, frozen=True):
+    # How many jobs went back to pending; fewer than the limit: none is left.
+    retried: int
+
+
+class Discarded(msgspec.Struct, frozen=True):
+    # How many jobs were deleted; fewer than the limit: none is left.
+    discarded: int
 
 
 class JobRecord(msgspec.Struct, frozen=True):
@@ -243,5 +273,42 @@ def create_job_request_schema() -> Schema:
             ),
         },
         required=["type"],
+        additional_properties=False,
+    )
+
+
+def bulk_request_schema() -> Schema:
+    """The OpenAPI schema of `BulkRequest`, written out for the same reason as
+    `create_job_request_schema`; a test keeps the two in step."""
+    return Schema(
+        type=OpenAPIType.OBJECT,
+        title="BulkRequest",
+        properties={
+            "status": Schema(
+                type=OpenAPIType.STRING,
+                enum=sorted(status.value for status in ACTIONABLE),
+                description="Act on jobs of this status.",
+            ),
+            "queue": Schema(
+                type=OpenAPIType.STRING,
+                pattern=f"^{QUEUE_NAME.pattern}$",
+                max_length=MAX_QUEUE_LENGTH,
+                description="Only jobs of this queue; any when absent.",
+            ),
+            "type": Schema(
+                type=OpenAPIType.STRING,
+                min_length=1,
+                max_length=MAX_TYPE_LENGTH,
+                description="Only jobs of this type; any when absent.",
+            ),
+            "limit": Schema(
+                type=OpenAPIType.INTEGER,
+                minimum=1,
+                maximum=MAX_BULK,
+                default=MAX_BULK,
+                description="At most this many, the oldest first.",
+            ),
+        },
+        required=["status"],
         additional_properties=False,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -15,21 +15,27 @@ from litestar.openapi.spec import OpenAPIMediaType, Operation, RequestBody
 from litestar.params import HeaderParameter, PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
+from jobqueue.domain.bulk import MAX_BULK, Selection
 from jobqueue.domain.job import MAX_TYPE_LENGTH
 from jobqueue.domain.listing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MIN_LIST_LIMIT
 from jobqueue.domain.status import TRAITS, TYPE_FILTERABLE, Status
 from jobqueue.entrypoints.http.dto import (
+    BulkRequest,
     CreateJobRequest,
+    Discarded,
     ErrorBody,
     JobList,
     JobRecord,
     JobStatusView,
+    Retried,
+    bulk_request_schema,
     create_job_request_schema,
 )
 from jobqueue.entrypoints.http.listing import encode_cursor, parse_list_query
 from jobqueue.entrypoints.http.service import JobService
 
 _EXAMPLE_BODY = '{"type": "sleep", "payload": {"duration": "2s"}, "max_attempts": 3}'
+_EXAMPLE_BULK = '{"status": "dead_letter", "queue": "emails", "limit": 100}'
 
 JobId = Annotated[
     str, PathParameter(description="The job's id, a UUID.", schema_extra={"format": "uuid"})
@@ -108,6 +114,18 @@ STORE_DOWN = error_spec("The job store is unavailable; retry later")
 
 
 @dataclass
+class _BulkOperation(Operation):
+    """Documents the body that `retry_many` and `discard_many` decode by hand."""
+
+    def __post_init__(self) -> None:
+        self.request_body = RequestBody(
+            required=True,
+            description=f"Which jobs, e.g. {_EXAMPLE_BULK}",
+            content={"application/json": OpenAPIMediaType(schema=bulk_request_schema())},
+        )
+
+
+@dataclass
 class _CreateJobOperation(Operation):
     """Documents the body that `create_job` decodes by hand."""
 
@@ -121,18 +139,30 @@ class _CreateJobOperation(Operation):
 
 def parse_create_request(body: bytes) -> CreateJobRequest:
     """The body as a `CreateJobRequest`, or a 400 saying exactly what is wrong with it."""
+    return _decoded(body, CreateJobRequest, _EXAMPLE_BODY)
+
+
+Body = TypeVar("Body", bound=msgspec.Struct)
+
+
+def _decoded(body: bytes, kind: type[Body], example: str) -> Body:
     if not body.strip():
-        raise ClientException(
-            detail=f"request body is empty; send a JSON object such as {_EXAMPLE_BODY}"
-        )
+        raise ClientException(detail=f"request body is empty; send a JSON object such as {example}")
     try:
-        return msgspec.json.decode(body, type=CreateJobRequest)
+        return msgspec.json.decode(body, type=kind)
     except msgspec.ValidationError as error:
         raise ClientException(detail=f"invalid request body: {error}") from None
     except msgspec.DecodeError as error:
         raise ClientException(detail=f"request body is not valid JSON: {error}") from None
     except RecursionError:
         raise ClientException(detail="request body is nested too deeply") from None
+
+
+def _selection(body: bytes) -> Selection:
+    try:
+        return _decoded(body, BulkRequest, _EXAMPLE_BULK).selection()
+    except ValueError as error:
+        raise ClientException(detail=str(error)) from None
 
 
 def parse_job_id(raw: str) -> UUID:
@@ -240,14 +270,48 @@ class JobsController(Controller):
         return JobStatusView.of(await jobs.get(parse_job_id(job_id)))
 
     @post(
+        "/retry",
+        status_code=HTTP_200_OK,
+        summary="Retry many failed or dead-lettered jobs at once",
+        response_description="How many went back to pending",
+        description="The oldest jobs of `status` (by when they ended), narrowed by `queue` "
+        f"and `type`, at most `limit` (1 to {MAX_BULK}, the default) in one statement; "
+        "call again while `retried` equals the limit. Each gets a fresh attempt budget and "
+        "keeps its history, like a single retry.",
+        operation_class=_BulkOperation,
+        responses={400: error_spec("A bad filter: status, queue, type or limit"), 503: STORE_DOWN},
+    )
+    async def retry_many(
+        self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
+    ) -> Retried:
+        selection = _selection(await request.body())
+        return Retried(retried=await jobs.retry_many(selection))
+
+    @post(
+        "/discard",
+        status_code=HTTP_200_OK,
+        summary="Delete many failed or dead-lettered jobs at once",
+        response_description="How many were deleted",
+        description="Selected as by POST /jobs/retry; deleted as retention would delete "
+        "them later. A deleted job answers 404.",
+        operation_class=_BulkOperation,
+        responses={400: error_spec("A bad filter: status, queue, type or limit"), 503: STORE_DOWN},
+    )
+    async def discard_many(
+        self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
+    ) -> Discarded:
+        selection = _selection(await request.body())
+        return Discarded(discarded=await jobs.discard_many(selection))
+
+    @post(
         "/{job_id:str}/retry",
         status_code=HTTP_200_OK,
-        summary="Requeue a dead-lettered job with a fresh attempt budget",
+        summary="Requeue a failed or dead-lettered job with a fresh attempt budget",
         response_description="The job, pending again with no attempts used",
         responses={
             400: _INVALID_ID,
             404: _UNKNOWN_JOB,
-            409: error_spec("The job is not dead-lettered"),
+            409: error_spec("The job is neither failed nor dead-lettered"),
             503: STORE_DOWN,
         },
     )

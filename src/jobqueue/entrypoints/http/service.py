@@ -11,6 +11,7 @@ from uuid import UUID
 import msgspec
 
 from jobqueue.adapters.telemetry.trace_context import current_traceparent
+from jobqueue.domain.bulk import Selection
 from jobqueue.domain.durations import parse_duration
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.job import Job, NewJob
@@ -53,7 +54,7 @@ class JobService:
         metrics: SubmissionMetrics,
         *,
         default_max_attempts: int,
-        on_enqueued: Callable[[Job], None] | None = None,
+        on_enqueued: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -90,7 +91,7 @@ class JobService:
         )
         if not submitted.replayed:
             self._metrics.job_submitted()
-            self._announce(job)
+            self._announce()
         return submitted
 
     async def get(self, job_id: UUID) -> Job:
@@ -100,19 +101,41 @@ class JobService:
         return await self._store.list_jobs(query)
 
     async def retry(self, job_id: UUID) -> Job:
-        """An operator's retry: a dead-lettered job back to pending with a fresh budget."""
+        """An operator's retry: a failed or dead-lettered job back to pending with a fresh
+        budget."""
         job = await self._store.retry(job_id)
         _log.info("job retried", extra={"job_id": str(job.id), "job_type": job.type})
-        self._announce(job)
+        self._announce()
         return job
 
-    def _announce(self, job: Job) -> None:
+    async def retry_many(self, selection: Selection) -> int:
+        count = await self._store.retry_many(selection)
+        _log.info("jobs retried", extra={"count": count, **_described(selection)})
+        if count:
+            self._announce()
+        return count
+
+    async def discard_many(self, selection: Selection) -> int:
+        count = await self._store.discard_many(selection)
+        _log.info("jobs discarded", extra={"count": count, **_described(selection)})
+        return count
+
+    def _announce(self) -> None:
         # Lets idle workers claim at once instead of at their next poll: the pool of this
         # process directly, those of other processes through a coalesced NOTIFY. Must not
         # block or raise: the job is stored already. Jobs the worker retries after a
         # failure are due later and never announced; polling finds them when due.
         if self._on_enqueued is not None:
-            self._on_enqueued(job)
+            self._on_enqueued()
+
+
+def _described(selection: Selection) -> dict[str, object]:
+    return {
+        "status": selection.status.value,
+        "queue": selection.queue,
+        "job_type": selection.type,
+        "limit": selection.limit,
+    }
 
 
 class QueueService:
