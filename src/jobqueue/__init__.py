@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -55,6 +56,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
+    "Backoff",
     "IdempotencyConflict",
     "InvalidJob",
     "InvalidPayload",

@@ -1,5 +1,6 @@
 """What a handler declares for its job type: the queue, priority and attempt budget of
-the jobs submitted without their own, and how long one attempt may run."""
+the jobs submitted without their own, how long one attempt may run, and how its retries
+are spaced."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, NewJob
 from jobqueue.domain.registry import JobContext, Registry
@@ -110,6 +112,44 @@ async def test_a_handler_s_timeout_bounds_its_attempts_instead_of_job_timeout() 
     assert done.status is Status.DEAD_LETTER
     assert done.last_error == "attempt timed out after 0.03s"
     assert started < deadlines[0] <= datetime.now(UTC) + timedelta(milliseconds=30)
+
+
+async def test_a_handler_s_backoff_spaces_its_retries_instead_of_the_service_s() -> None:
+    store = InMemoryJobStore(wall_clock)
+    registry = Registry()
+
+    @registry.handler("patient", backoff=Backoff(timedelta(hours=1), timedelta(hours=2)))
+    async def patient(ctx: JobContext, payload: Any) -> None:
+        raise RuntimeError("not yet")
+
+    @registry.handler("eager")
+    async def eager(ctx: JobContext, payload: Any) -> None:
+        raise RuntimeError("not yet")
+
+    slow = (await store.submit(NewJob.build(type="patient", registered=registry))).job
+    fast = (await store.submit(NewJob.build(type="eager", registered=registry))).job
+    # The service's backoff: a second at most, so that the eager job's retry shows it.
+    service = Backoff(timedelta(milliseconds=500), timedelta(seconds=1))
+    pool = make_pool(store, registry, config(backoff=service))
+
+    def retried(job_id: object) -> Any:
+        return next(
+            (
+                j
+                for j in store.jobs()
+                if j.id == job_id and j.history and j.status is Status.PENDING
+            ),
+            None,
+        )
+
+    async with running(pool):
+        await eventually(lambda: retried(slow.id) and retried(fast.id), "both retried once")
+        patient_job, eager_job = retried(slow.id), retried(fast.id)
+
+    # Attempt 1 waits [base/2, base]: half an hour to an hour, not the service's second.
+    wait = patient_job.run_at - patient_job.updated_at
+    assert timedelta(minutes=30) <= wait <= timedelta(hours=1)
+    assert eager_job.run_at - eager_job.updated_at <= timedelta(seconds=1)
 
 
 async def test_a_pool_claims_only_from_its_own_queue() -> None:

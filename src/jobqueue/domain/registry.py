@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 from uuid import UUID
 
+from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, NO_OPTIONS, JobOptions
 
@@ -115,6 +116,8 @@ class HandlerSpec:
     options: JobOptions = field(default_factory=JobOptions)
     # How long one attempt may run; None: the service's JOB_TIMEOUT.
     timeout: timedelta | None = None
+    # How long a failed attempt waits before the next; None: the service's BACKOFF_*.
+    backoff: Backoff | None = None
 
 
 class Registry:
@@ -136,11 +139,13 @@ class Registry:
         priority: int | None = None,
         max_attempts: int | None = None,
         timeout: timedelta | None = None,
+        backoff: Backoff | None = None,
     ) -> Callable[[H], H]:
         """Register the decorated function for jobs of type `name`.
 
         `queue`, `priority` and `max_attempts` are what this type's jobs get when their
-        submission leaves them out; `timeout` bounds each attempt instead of JOB_TIMEOUT.
+        submission leaves them out; `timeout` bounds each attempt instead of JOB_TIMEOUT;
+        `backoff` spaces this type's retries instead of BACKOFF_BASE and BACKOFF_MAX.
         """
         if not name or not name.strip():
             raise ValueError("a handler needs a non-empty job type name")
@@ -165,6 +170,7 @@ class Registry:
                 is_async=_is_async(func),
                 options=options,
                 timeout=timeout,
+                backoff=backoff,
             )
             return func
 
@@ -192,6 +198,11 @@ class Registry:
         """How long one attempt of `name` may run, if its handler says; else None."""
         spec = self._specs.get(name)
         return spec.timeout if spec is not None else None
+
+    def backoff_for(self, name: str) -> Backoff | None:
+        """How `name`'s retries are spaced, if its handler says; else None."""
+        spec = self._specs.get(name)
+        return spec.backoff if spec is not None else None
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs

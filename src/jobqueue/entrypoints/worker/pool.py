@@ -489,7 +489,8 @@ class WorkerPool:
             if attempt.lost or attempt.abandoned:
                 self._left(attempt)
                 return
-            decision = decide(job, ending, self._config.backoff, self._rand)
+            backoff = self._registry.backoff_for(job.type) or self._config.backoff
+            decision = decide(job, ending, backoff, self._rand)
             # Nothing awaited from here on: the attempt ends, freeing its worker, while
             # the write goes on without it.
             self._record(attempt, decision, duration)
