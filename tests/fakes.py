@@ -332,7 +332,9 @@ class InMemoryJobStore:
         matching = [
             job
             for job in self._jobs.values()
-            if job.status is query.status and (query.type is None or job.type == query.type)
+            if job.status is query.status
+            and query.type in (None, job.type)
+            and query.queue in (None, job.queue)
         ]
         # (groups, key, id) ascending, reversed as a whole when descending: PostgreSQL's
         # uuid order is its bytes', which is the order of UUID.int.

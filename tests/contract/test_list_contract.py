@@ -180,9 +180,36 @@ def test_a_limit_out_of_range_is_refused(limit: int) -> None:
         JobQuery(Status.PENDING, limit=limit)
 
 
-def test_completed_jobs_cannot_be_listed_by_type() -> None:
+def test_completed_jobs_cannot_be_listed_by_type_or_queue() -> None:
     with pytest.raises(ValueError, match="no index holds them by type"):
         JobQuery(Status.COMPLETED, type="email")
+    with pytest.raises(ValueError, match="no index holds them by queue"):
+        JobQuery(Status.COMPLETED, queue="mail")
+
+
+async def test_a_queue_narrows_every_narrowable_status_page_after_page(store: JobStore) -> None:
+    for n in range(5):
+        await store.submit(replace(new_job({"n": n}), queue="mail", priority=n % 2))
+        await store.submit(replace(new_job({"n": n}), queue="other"))
+    mail = [job for job in await store.claim(2, LEASE, "mail")]
+    for job in mail:
+        await record(store, job.lease, Decision.dead_letter("smtp"))
+
+    pending: list[Job] = []
+    after = None
+    while True:
+        page = await store.list_jobs(JobQuery(Status.PENDING, limit=2, after=after, queue="mail"))
+        pending.extend(page.jobs)
+        if (after := page.next) is None:
+            break
+    dead = await store.list_jobs(JobQuery(Status.DEAD_LETTER, queue="mail"))
+    none = await store.list_jobs(JobQuery(Status.DEAD_LETTER, queue="other"))
+
+    assert len(pending) == 3
+    assert {job.queue for job in pending} == {"mail"}
+    assert [job.priority for job in pending] == sorted(job.priority for job in pending)
+    assert {job.id for job in dead.jobs} == {job.id for job in mail}
+    assert none.jobs == ()
 
 
 async def test_pending_jobs_are_listed_as_claims_take_them_page_after_page(

@@ -141,14 +141,24 @@ BAD_QUERIES: list[tuple[dict[str, Any], str]] = [
     ({"status": "pending", "type": "a\x00b"}, "type must be 1 to 200 characters, without NUL"),
     (
         {"status": "pending", "offset": "10"},
-        "unknown query parameter 'offset' (allowed: status, type, limit, cursor)",
+        "unknown query parameter 'offset' (allowed: status, type, queue, limit, cursor)",
     ),
     ({"status": ["pending", "failed"]}, "query parameter 'status' must be given once"),
     ({"status": "pending", "limit": ["1", "2"]}, "query parameter 'limit' must be given once"),
     (
         {"status": "completed", "type": "sleep"},
         "type cannot narrow a listing of completed jobs: no index holds them by type; "
-        "list them without type",
+        "list them without it",
+    ),
+    (
+        {"status": "completed", "queue": "mail"},
+        "queue cannot narrow a listing of completed jobs: no index holds them by queue; "
+        "list them without it",
+    ),
+    (
+        {"status": "pending", "queue": "no spaces"},
+        "queue name must be 1 to 64 letters, digits or '_.:-', starting with a letter or "
+        "digit; got 'no spaces'",
     ),
 ]
 MALFORMED = "cursor is malformed: pass a previous page's next_cursor back unchanged"
@@ -234,7 +244,7 @@ async def test_openapi_documents_the_query_parameters(client: AsyncTestClient[An
 
     operation = document["paths"]["/jobs"]["get"]
     parameters = {p["name"]: p for p in operation["parameters"] if p["in"] == "query"}
-    assert set(parameters) == {"status", "type", "limit", "cursor"}
+    assert set(parameters) == {"status", "type", "queue", "limit", "cursor"}
     assert parameters["status"]["required"] is True
     assert set(parameters["status"]["schema"]["enum"]) == set(STATUSES.split(", "))
     assert parameters["limit"]["schema"]["minimum"] == 1

@@ -7,12 +7,14 @@ planned for the values given and as a reused generic plan (see `tests/support/pl
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.listing import JobQuery
-from jobqueue.domain.status import TRAITS, TYPE_FILTERABLE, Status
+from jobqueue.domain.status import NARROWABLE, TRAITS, Status
 from tests.support.plans import (
     FINISHED_ROWS,
     capture_statements,
@@ -25,8 +27,9 @@ from tests.support.plans import (
 INDEXES = {status: TRAITS[status].index for status in Status}
 # 'done' is every finished row's type, 'rare' none's: the planner's estimates for the two
 # lie at opposite ends, and neither may tip it into a scan. Completed jobs cannot be
-# listed by type (`type_filterable` is off): no index holds them by it.
+# listed by type or queue (`narrowable` is off): no index holds them by either.
 TYPES = (None, "done", "rare")
+QUEUES = (None, "default", "rare")
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +54,13 @@ async def test_every_listing_reads_its_status_index_among_many_finished_rows(
     for status in INDEXES:
         first = await store.list_jobs(JobQuery(status, limit=5))
         assert first.next is not None, status
-        for job_type in TYPES if status in TYPE_FILTERABLE else (None,):
-            for after in (None, first.next):
-                shape = f"{status} type={job_type} after={after}"
-                with capture_statements(plan_engine) as sent:
-                    await store.list_jobs(JobQuery(status, job_type, 5, after))
-                [(statement, parameters)] = [(s, p) for s, p in sent if "jobs" in s]
+        narrowed = itertools.product(TYPES, QUEUES) if status in NARROWABLE else [(None, None)]
+        for (job_type, queue), after in itertools.product(narrowed, (None, first.next)):
+            shape = f"{status} type={job_type} queue={queue} after={after}"
+            with capture_statements(plan_engine) as sent:
+                await store.list_jobs(JobQuery(status, job_type, 5, after, queue))
+            [(statement, parameters)] = [(s, p) for s, p in sent if "jobs" in s]
 
-                for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
-                    assert reads_status_index(plan, status), f"{shape}:\n{plan}"
-                    assert "Seq Scan on jobs" not in plan, f"{shape}:\n{plan}"
+            for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
+                assert reads_status_index(plan, status), f"{shape}:\n{plan}"
+                assert "Seq Scan on jobs" not in plan, f"{shape}:\n{plan}"

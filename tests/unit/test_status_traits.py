@@ -11,7 +11,7 @@ from sqlalchemy import Index
 
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.job import TRANSITIONS, Operation
-from jobqueue.domain.status import COUNTED, PRUNABLE, TRAITS, TYPE_FILTERABLE, Phase, Status
+from jobqueue.domain.status import COUNTED, NARROWABLE, PRUNABLE, TRAITS, Phase, Status
 
 INDEXES: dict[str, Index] = {str(index.name): index for index in jobs.indexes}
 
@@ -35,7 +35,7 @@ def test_only_finished_jobs_are_pruned_and_only_others_counted() -> None:
     assert PRUNABLE == (Status.COMPLETED, Status.FAILED)
     assert COUNTED == (Status.PENDING, Status.PROCESSING, Status.DEAD_LETTER)
     assert not set(PRUNABLE) & set(COUNTED)
-    assert Status.COMPLETED not in TYPE_FILTERABLE
+    assert Status.COMPLETED not in NARROWABLE
 
 
 @pytest.mark.parametrize("status", list(Status))

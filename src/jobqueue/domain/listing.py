@@ -11,16 +11,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from jobqueue.domain.job import MAX_TYPE_LENGTH, Job
+from jobqueue.domain.job import MAX_TYPE_LENGTH, Job, check_queue_name
 from jobqueue.domain.status import TRAITS, ListOrder, Status
 
 MIN_LIST_LIMIT = 1
 MAX_LIST_LIMIT = 500
 DEFAULT_LIST_LIMIT = 50
 
-TYPE_NOT_FILTERABLE = (
-    "type cannot narrow a listing of {status} jobs: no index holds them by type; "
-    "list them without type"
+NOT_NARROWABLE = (
+    "{what} cannot narrow a listing of {status} jobs: no index holds them by {what}; "
+    "list them without it"
 )
 
 
@@ -61,16 +61,18 @@ class ListPosition:
 
 @dataclass(frozen=True, slots=True)
 class JobQuery:
-    """Jobs of `status` (and of `type`, if given), at most `limit`, after `after`.
+    """Jobs of `status` (and of `type`, and in `queue`, if given), at most `limit`, after
+    `after`.
 
-    `status` is required and `type` narrows only statuses whose traits allow it: every
-    listing reads its status's index, never the whole table.
+    `status` is required and `type` and `queue` narrow only statuses whose traits allow
+    it: every listing reads its status's index, never the whole table.
     """
 
     status: Status
     type: str | None = None
     limit: int = DEFAULT_LIST_LIMIT
     after: ListPosition | None = None
+    queue: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.limit, bool) or not isinstance(self.limit, int):
@@ -82,8 +84,11 @@ class JobQuery:
             )
         if self.type is not None and not 1 <= len(self.type) <= MAX_TYPE_LENGTH:
             raise ValueError(f"a listed type must be 1 to {MAX_TYPE_LENGTH} characters")
-        if self.type is not None and not TRAITS[self.status].type_filterable:
-            raise ValueError(TYPE_NOT_FILTERABLE.format(status=self.status.value))
+        if self.queue is not None:
+            check_queue_name(self.queue)
+        for what, value in (("type", self.type), ("queue", self.queue)):
+            if value is not None and not TRAITS[self.status].narrowable:
+                raise ValueError(NOT_NARROWABLE.format(what=what, status=self.status.value))
 
     @property
     def order(self) -> ListOrder:

@@ -64,10 +64,10 @@ class StatusTraits:
     # in the same phase), in `order`'s column: listing and counting read it, never the
     # table. Checked against the schema by a test.
     index: str
-    # Whether `type` may narrow a listing. Only where the status's rows are few can the
-    # index range be read and filtered by type; an index by type would make every
-    # completion pay.
-    type_filterable: bool = True
+    # Whether `type` and `queue` may narrow a listing. Only where the status's rows are
+    # few (or its index leads with the queue) can the index range be read and filtered;
+    # an index by type would make every completion pay.
+    narrowable: bool = True
 
     @property
     def prunable(self) -> bool:
@@ -92,9 +92,9 @@ TRAITS: Mapping[Status, StatusTraits] = {
     Status.PROCESSING: StatusTraits(
         Phase.LIVE, _SOONEST[SortColumn.LOCKED_UNTIL], "ix_jobs_lease_expiry"
     ),
-    # Completed jobs are most of the table and no index holds them by type.
+    # Completed jobs are most of the table and no index holds them by type or queue.
     Status.COMPLETED: StatusTraits(
-        Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_finished", type_filterable=False
+        Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_finished", narrowable=False
     ),
     Status.FAILED: StatusTraits(Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_finished"),
     # A finished or held row is never written again, so its updated_at is when it ended.
@@ -105,4 +105,4 @@ TRAITS: Mapping[Status, StatusTraits] = {
 # Derived, in declaration order, for the code that needs one of them as a whole.
 PRUNABLE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].prunable)
 COUNTED: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].counted)
-TYPE_FILTERABLE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].type_filterable)
+NARROWABLE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].narrowable)

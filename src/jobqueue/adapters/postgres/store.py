@@ -548,6 +548,9 @@ class PostgresJobStore:
         conditions = [jobs.c.status == _status(query.status)]
         if query.type is not None:
             conditions.append(jobs.c.type == query.type)
+        if query.queue is not None:
+            # For pending jobs the index's first column: the listing is that queue's range.
+            conditions.append(jobs.c.queue == query.queue)
         if query.after is not None:
             key, job_id = query.after.key, query.after.job_id
             if groups:

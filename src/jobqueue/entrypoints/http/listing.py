@@ -16,19 +16,19 @@ from uuid import UUID
 
 from litestar.exceptions import ClientException
 
-from jobqueue.domain.job import MAX_TYPE_LENGTH
+from jobqueue.domain.job import MAX_TYPE_LENGTH, check_queue_name
 from jobqueue.domain.listing import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
     MIN_LIST_LIMIT,
-    TYPE_NOT_FILTERABLE,
+    NOT_NARROWABLE,
     GroupValue,
     JobQuery,
     ListPosition,
 )
 from jobqueue.domain.status import TRAITS, Status
 
-LIST_PARAMETERS = ("status", "type", "limit", "cursor")
+LIST_PARAMETERS = ("status", "type", "queue", "limit", "cursor")
 _STATUSES = ", ".join(status.value for status in Status)
 # Far above any cursor this service makes; a bigger one is not worth decoding.
 _MAX_CURSOR_LENGTH = 512
@@ -45,11 +45,14 @@ def parse_list_query(parameters: Mapping[str, Sequence[str]]) -> JobQuery:
     single = {name: _single(name, values) for name, values in parameters.items()}
     status = _status(single.get("status"))
     job_type = _type(single.get("type"))
-    if job_type is not None and not TRAITS[status].type_filterable:
-        raise ClientException(detail=TYPE_NOT_FILTERABLE.format(status=status.value))
+    queue = _queue(single.get("queue"))
+    for what, value in (("type", job_type), ("queue", queue)):
+        if value is not None and not TRAITS[status].narrowable:
+            raise ClientException(detail=NOT_NARROWABLE.format(what=what, status=status.value))
     return JobQuery(
         status=status,
         type=job_type,
+        queue=queue,
         limit=_limit(single.get("limit")),
         after=None if single.get("cursor") is None else decode_cursor(single["cursor"], status),
     )
@@ -133,6 +136,15 @@ def _type(raw: str | None) -> str | None:
     if not raw or len(raw) > MAX_TYPE_LENGTH or "\x00" in raw:
         raise ClientException(detail=f"type must be 1 to {MAX_TYPE_LENGTH} characters, without NUL")
     return raw
+
+
+def _queue(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        return check_queue_name(raw)
+    except ValueError as error:
+        raise ClientException(detail=str(error)) from None
 
 
 def _limit(raw: str | None) -> int:

@@ -16,9 +16,9 @@ from litestar.params import HeaderParameter, PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from jobqueue.domain.bulk import MAX_BULK, Selection
-from jobqueue.domain.job import MAX_TYPE_LENGTH
+from jobqueue.domain.job import MAX_QUEUE_LENGTH, MAX_TYPE_LENGTH, QUEUE_NAME
 from jobqueue.domain.listing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MIN_LIST_LIMIT
-from jobqueue.domain.status import TRAITS, TYPE_FILTERABLE, Status
+from jobqueue.domain.status import NARROWABLE, TRAITS, Status
 from jobqueue.entrypoints.http.dto import (
     BulkRequest,
     CreateJobRequest,
@@ -73,9 +73,20 @@ ListType = Annotated[
         name="type",
         required=False,
         description="Only jobs of this type; only with status="
-        + ", ".join(status.value for status in TYPE_FILTERABLE)
+        + ", ".join(status.value for status in NARROWABLE)
         + " (no index holds the others by type).",
         schema_extra={"minLength": 1, "maxLength": MAX_TYPE_LENGTH},
+    ),
+]
+ListQueue = Annotated[
+    str | None,
+    QueryParameter(
+        name="queue",
+        required=False,
+        description="Only jobs of this queue; only with status="
+        + ", ".join(status.value for status in NARROWABLE)
+        + " (no index holds the others by queue).",
+        schema_extra={"pattern": f"^{QUEUE_NAME.pattern}$", "maxLength": MAX_QUEUE_LENGTH},
     ),
 ]
 ListLimit = Annotated[
@@ -237,6 +248,7 @@ class JobsController(Controller):
         jobs: NamedDependency[JobService],
         status: ListStatus = None,
         job_type: ListType = None,
+        queue: ListQueue = None,
         limit: ListLimit = None,
         cursor: ListCursor = None,
     ) -> JobList:
