@@ -33,6 +33,8 @@ THROUGHPUTS = {
     "enqueue.http.c8",
     "drain.empty.1pool",
     "drain.empty.2pools",
+    "drain.scheduled.1pool",
+    "drain.scheduled.2pools",
     "drain.history.1pool",
     "drain.history.2pools",
 }
@@ -42,6 +44,8 @@ LATENCIES = {
     "pickup.empty.wake",
     "pickup.process.http",
     "pickup.process.enqueue",
+    "pickup.scheduled.poll",
+    "pickup.scheduled.wake",
     "pickup.history.poll",
     "pickup.history.wake",
 }
@@ -54,6 +58,10 @@ RATIOS = {
     "drain_2pools_vs_1pool",
     "pickup_poll_vs_wake_p50",
     "pickup_poll_vs_wake_p99",
+    "drain_scheduled_vs_empty_1pool",
+    "drain_scheduled_vs_empty_2pools",
+    "pickup_wake_scheduled_vs_empty_p50",
+    "pickup_poll_scheduled_vs_empty_p50",
     "drain_history_vs_empty_1pool",
     "drain_history_vs_empty_2pools",
     "pickup_wake_history_vs_empty_p50",
@@ -212,6 +220,16 @@ def test_quick_run_reports_every_ratio_and_prints_them_with_the_environment(
     assert f"{environment['cpu_count']} CPU cores" in printed
     assert "shared and noisy" in printed
     assert f"{ratios['drain_2pools_vs_1pool']:.2f}×" in printed
+    # Each seeded round says what its table held, and how big it was.
+    settings = quick_run.report["settings"]
+    for phase, rows, noun in (
+        ("scheduled", settings["scheduled_rows"], "scheduled"),
+        ("history", settings["finished_rows"], "finished"),
+    ):
+        assert (
+            f"{phase}: {rows:,} {noun} rows, jobs table {environment[f'{phase}_table_size']}"
+            in printed
+        )
 
 
 @pytest.mark.slow

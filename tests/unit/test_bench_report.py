@@ -32,6 +32,24 @@ def a_run(*measurements: Measurement, processes: tuple[int, ...] = (1, 2, 4)) ->
     return Run(replace(QUICK_SIZES, processes=processes), dict(ENVIRONMENT), list(measurements))
 
 
+def in_process_round(phase: str, drain_seconds: float, p50_seconds: float) -> list[Measurement]:
+    """A round's drains (1 pool in `drain_seconds`, 2 in half that) and pickups (every
+    sample `p50_seconds` with wake(), twice that polling only)."""
+
+    def drained(pools: str, seconds: float) -> Measurement:
+        return Measurement(f"drain.{phase}.{pools}", pools, Throughput(1_000, seconds, 0.1))
+
+    def picked_up(mode: str, seconds: float) -> Measurement:
+        return Measurement(f"pickup.{phase}.{mode}", mode, Latency.of([seconds, seconds]))
+
+    return [
+        drained("1pool", drain_seconds),
+        drained("2pools", drain_seconds / 2),
+        picked_up("wake", p50_seconds),
+        picked_up("poll", 2 * p50_seconds),
+    ]
+
+
 def test_each_kind_of_figure_is_a_row_of_its_own_table_with_its_label_and_numbers() -> None:
     run = a_run(
         Measurement("startup.worker", "start a worker", StartupTime.of([0.5, 0.7, 0.6])),
@@ -110,3 +128,44 @@ def test_the_json_holds_every_figure_and_service_cpu_only_where_it_was_measured(
         QUICK_SIZES.process_workers
     )
     assert found["environment"] == ENVIRONMENT
+
+
+def test_each_seeded_round_is_compared_with_the_empty_table_as_a_slowdown() -> None:
+    run = a_run(
+        *in_process_round("empty", 1.0, 0.010),
+        *in_process_round("scheduled", 1.25, 0.011),
+        *in_process_round("history", 2.0, 0.030),
+    )
+
+    found = {each.name: each.value for each in ratios(run)}
+
+    # Slower drains and later pickups both read above 1.
+    for phase, drain, pickup in (("scheduled", 1.25, 1.1), ("history", 2.0, 3.0)):
+        assert found[f"drain_{phase}_vs_empty_1pool"] == pytest.approx(drain)
+        assert found[f"drain_{phase}_vs_empty_2pools"] == pytest.approx(drain)
+        assert found[f"pickup_wake_{phase}_vs_empty_p50"] == pytest.approx(pickup)
+        assert found[f"pickup_poll_{phase}_vs_empty_p50"] == pytest.approx(pickup)
+    labels = [each.label for each in ratios(run)]
+    assert "drain, 1 pool: 2,000 scheduled rows vs empty (slowdown factor, 1.00 = none)" in labels
+    assert (
+        "pickup p50 polling only: 2,000 finished rows vs empty (slowdown factor, 1.00 = none)"
+        in labels
+    )
+
+
+def test_a_seeded_round_that_did_not_run_has_no_ratios_and_no_line_in_the_header() -> None:
+    # As with --finished-rows 0: no history round, so neither its figures nor its seeding.
+    run = a_run(*in_process_round("empty", 1.0, 0.010), *in_process_round("scheduled", 1.5, 0.02))
+    run.environment.update(scheduled_seed_seconds=1.5, scheduled_table_size="1 MB")
+
+    names = [each.name for each in ratios(run)]
+    header = render(run).split("shared and noisy")[0]
+
+    assert [name for name in names if "_vs_empty_" in name] == [
+        "drain_scheduled_vs_empty_1pool",
+        "drain_scheduled_vs_empty_2pools",
+        "pickup_wake_scheduled_vs_empty_p50",
+        "pickup_poll_scheduled_vs_empty_p50",
+    ]
+    assert "scheduled: 2,000 scheduled rows, jobs table 1 MB (built in 1.5s)" in header
+    assert "history:" not in header

@@ -19,13 +19,11 @@ def test_no_option_gives_the_full_run_and_quick_the_small_one() -> None:
 
 
 def test_each_size_option_replaces_its_size_and_keeps_the_others_of_the_run_chosen() -> None:
-    options = parse_options(
-        ["--quick", "--drain-jobs", "500", "--processes", "4,1", "--process-workers", "10"],
-        epilog="",
-    )
+    argv = ["--quick", "--drain-jobs", "500", "--processes", "4,1", "--process-workers", "10"]
+    options = parse_options([*argv, "--scheduled-rows", "0"], epilog="")
 
     assert sizes_of(options) == replace(
-        QUICK_SIZES, drain_jobs=500, processes=(1, 4), process_workers=10
+        QUICK_SIZES, drain_jobs=500, processes=(1, 4), process_workers=10, scheduled_rows=0
     )
 
 
@@ -33,6 +31,11 @@ def test_the_full_run_drains_with_one_two_and_four_processes_of_ten_workers() ->
     assert DEFAULT_SIZES.processes == (1, 2, 4)
     assert DEFAULT_SIZES.process_workers == 10
     assert DEFAULT_SIZES.drain_jobs == 20_000
+
+
+def test_the_full_run_seeds_a_hundred_thousand_scheduled_jobs_and_quick_two_thousand() -> None:
+    assert DEFAULT_SIZES.scheduled_rows == 100_000
+    assert QUICK_SIZES.scheduled_rows == 2_000
 
 
 @pytest.mark.parametrize(
@@ -66,7 +69,14 @@ def test_sizes_refuse_process_counts_out_of_order() -> None:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--jobs", "0"], ["--processes", "1,1"], ["--latency-samples", "1"], ["--bogus"]]
+    "argv",
+    [
+        ["--jobs", "0"],
+        ["--processes", "1,1"],
+        ["--latency-samples", "1"],
+        ["--scheduled-rows", "-1"],
+        ["--bogus"],
+    ],
 )
 def test_a_bad_option_is_a_usage_error_naming_it(
     argv: list[str], capsys: pytest.CaptureFixture[str]
@@ -87,7 +97,14 @@ def test_jobqueue_bench_help_shows_its_options_and_the_variables_it_reads(
     shown = capsys.readouterr().out
     assert exited.value.code == 0
     assert "usage: jobqueue bench" in shown
-    for option in ("--quick", "--json", "--jobs", "--drain-jobs", "--processes"):
+    for option in (
+        "--quick",
+        "--json",
+        "--jobs",
+        "--drain-jobs",
+        "--processes",
+        "--scheduled-rows",
+    ):
         assert option in shown
     variables = [line.split()[0] for line in shown.splitlines() if line.startswith("  ")]
     assert "DATABASE_URL" in variables

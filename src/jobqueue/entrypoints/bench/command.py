@@ -27,12 +27,14 @@ DESCRIPTION = textwrap.fill(
     "throughput (in-process pools, and 1, 2, 4 jobqueue worker processes with their CPU "
     "time); pickup latency p50/p95/p99 (in-process, and into a worker process after an "
     "in-process enqueue or an HTTP submission); and the in-process runs again with many "
-    "finished rows. It runs on DATABASE_URL's server, in a database of its own "
-    "(jobqueue_bench_<random>) that it creates and drops, so its role needs CREATEDB; it "
-    "never writes into the database in DATABASE_URL. Unset, a temporary embedded "
-    "PostgreSQL is used (not the one in JOBQUEUE_DATA_DIR). Progress goes to stderr, the "
-    "report to stdout.",
+    "jobs scheduled for later, then with many finished rows. It runs on DATABASE_URL's "
+    "server, in a database of its own (jobqueue_bench_<random>) that it creates and drops, "
+    "so its role needs CREATEDB; it never writes into the database in DATABASE_URL. Unset, "
+    "a temporary embedded PostgreSQL is used (not the one in JOBQUEUE_DATA_DIR). Progress "
+    "goes to stderr, the report to stdout.",
     width=88,
+    # Never "in-" at a line's end and "process" at the next one's start.
+    break_on_hyphens=False,
 )
 
 
@@ -48,6 +50,7 @@ def sizes_of(options: argparse.Namespace) -> Sizes:
         for name in (
             "jobs",
             "workers",
+            "scheduled_rows",
             "finished_rows",
             "latency_samples",
             "startup_runs",
@@ -130,11 +133,21 @@ def _parser(epilog: str) -> argparse.ArgumentParser:
         help=sized("WORKERS of each jobqueue worker process", "process_workers"),
     )
     parser.add_argument(
+        "--scheduled-rows",
+        type=_at_least(0),
+        metavar="N",
+        help=sized(
+            "pending jobs, scheduled a day or more ahead, in the table for another round of "
+            "in-process drains and pickups; 0 skips it",
+            "scheduled_rows",
+        ),
+    )
+    parser.add_argument(
         "--finished-rows",
         type=_at_least(0),
         metavar="R",
         help=sized(
-            "completed rows in the table for the second round of in-process drains and "
+            "completed rows in the table for the last round of in-process drains and "
             "pickups; 0 skips it",
             "finished_rows",
         ),

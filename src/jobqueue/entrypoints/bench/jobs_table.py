@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE
 from jobqueue.entrypoints.bench.worker_handlers import NOOP_TYPE
 
 HISTORY_TYPE = "bench.history"
+SCHEDULED_TYPE = "bench.scheduled"
 # The `application_name` of a worker process's LISTEN connection (`asyncpg_connect` in
 # adapters/postgres/notify.py): one per worker process that is listening for new jobs.
 LISTENER_APPLICATION = "jobqueue listener"
@@ -46,12 +48,39 @@ async def seed_history(engine: AsyncEngine, rows: int) -> None:
         )
 
 
-async def reset(engine: AsyncEngine) -> None:
-    """Remove every job a scenario made, keep the history, and leave fresh statistics
-    and a vacuumed table, so each scenario starts from the same state."""
+async def seed_scheduled(engine: AsyncEngine, rows: int) -> None:
+    """`rows` pending jobs due a day from now and later, a second apart: none becomes due
+    during a run. Queue and priority are the columns' defaults, those of the no-op jobs
+    the pools claim, so these rows lie in the very index range each claim reads, just
+    past the due jobs: the round shows what they cost the claim."""
     async with engine.begin() as connection:
         await connection.execute(
-            text("DELETE FROM jobs WHERE type <> :history"), {"history": HISTORY_TYPE}
+            text(
+                "INSERT INTO jobs (type, payload, max_attempts, run_at)"
+                " SELECT :type, jsonb_build_object('n', n), 3,"
+                "        now() + interval '1 day' + make_interval(secs => n)"
+                " FROM generate_series(1, :rows) AS n"
+            ),
+            {"type": SCHEDULED_TYPE, "rows": rows},
+        )
+
+
+async def remove_scheduled(engine: AsyncEngine) -> None:
+    """Delete the scheduled jobs, which `reset` keeps; `reset` after it vacuums them away."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("DELETE FROM jobs WHERE type = :scheduled"), {"scheduled": SCHEDULED_TYPE}
+        )
+
+
+async def reset(engine: AsyncEngine) -> None:
+    """Remove every job a scenario made, keep the history and the scheduled jobs (the
+    table a round runs on), and leave fresh statistics and a vacuumed table, so each
+    scenario starts from the same state."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("DELETE FROM jobs WHERE type NOT IN (:history, :scheduled)"),
+            {"history": HISTORY_TYPE, "scheduled": SCHEDULED_TYPE},
         )
     async with engine.connect() as connection:
         autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
@@ -59,13 +88,24 @@ async def reset(engine: AsyncEngine) -> None:
 
 
 async def unfinished(engine: AsyncEngine) -> int:
-    """Jobs still pending or processing; each count is served by its partial index."""
+    """Jobs due and still pending, or processing: what a drain waits for. Each count is
+    served by its partial index.
+
+    Jobs scheduled for later are not counted (the scheduled round's drains would never
+    end), and not read either: a drain polls this every 25 ms, and counting 100,000
+    scheduled entries each time would load the server during the very run it measures.
+    Every job the benchmark runs is in the default queue at the default priority, so the
+    due ones are one range of ix_jobs_due_by_queue, `(queue, priority, run_at, id)`,
+    whose scan stops at the first entry not yet due. A job put back for a later retry is
+    not counted either, but `drained` then finds it not completed once."""
     async with engine.connect() as connection:
         result = await connection.execute(
             text(
-                "SELECT (SELECT count(*) FROM jobs WHERE status = 'pending')"
+                "SELECT (SELECT count(*) FROM jobs WHERE status = 'pending'"
+                "        AND queue = :queue AND priority = :priority AND run_at <= now())"
                 "     + (SELECT count(*) FROM jobs WHERE status = 'processing')"
-            )
+            ),
+            {"queue": DEFAULT_QUEUE, "priority": DEFAULT_PRIORITY},
         )
         return int(result.scalar_one())
 

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jobqueue.entrypoints.bench.results import Latency, Measurement, StartupTime, Throughput
-from jobqueue.entrypoints.bench.runner import Run
+from jobqueue.entrypoints.bench.runner import Run, seeded_rounds
 
 NOISE_NOTE = (
     "These machines are shared and noisy: quote the ratios measured within one run, "
@@ -63,6 +63,9 @@ def ratios(run: Run) -> list[Ratio]:
     def rate_ratio(top: str, bottom: str) -> float:
         return rate(top) / rate(bottom)
 
+    def p50_ratio(top: str, bottom: str) -> float:
+        return p50(top) / p50(bottom)
+
     def cpu_ratio(top: str, bottom: str) -> float:
         return cpu_per_job(top) / cpu_per_job(bottom)
 
@@ -71,7 +74,6 @@ def ratios(run: Run) -> list[Ratio]:
         return isinstance(result, Throughput) and result.service_cpu_seconds is not None
 
     lowest, highest = min(run.sizes.submitters), max(run.sizes.submitters)
-    history = f"{run.sizes.finished_rows:,} finished rows vs empty"
     slowdown = "slowdown factor, 1.00 = none"
     candidates: list[tuple[str, str, Callable[[], float], tuple[str, ...]]] = [
         (
@@ -119,31 +121,38 @@ def ratios(run: Run) -> list[Ratio]:
             lambda: p99("pickup.empty.poll") / p99("pickup.empty.wake"),
             ("pickup.empty.poll", "pickup.empty.wake"),
         ),
-        (
-            "drain_history_vs_empty_1pool",
-            f"drain, 1 pool: {history} ({slowdown})",
-            lambda: rate("drain.empty.1pool") / rate("drain.history.1pool"),
-            ("drain.empty.1pool", "drain.history.1pool"),
-        ),
-        (
-            "drain_history_vs_empty_2pools",
-            f"drain, 2 pools: {history} ({slowdown})",
-            lambda: rate("drain.empty.2pools") / rate("drain.history.2pools"),
-            ("drain.empty.2pools", "drain.history.2pools"),
-        ),
-        (
-            "pickup_wake_history_vs_empty_p50",
-            f"pickup p50 with wake(): {history} ({slowdown})",
-            lambda: p50("pickup.history.wake") / p50("pickup.empty.wake"),
-            ("pickup.history.wake", "pickup.empty.wake"),
-        ),
-        (
-            "pickup_poll_history_vs_empty_p50",
-            f"pickup p50 polling only: {history} ({slowdown})",
-            lambda: p50("pickup.history.poll") / p50("pickup.empty.poll"),
-            ("pickup.history.poll", "pickup.empty.poll"),
-        ),
     ]
+    # Each seeded round against the empty table, as slowdowns: empty's rate over the
+    # round's, the round's latency over empty's. partial, not lambda: a lambda would read
+    # `phase` when called, after the loop, and see only the last one.
+    for phase, table in seeded_rounds(run.sizes):
+        versus = f"{table} vs empty"
+        candidates += [
+            (
+                f"drain_{phase}_vs_empty_1pool",
+                f"drain, 1 pool: {versus} ({slowdown})",
+                partial(rate_ratio, "drain.empty.1pool", f"drain.{phase}.1pool"),
+                ("drain.empty.1pool", f"drain.{phase}.1pool"),
+            ),
+            (
+                f"drain_{phase}_vs_empty_2pools",
+                f"drain, 2 pools: {versus} ({slowdown})",
+                partial(rate_ratio, "drain.empty.2pools", f"drain.{phase}.2pools"),
+                ("drain.empty.2pools", f"drain.{phase}.2pools"),
+            ),
+            (
+                f"pickup_wake_{phase}_vs_empty_p50",
+                f"pickup p50 with wake(): {versus} ({slowdown})",
+                partial(p50_ratio, f"pickup.{phase}.wake", "pickup.empty.wake"),
+                (f"pickup.{phase}.wake", "pickup.empty.wake"),
+            ),
+            (
+                f"pickup_poll_{phase}_vs_empty_p50",
+                f"pickup p50 polling only: {versus} ({slowdown})",
+                partial(p50_ratio, f"pickup.{phase}.poll", "pickup.empty.poll"),
+                (f"pickup.{phase}.poll", "pickup.empty.poll"),
+            ),
+        ]
     for fewer, more in pairwise(run.sizes.processes):
         top, bottom = f"drain.processes.{more}", f"drain.processes.{fewer}"
         candidates.append(
@@ -206,11 +215,12 @@ def render(run: Run) -> str:
         f"{sizes.workers} workers per pool, {sizes.drain_jobs:,} jobs per drain with worker "
         f"processes, {sizes.latency_samples} pickups per latency run",
     ]
-    if "history_table_size" in env:
-        lines.append(
-            f"history: {sizes.finished_rows:,} finished rows, jobs table "
-            f"{env['history_table_size']} (built in {env['history_seed_seconds']:.1f}s)"
-        )
+    for phase, table in seeded_rounds(sizes):
+        if f"{phase}_table_size" in env:
+            lines.append(
+                f"{phase}: {table}, jobs table {env[f'{phase}_table_size']} "
+                f"(built in {env[f'{phase}_seed_seconds']:.1f}s)"
+            )
     lines += ["", NOISE_NOTE]
     measured = run.measurements
     tables = [

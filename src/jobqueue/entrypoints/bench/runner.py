@@ -1,7 +1,8 @@
 """One benchmark run: the scenarios in order. First how long a worker process takes to
 start; then in-process enqueues, drains and pickups; then the same service as users run
 it, in `jobqueue api` and `jobqueue worker` processes; last, the in-process drains and
-pickups again on a table holding many finished jobs."""
+pickups again, on a table holding many jobs scheduled for later, then on one holding many
+finished jobs."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import os
 import platform
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from uuid import UUID
 
@@ -28,7 +31,14 @@ from jobqueue.entrypoints.bench.enqueue import (
     enqueue_many_in_batches,
     enqueue_one_per_call,
 )
-from jobqueue.entrypoints.bench.jobs_table import reset, seed_history, server_facts, table_size
+from jobqueue.entrypoints.bench.jobs_table import (
+    remove_scheduled,
+    reset,
+    seed_history,
+    seed_scheduled,
+    server_facts,
+    table_size,
+)
 from jobqueue.entrypoints.bench.over_http import running_api, submit_over_http
 from jobqueue.entrypoints.bench.pickup import pickup
 from jobqueue.entrypoints.bench.pools import POLL_INTERVAL
@@ -60,6 +70,15 @@ class Run:
         }
 
 
+def seeded_rounds(sizes: Sizes) -> list[tuple[str, str]]:
+    """The rounds of in-process drains and pickups on a seeded table, in the order they
+    run: each one's phase (in its measurements' names) and what the table holds."""
+    return [
+        ("scheduled", f"{sizes.scheduled_rows:,} scheduled rows"),
+        ("history", f"{sizes.finished_rows:,} finished rows"),
+    ]
+
+
 async def run(server: Server, sizes: Sizes) -> Run:
     result = Run(sizes)
     async with scratch_database(server) as scratch:
@@ -88,17 +107,16 @@ async def run(server: Server, sizes: Sizes) -> Run:
             await _warm_up(engine, sizes)
             await _workers(engine, sizes, "empty", "empty table", result.measurements)
             await _processes(engine, scratch.url, sizes, result.measurements)
-            if sizes.finished_rows:
+            tables = dict(seeded_rounds(sizes))
+            if sizes.scheduled_rows:
+                seed = partial(seed_scheduled, engine, sizes.scheduled_rows)
+                await _seeded(engine, sizes, "scheduled", tables["scheduled"], seed, result)
+                # Gone before the history round, so that each round adds one thing only.
+                await remove_scheduled(engine)
                 await reset(engine)
-                seeding = time.perf_counter()
-                async with progress(f"inserting {sizes.finished_rows:,} finished rows"):
-                    await seed_history(engine, sizes.finished_rows)
-                    await reset(engine)
-                # Insert plus VACUUM ANALYZE: how long building the history took, for scale.
-                result.environment["history_seed_seconds"] = time.perf_counter() - seeding
-                result.environment["history_table_size"] = await table_size(engine)
-                history = f"{sizes.finished_rows:,} finished rows"
-                await _workers(engine, sizes, "history", history, result.measurements)
+            if sizes.finished_rows:
+                seed = partial(seed_history, engine, sizes.finished_rows)
+                await _seeded(engine, sizes, "history", tables["history"], seed, result)
     return result
 
 
@@ -132,6 +150,27 @@ async def _warm_up(engine: AsyncEngine, sizes: Sizes) -> None:
     await reset(engine)
     jobs = 10 * sizes.workers
     await drain(engine, jobs, 2, sizes.workers, f"warm-up: drain {jobs} jobs, untimed")
+
+
+async def _seeded(
+    engine: AsyncEngine,
+    sizes: Sizes,
+    phase: str,
+    table: str,
+    seed: Callable[[], Awaitable[None]],
+    result: Run,
+) -> None:
+    """The in-process drains and pickups again, on a table `seed` filled with `table`
+    (`reset` keeps those rows), noting how long seeding took and how big the table got."""
+    await reset(engine)
+    seeding = time.perf_counter()
+    async with progress(f"inserting {table}"):
+        await seed()
+        await reset(engine)
+    # Insert plus VACUUM ANALYZE: how long building the table took, for scale.
+    result.environment[f"{phase}_seed_seconds"] = time.perf_counter() - seeding
+    result.environment[f"{phase}_table_size"] = await table_size(engine)
+    await _workers(engine, sizes, phase, table, result.measurements)
 
 
 async def _workers(

@@ -9,7 +9,10 @@ from dataclasses import dataclass
 class Sizes:
     jobs: int  # per in-process enqueue run, per HTTP enqueue run and per in-process drain
     workers: int  # per in-process pool
-    finished_rows: int  # history for the second round of drains and pickups; 0 skips it
+    # Pending jobs due a day from now on, in the queue and priority the drains claim from,
+    # for another round of drains and pickups; 0 skips it.
+    scheduled_rows: int
+    finished_rows: int  # history for the last round of drains and pickups; 0 skips it
     latency_samples: int  # per pickup run
     startup_runs: int  # timed worker start-ups
     drain_jobs: int  # per drain with `jobqueue worker` processes
@@ -32,6 +35,7 @@ class Sizes:
 DEFAULT_SIZES = Sizes(
     jobs=10_000,
     workers=8,
+    scheduled_rows=100_000,
     finished_rows=1_000_000,
     latency_samples=200,
     startup_runs=5,
@@ -42,6 +46,7 @@ DEFAULT_SIZES = Sizes(
 QUICK_SIZES = Sizes(
     jobs=100,
     workers=4,
+    scheduled_rows=2_000,
     finished_rows=2_000,
     latency_samples=10,
     startup_runs=1,
