@@ -180,11 +180,38 @@ def test_a_limit_out_of_range_is_refused(limit: int) -> None:
         JobQuery(Status.PENDING, limit=limit)
 
 
-def test_completed_jobs_cannot_be_listed_by_type_or_queue() -> None:
-    with pytest.raises(ValueError, match="no index holds them by type"):
-        JobQuery(Status.COMPLETED, type="email")
+def test_completed_jobs_cannot_be_listed_by_queue() -> None:
     with pytest.raises(ValueError, match="no index holds them by queue"):
         JobQuery(Status.COMPLETED, queue="mail")
+
+
+@pytest.mark.parametrize("status", [Status.COMPLETED, Status.FAILED])
+async def test_finished_jobs_by_type_and_of_every_type_page_after_page_newest_first(
+    store: JobStore, status: Status
+) -> None:
+    decision = Decision.complete() if status is Status.COMPLETED else Decision.fail("no")
+    ended: list[Job] = []
+    for n in range(7):
+        submitted = await store.submit(new_job({"n": n}, job_type=("email", "sms", "fax")[n % 3]))
+        [claimed] = await store.claim(1, LEASE)
+        assert claimed.id == submitted.job.id
+        ended.append(await record(store, claimed.lease, decision))
+
+    async def pages(job_type: str | None) -> list[Job]:
+        found: list[Job] = []
+        after = None
+        while True:
+            page = await store.list_jobs(JobQuery(status, job_type, limit=2, after=after))
+            found.extend(page.jobs)
+            if (after := page.next) is None:
+                return found
+
+    newest_first = sorted(ended, key=lambda job: (job.updated_at, job.id.int), reverse=True)
+    assert [job.id for job in await pages(None)] == [job.id for job in newest_first]
+    assert [job.id for job in await pages("sms")] == [
+        job.id for job in newest_first if job.type == "sms"
+    ]
+    assert await pages("none") == []
 
 
 async def test_a_queue_narrows_every_narrowable_status_page_after_page(store: JobStore) -> None:

@@ -26,7 +26,7 @@ from tests.support.postgres import dsn
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 (HEAD,) = head_revisions()
-RETENTION_INDEXES = {"ix_jobs_finished", "ix_jobs_dead_letter"}
+RETENTION_INDEXES = {"ix_jobs_finished_by_type", "ix_jobs_dead_letter"}
 
 
 def _alembic_executable() -> Path:
@@ -92,6 +92,10 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
     assert "traceparent" in _job_columns(url)
     assert _job_indexes(url) >= RETENTION_INDEXES
 
+    downgrade(url, "0007")
+    assert "ix_jobs_finished_by_type" not in _job_indexes(url)
+    assert "ix_jobs_finished" in _job_indexes(url)
+
     assert {"started_at", "worker", "attempt_log"} <= _job_columns(url)
     downgrade(url, "0006")
     assert {"started_at", "worker", "attempt_log"}.isdisjoint(_job_columns(url))
@@ -107,7 +111,7 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
 
     downgrade(url, "0002")
     assert _versions(url) == ["0002"]
-    assert not RETENTION_INDEXES & _job_indexes(url)
+    assert not {"ix_jobs_finished", "ix_jobs_dead_letter"} & _job_indexes(url)
 
     downgrade(url, "0001")
     assert _versions(url) == ["0001"]
@@ -154,6 +158,7 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_database_url: str) 
     assert logs.count("Running upgrade 0004 -> 0005") == 1, logs
     assert logs.count("Running upgrade 0005 -> 0006") == 1, logs
     assert logs.count("Running upgrade 0006 -> 0007") == 1, logs
+    assert logs.count("Running upgrade 0007 -> 0008") == 1, logs
     assert _versions(empty_database_url) == [HEAD]
 
 
@@ -276,6 +281,32 @@ async def test_pauses_and_attempt_history_arrive_on_a_filled_table_without_block
         columns = await asyncio.to_thread(_job_columns, url)
         assert {"started_at", "worker", "attempt_log"}.isdisjoint(columns)
         assert await connection.fetchval("SELECT to_regclass('queues')") is None
+        await asyncio.to_thread(upgrade, url)
+        assert await asyncio.to_thread(_drift, url, metadata) == []
+    finally:
+        await connection.close()
+
+
+async def test_finished_jobs_are_indexed_by_type_on_a_filled_table_without_blocking_writes(
+    empty_database_url: str,
+) -> None:
+    """0008 builds the typed index and drops the old one CONCURRENTLY: writes with a lock
+    timeout far shorter than a blocking build go on, and it undoes itself."""
+    url = empty_database_url
+    await asyncio.to_thread(upgrade, url, "0007")
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        written = await _migrate_a_filled_table_while_writing(connection, url, "0008")
+        assert written > 0
+        finished = await _fetch(
+            url,
+            "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c"
+            " ON c.oid = i.indexrelid WHERE c.relname LIKE 'ix_jobs_finished%'",
+        )
+        assert finished == [("ix_jobs_finished_by_type", True)]
+
+        await asyncio.to_thread(downgrade, url, "0007")
+        assert "ix_jobs_finished" in await asyncio.to_thread(_job_indexes, url)
         await asyncio.to_thread(upgrade, url)
         assert await asyncio.to_thread(_drift, url, metadata) == []
     finally:

@@ -67,7 +67,7 @@ async def test_pruning_reads_the_finished_index_among_many_finished_rows(
         for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
             for status in ages:
                 assert f"Index Cond: ((status = '{status}'::text)" in plan, f"{shape}:\n{plan}"
-            assert "ix_jobs_finished on jobs" in plan, f"{shape}:\n{plan}"
+            assert "ix_jobs_finished_by_type on jobs" in plan, f"{shape}:\n{plan}"
             # The batch's rows are then found by primary key, not by a join over the table.
             assert "on pk_jobs" in plan, f"{shape}:\n{plan}"
             assert "Seq Scan on jobs" not in plan, f"{shape}:\n{plan}"

@@ -11,7 +11,7 @@ from sqlalchemy import Index
 
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.job import TRANSITIONS, Operation
-from jobqueue.domain.status import COUNTED, NARROWABLE, PRUNABLE, TRAITS, Phase, Status
+from jobqueue.domain.status import BY_QUEUE, COUNTED, PRUNABLE, TRAITS, Phase, Status
 
 INDEXES: dict[str, Index] = {str(index.name): index for index in jobs.indexes}
 
@@ -35,7 +35,7 @@ def test_only_finished_jobs_are_pruned_and_only_others_counted() -> None:
     assert PRUNABLE == (Status.COMPLETED, Status.FAILED)
     assert COUNTED == (Status.PENDING, Status.PROCESSING, Status.DEAD_LETTER)
     assert not set(PRUNABLE) & set(COUNTED)
-    assert Status.COMPLETED not in NARROWABLE
+    assert Status.COMPLETED not in BY_QUEUE
 
 
 @pytest.mark.parametrize("status", list(Status))
@@ -46,10 +46,16 @@ def test_the_index_a_status_names_holds_its_rows_in_its_order(status: Status) ->
     predicate = str(index.dialect_options["postgresql"]["where"])
     assert f"'{status.value}'" in predicate, predicate
     # The sort column is the index's last column, or last but the id that breaks its ties
-    # (as listing does); before it come the order's groups, in order, or the status.
+    # (as listing does); before it come the order's groups, in order, or the status (and
+    # the type, for an index that says it holds them by type).
     columns = [column.name for column in index.columns]
     if columns[-1] == "id":
         columns.pop()
     assert columns[-1] == traits.order.column.value
     groups = list(traits.order.groups)
-    assert columns[:-1] == groups if groups else set(columns[:-1]) <= {"status"}
+    if groups:
+        assert columns[:-1] == groups
+    elif traits.typed_index:
+        assert columns[:-1] == ["status", "type"]
+    else:
+        assert set(columns[:-1]) <= {"status"}

@@ -18,9 +18,9 @@ MIN_LIST_LIMIT = 1
 MAX_LIST_LIMIT = 500
 DEFAULT_LIST_LIMIT = 50
 
-NOT_NARROWABLE = (
-    "{what} cannot narrow a listing of {status} jobs: no index holds them by {what}; "
-    "list them without it"
+NOT_BY_QUEUE = (
+    "queue cannot narrow a listing of {status} jobs: no index holds them by queue; "
+    "list them without it, or by type"
 )
 
 
@@ -64,8 +64,8 @@ class JobQuery:
     """Jobs of `status` (and of `type`, and in `queue`, if given), at most `limit`, after
     `after`.
 
-    `status` is required and `type` and `queue` narrow only statuses whose traits allow
-    it: every listing reads its status's index, never the whole table.
+    `status` is required, `type` narrows any status and `queue` only those whose traits
+    allow it: every listing reads its status's index, never the whole table.
     """
 
     status: Status
@@ -86,9 +86,8 @@ class JobQuery:
             raise ValueError(f"a listed type must be 1 to {MAX_TYPE_LENGTH} characters")
         if self.queue is not None:
             check_queue_name(self.queue)
-        for what, value in (("type", self.type), ("queue", self.queue)):
-            if value is not None and not TRAITS[self.status].narrowable:
-                raise ValueError(NOT_NARROWABLE.format(what=what, status=self.status.value))
+            if not TRAITS[self.status].by_queue:
+                raise ValueError(NOT_BY_QUEUE.format(status=self.status.value))
 
     @property
     def order(self) -> ListOrder:

@@ -97,7 +97,8 @@ class JobStore(Protocol):
         ...
 
     async def prune_finished(self, older_than: Mapping[Status, timedelta], limit: int) -> int:
-        """Delete up to `limit` finished jobs, oldest first: of each status in `older_than`,
+        """Delete up to `limit` finished jobs, oldest first (within each type: the batch may
+        take one type's before another's older ones): of each status in `older_than`,
         those that finished longer ago than its age by the store's clock. Return how many.
 
         Raises `ValueError` for a status that is not prunable (`check_prune_request`): dead

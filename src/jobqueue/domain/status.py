@@ -64,10 +64,12 @@ class StatusTraits:
     # in the same phase), in `order`'s column: listing and counting read it, never the
     # table. Checked against the schema by a test.
     index: str
-    # Whether `type` and `queue` may narrow a listing. Only where the status's rows are
-    # few (or its index leads with the queue) can the index range be read and filtered;
-    # an index by type would make every completion pay.
-    narrowable: bool = True
+    # Whether `queue` may narrow a listing. Only where the status's rows are few (or its
+    # index leads with the queue) can the index range be read and filtered.
+    by_queue: bool = True
+    # Whether `index` holds the status's rows by type after the status (finished jobs):
+    # then one type is one range of it, and every type a merge of the types' ranges.
+    typed_index: bool = False
 
     @property
     def prunable(self) -> bool:
@@ -92,11 +94,17 @@ TRAITS: Mapping[Status, StatusTraits] = {
     Status.PROCESSING: StatusTraits(
         Phase.LIVE, _SOONEST[SortColumn.LOCKED_UNTIL], "ix_jobs_lease_expiry"
     ),
-    # Completed jobs are most of the table and no index holds them by type or queue.
+    # Completed jobs are most of the table, and no index holds them by queue.
     Status.COMPLETED: StatusTraits(
-        Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_finished", narrowable=False
+        Phase.FINISHED,
+        _NEWEST_FINISHED,
+        "ix_jobs_finished_by_type",
+        by_queue=False,
+        typed_index=True,
     ),
-    Status.FAILED: StatusTraits(Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_finished"),
+    Status.FAILED: StatusTraits(
+        Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_finished_by_type", typed_index=True
+    ),
     # A finished or held row is never written again, so its updated_at is when it ended.
     Status.DEAD_LETTER: StatusTraits(Phase.HELD, _NEWEST_FINISHED, "ix_jobs_dead_letter"),
 }
@@ -105,4 +113,4 @@ TRAITS: Mapping[Status, StatusTraits] = {
 # Derived, in declaration order, for the code that needs one of them as a whole.
 PRUNABLE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].prunable)
 COUNTED: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].counted)
-NARROWABLE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].narrowable)
+BY_QUEUE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].by_queue)

@@ -106,12 +106,15 @@ jobs = Table(
         unique=True,
         postgresql_where=text("idempotency_key IS NOT NULL"),
     ),
-    # Retention's scan: finished rows of one status, oldest first. A finished row is never
-    # written again, so its updated_at is when it finished. Status leads so that each
-    # status is one contiguous range whatever the other's retention is.
+    # Finished rows by status, then type, then when they finished (a finished row is
+    # never written again, so its updated_at is that moment): listing one type is one
+    # range; listing every type, and retention's scan by age, merge the ranges of the
+    # types, found by a loose scan of the same index (`adapters/postgres/by_type.py`).
+    # One entry per finished row, as an index by (status, updated_at) alone would hold.
     Index(
-        "ix_jobs_finished",
+        "ix_jobs_finished_by_type",
         "status",
+        "type",
         "updated_at",
         postgresql_where=text(f"status IN ({_quoted(PRUNABLE)})"),
     ),

@@ -55,6 +55,7 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.types import TypeEngine
 
 from jobqueue.adapters.postgres.attempt_log import logged
+from jobqueue.adapters.postgres.by_type import per_type, types_of
 from jobqueue.adapters.postgres.claim_cursor import FROM_START, ClaimCursor, Keys
 from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch_pooled
@@ -73,7 +74,7 @@ from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision, Outcome
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
-from jobqueue.domain.status import Status
+from jobqueue.domain.status import TRAITS, Status
 
 # `submit_in` was documented here before `jobqueue.enqueue` existed.
 __all__ = ["PostgresJobStore", "submit_in"]
@@ -512,20 +513,26 @@ class PostgresJobStore:
         check_prune_request(older_than, limit)
         if not older_than:
             return 0
-        # One locking scan per status, each a contiguous range of ix_jobs_finished in age
-        # order, so a status kept long never slows the pruning of another. Each takes at
-        # most `limit`, which holds the oldest `limit` of all: the outer LIMIT keeps those.
+        # One locking scan per status, so a status kept long never slows the pruning of
+        # another: type by type (`by_type`), each type's oldest first, at most `limit` in
+        # all; the outer LIMIT keeps the oldest `limit` of the statuses' batches. Within a
+        # status the batch is the oldest of each type in turn, not the oldest of all:
+        # what retention needs is only that every batch is old enough and bounded.
         # SKIP LOCKED: processes pruning at once take different rows. A finished row is
-        # never updated, so nothing but another pruner can hold its lock.
+        # never updated, so nothing but another pruner (or an operator) holds its lock.
         aged = [
-            select(jobs.c.id, jobs.c.updated_at)
-            .where(
-                jobs.c.status == _status(status),
-                jobs.c.updated_at < func.now() - _interval(age),
+            per_type(
+                types_of(status, f"types_{status.value}"),
+                select(jobs.c.id, jobs.c.updated_at)
+                .where(
+                    jobs.c.status == _status(status),
+                    jobs.c.updated_at < func.now() - _interval(age),
+                )
+                .order_by(jobs.c.updated_at)
+                .with_for_update(skip_locked=True),
+                limit,
             )
-            .order_by(jobs.c.updated_at)
             .limit(limit)
-            .with_for_update(skip_locked=True)
             .cte(f"aged_{status.value}")
             .prefix_with("MATERIALIZED")
             for status, age in sorted(older_than.items())
@@ -569,9 +576,16 @@ class PostgresJobStore:
             (column.desc(), jobs.c.id.desc()) if order.descending else (*groups, column, jobs.c.id)
         )
         # One row more than the page: whether it exists says if there is a next page.
-        listed = await self._all(
-            select(jobs).where(*conditions).order_by(*ordering).limit(query.limit + 1)
-        )
+        wanted = query.limit + 1
+        ranged = select(jobs).where(*conditions).order_by(*ordering)
+        if TRAITS[query.status].typed_index and query.type is None:
+            # Every type: the page of each type's range, merged (`by_type`).
+            merged = per_type(types_of(query.status, "listed_types"), ranged, wanted)
+            picked = merged.selected_columns
+            statement = merged.order_by(picked[column.name].desc(), picked.id.desc()).limit(wanted)
+        else:
+            statement = ranged.limit(wanted)
+        listed = await self._all(statement)
         page = tuple(listed[: query.limit])
         following = len(listed) > query.limit
         return JobPage(page, position_of(page[-1]) if following else None)

@@ -21,7 +21,7 @@ from jobqueue.domain.listing import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
     MIN_LIST_LIMIT,
-    NOT_NARROWABLE,
+    NOT_BY_QUEUE,
     GroupValue,
     JobQuery,
     ListPosition,
@@ -46,9 +46,8 @@ def parse_list_query(parameters: Mapping[str, Sequence[str]]) -> JobQuery:
     status = _status(single.get("status"))
     job_type = _type(single.get("type"))
     queue = _queue(single.get("queue"))
-    for what, value in (("type", job_type), ("queue", queue)):
-        if value is not None and not TRAITS[status].narrowable:
-            raise ClientException(detail=NOT_NARROWABLE.format(what=what, status=status.value))
+    if queue is not None and not TRAITS[status].by_queue:
+        raise ClientException(detail=NOT_BY_QUEUE.format(status=status.value))
     return JobQuery(
         status=status,
         type=job_type,

@@ -18,7 +18,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from jobqueue.domain.bulk import MAX_BULK, Selection
 from jobqueue.domain.job import MAX_QUEUE_LENGTH, MAX_TYPE_LENGTH, QUEUE_NAME
 from jobqueue.domain.listing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MIN_LIST_LIMIT
-from jobqueue.domain.status import NARROWABLE, TRAITS, Status
+from jobqueue.domain.status import BY_QUEUE, TRAITS, Status
 from jobqueue.entrypoints.http.dto import (
     BulkRequest,
     CreateJobRequest,
@@ -72,9 +72,7 @@ ListType = Annotated[
     QueryParameter(
         name="type",
         required=False,
-        description="Only jobs of this type; only with status="
-        + ", ".join(status.value for status in NARROWABLE)
-        + " (no index holds the others by type).",
+        description="Only jobs of this type.",
         schema_extra={"minLength": 1, "maxLength": MAX_TYPE_LENGTH},
     ),
 ]
@@ -84,7 +82,7 @@ ListQueue = Annotated[
         name="queue",
         required=False,
         description="Only jobs of this queue; only with status="
-        + ", ".join(status.value for status in NARROWABLE)
+        + ", ".join(status.value for status in BY_QUEUE)
         + " (no index holds the others by queue).",
         schema_extra={"pattern": f"^{QUEUE_NAME.pattern}$", "maxLength": MAX_QUEUE_LENGTH},
     ),
