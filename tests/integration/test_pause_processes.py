@@ -79,6 +79,9 @@ def _logged_at(worker: Service, message: str) -> list[float]:
     ]
 
 
+@pytest.mark.direct_database(
+    "two of the workers LISTEN, which holds a session PgBouncer's transaction mode cannot keep"
+)
 def test_a_paused_queue_claims_nothing_in_any_of_three_processes_within_a_second_and_resumes(
     database_url: str, tmp_path: Path
 ) -> None:
