@@ -10,7 +10,6 @@ import msgspec
 from litestar.openapi.spec import Schema
 from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 
-from jobqueue.domain.attempts import AttemptRecord
 from jobqueue.domain.bulk import ACTIONABLE, MAX_BULK, Selection
 from jobqueue.domain.job import (
     MAX_ATTEMPTS,
@@ -118,7 +117,7 @@ class JobRecord(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, job: Job) -> JobRecord:
-        return _view(cls, job)
+        return _view(cls, job, history=[_view(AttemptView, each) for each in job.history])
 
 
 class JobStatusView(msgspec.Struct, frozen=True):
@@ -152,7 +151,7 @@ class QueueStateView(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, state: QueueState) -> QueueStateView:
-        return cls(state.name, state.paused, _shown(state.paused_at))  # type: ignore[arg-type]
+        return cls(state.name, state.paused, _utc(state.paused_at))
 
 
 class QueueRecord(msgspec.Struct, frozen=True):
@@ -175,7 +174,7 @@ class QueueRecord(msgspec.Struct, frozen=True):
         return cls(
             name=state.name,
             paused=state.paused,
-            paused_at=_shown(state.paused_at),  # type: ignore[arg-type]
+            paused_at=_utc(state.paused_at),
             jobs=dict(summary.counts),
             due=summary.due,
             scheduled=summary.counts[Status.PENDING] - summary.due,
@@ -202,19 +201,40 @@ class HealthBody(msgspec.Struct, frozen=True):
 View = TypeVar("View", bound=msgspec.Struct)
 
 
-def _view(kind: type[View], source: object) -> View:
-    """`kind` filled from the fields of the same names of `source` (a job, an attempt): a
-    record shows a new job field once the field is declared on it."""
-    return kind(**{name: _shown(getattr(source, name)) for name in kind.__struct_fields__})
+def _view(kind: type[View], source: object, **given: object) -> View:
+    """`kind` filled from the fields of the same names of `source` (a job, an attempt),
+    but for those `given`: a record shows a new job field once the field is declared on
+    it."""
+    return kind(
+        **{
+            name: given[name] if name in given else _shown(getattr(source, name))
+            for name in kind.__struct_fields__
+        }
+    )
 
 
 def _shown(value: object) -> object:
+    return _utc(value) if isinstance(value, datetime) else value
+
+
+def _utc(moment: datetime | None) -> datetime | None:
     # Times are encoded as RFC 3339 with a `Z`, whatever zone the driver handed back.
-    if isinstance(value, datetime):
-        return value.astimezone(UTC)
-    if isinstance(value, tuple) and all(isinstance(item, AttemptRecord) for item in value):
-        return [_view(AttemptView, attempt) for attempt in value]
-    return value
+    return None if moment is None else moment.astimezone(UTC)
+
+
+def _queue_schema(description: str) -> Schema:
+    return Schema(
+        type=OpenAPIType.STRING,
+        pattern=f"^{QUEUE_NAME.pattern}$",
+        max_length=MAX_QUEUE_LENGTH,
+        description=description,
+    )
+
+
+def _type_schema(description: str) -> Schema:
+    return Schema(
+        type=OpenAPIType.STRING, min_length=1, max_length=MAX_TYPE_LENGTH, description=description
+    )
 
 
 def create_job_request_schema() -> Schema:
@@ -227,12 +247,7 @@ def create_job_request_schema() -> Schema:
         type=OpenAPIType.OBJECT,
         title="CreateJobRequest",
         properties={
-            "type": Schema(
-                type=OpenAPIType.STRING,
-                min_length=1,
-                max_length=MAX_TYPE_LENGTH,
-                description="A registered job type, e.g. 'sleep' or 'webhook'.",
-            ),
+            "type": _type_schema("A registered job type, e.g. 'sleep' or 'webhook'."),
             "payload": Schema(
                 description="Any JSON value, checked against the handler's payload type. "
                 "Defaults to {}.",
@@ -250,12 +265,9 @@ def create_job_request_schema() -> Schema:
                 description="Not before this instant (RFC 3339, with an offset), by the "
                 "database's clock; due at once when absent or past. Not with delay.",
             ),
-            "queue": Schema(
-                type=OpenAPIType.STRING,
-                pattern=f"^{QUEUE_NAME.pattern}$",
-                max_length=MAX_QUEUE_LENGTH,
-                description="The queue the job waits in; the job type's handler option, "
-                "else 'default', when absent.",
+            "queue": _queue_schema(
+                "The queue the job waits in; the job type's handler option, "
+                "else 'default', when absent."
             ),
             "priority": Schema(
                 type=OpenAPIType.INTEGER,
@@ -289,18 +301,8 @@ def bulk_request_schema() -> Schema:
                 enum=sorted(status.value for status in ACTIONABLE),
                 description="Act on jobs of this status.",
             ),
-            "queue": Schema(
-                type=OpenAPIType.STRING,
-                pattern=f"^{QUEUE_NAME.pattern}$",
-                max_length=MAX_QUEUE_LENGTH,
-                description="Only jobs of this queue; any when absent.",
-            ),
-            "type": Schema(
-                type=OpenAPIType.STRING,
-                min_length=1,
-                max_length=MAX_TYPE_LENGTH,
-                description="Only jobs of this type; any when absent.",
-            ),
+            "queue": _queue_schema("Only jobs of this queue; any when absent."),
+            "type": _type_schema("Only jobs of this type; any when absent."),
             "limit": Schema(
                 type=OpenAPIType.INTEGER,
                 minimum=1,

@@ -142,9 +142,7 @@ class WorkerPool:
         if self._paused:
             return
         self._paused = True
-        given_back = len(self._ready)
-        while self._ready:
-            self._record(self._ready.popleft(), Decision.release(), 0.0, observe=False)
+        given_back = self._give_back_ready()
         _log.info(
             "queue paused: claiming nothing; running jobs finish",
             extra={
@@ -417,6 +415,13 @@ class WorkerPool:
         while self._ready and self._ready[0].claimed[1] < oldest:
             self._record(self._ready.popleft(), Decision.release(), 0.0, observe=False)
 
+    def _give_back_ready(self) -> int:
+        """Release every job claimed ahead (none has started); return how many."""
+        count = len(self._ready)
+        while self._ready:
+            self._record(self._ready.popleft(), Decision.release(), 0.0, observe=False)
+        return count
+
     def _attempt_ended(self, task: asyncio.Task[None]) -> None:
         attempt = self._attempts.pop(task)
         self._start_ready()
@@ -445,8 +450,7 @@ class WorkerPool:
 
     async def _drain(self, grace: float) -> None:
         # Claimed ahead and never started: given back first, for other processes to run.
-        while self._ready:
-            self._record(self._ready.popleft(), Decision.release(), 0.0, observe=False)
+        self._give_back_ready()
         running = set(self._attempts)
         if running and grace > 0:
             _log.info("stopping: waiting up to %gs for %d running attempts", grace, len(running))
