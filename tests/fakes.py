@@ -20,7 +20,13 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from jobqueue.domain.attempts import LEASE_EXPIRED, AttemptRecord, appended
+from jobqueue.domain.attempts import (
+    CANCELLED,
+    LEASE_EXPIRED,
+    AttemptRecord,
+    appended,
+    holds_final_attempt,
+)
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.errors import (
     IdempotencyConflict,
@@ -88,6 +94,8 @@ class InMemoryJobStore:
         self.worker = "in-memory"
         # How many outcome batches went out with a claim (`record_and_claim`).
         self.record_and_claim_calls = 0
+        # The jobs a cancel took from a running attempt, as PostgreSQL notifies them.
+        self.cancels_announced: list[UUID] = []
 
     def jobs(self) -> list[Job]:
         return list(self._jobs.values())
@@ -207,6 +215,7 @@ class InMemoryJobStore:
                 run_at=job.run_at if decision.delay is None else now + decision.delay,
                 last_error=job.last_error if decision.error is None else decision.error,
                 attempts=max(job.attempts - 1, 0) if decision.gives_back_attempt else job.attempts,
+                snoozes=job.snoozes + 1 if decision.snoozed else job.snoozes,
             )
             held.add(lease)
         return held
@@ -239,13 +248,47 @@ class InMemoryJobStore:
             Operation.RETRY,
             Status.PENDING,
             now,
-            attempt_log=_logged(job, job.status.value, job.last_error, job.updated_at),
+            attempt_log=_logged(job, job.status.value, job.last_error, job.updated_at)
+            if holds_final_attempt(job.status)
+            else job.attempt_log,
             attempts=0,
+            snoozes=0,
             run_at=now,
         )
 
+    async def cancel(self, job_id: UUID) -> Job:
+        await self._enter()
+        job = self._existing(job_id)
+        if job.status not in sources(Operation.CANCEL):
+            raise InvalidTransition(job_id, Operation.CANCEL, job.status)
+        return self._cancel(job)
+
+    def _cancel(self, job: Job) -> Job:
+        now = self.clock()
+        running = job.status is Status.PROCESSING
+        cancelled = self._move(
+            job,
+            Operation.CANCEL,
+            Status.CANCELLED,
+            now,
+            attempt_log=_logged(job, CANCELLED, None, now) if running else job.attempt_log,
+            locked_until=None,
+        )
+        if running:
+            self.cancels_announced.append(job.id)
+        return cancelled
+
+    async def cancel_many(self, selection: Selection) -> int:
+        await self._enter()
+        selection.require(Operation.CANCEL)
+        chosen = self._selected(selection)
+        for job in chosen:
+            self._cancel(job)
+        return len(chosen)
+
     async def retry_many(self, selection: Selection) -> int:
         await self._enter()
+        selection.require(Operation.RETRY)
         chosen = self._selected(selection)
         for job in chosen:
             self._retry(job)
@@ -253,6 +296,7 @@ class InMemoryJobStore:
 
     async def discard_many(self, selection: Selection) -> int:
         await self._enter()
+        selection.require(Operation.RETRY)
         doomed = self._selected(selection)
         for job in doomed:
             self._delete(job)
@@ -267,7 +311,9 @@ class InMemoryJobStore:
                 and selection.queue in (None, job.queue)
                 and selection.type in (None, job.type)
             ),
-            key=lambda job: (job.updated_at, self._sequence[job.id]),
+            # The status's index order, ascending, as PostgreSQL's bulk statements read it.
+            # Ties in insertion order, like a stable scan.
+            key=lambda job: (position_of(job).ordered[:-1], self._sequence[job.id]),
         )
         return matching[: selection.limit]
 
@@ -516,6 +562,7 @@ class RecordingObserver:
     started: list[Job] = field(default_factory=list)
     finished: list[tuple[Job, Decision, float]] = field(default_factory=list)
     lost: list[Job] = field(default_factory=list)
+    cancelled: list[Job] = field(default_factory=list)
     retried_writes: list[tuple[Job, int]] = field(default_factory=list)
     unrecorded: list[Job] = field(default_factory=list)
     recoveries: list[list[Job]] = field(default_factory=list)
@@ -528,6 +575,9 @@ class RecordingObserver:
 
     def lease_lost(self, job: Job) -> None:
         self.lost.append(job)
+
+    def attempt_cancelled(self, job: Job) -> None:
+        self.cancelled.append(job)
 
     def outcome_retried(self, job: Job, tries: int) -> None:
         self.retried_writes.append((job, tries))

@@ -28,6 +28,7 @@ from jobqueue.domain.errors import (
     UnknownJobType,
 )
 from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, Job, NewJob
+from jobqueue.domain.outcome import Snooze
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import JobContext, Registry, StopReason
 from jobqueue.domain.status import Status
@@ -69,6 +70,7 @@ __all__ = [
     "NewJob",
     "Permanent",
     "Registry",
+    "Snooze",
     "Status",
     "StopReason",
     "StoreError",

@@ -31,6 +31,7 @@ POLL_SECONDS = 0.01
 OutcomeWrite = Callable[[JobStore, Lease], Awaitable[Job]]
 
 RETRY_DELAY = timedelta(seconds=30)
+SNOOZE_DELAY = timedelta(seconds=45)
 RETRY_ERROR = "flaky: connection reset"
 FAIL_ERROR = "bad input: no such account"
 DEAD_LETTER_ERROR = "gave up after the last attempt"
@@ -46,6 +47,7 @@ OUTCOME_WRITES: dict[Operation, OutcomeWrite] = {
         store, lease, Decision.dead_letter(DEAD_LETTER_ERROR)
     ),
     Operation.RELEASE: lambda store, lease: record(store, lease, Decision.release()),
+    Operation.SNOOZE: lambda store, lease: record(store, lease, Decision.snooze(SNOOZE_DELAY)),
 }
 OUTCOME_ERRORS: dict[Operation, str | None] = {
     Operation.COMPLETE: None,
@@ -53,6 +55,7 @@ OUTCOME_ERRORS: dict[Operation, str | None] = {
     Operation.FAIL: FAIL_ERROR,
     Operation.DEAD_LETTER: DEAD_LETTER_ERROR,
     Operation.RELEASE: None,
+    Operation.SNOOZE: None,
 }
 
 
@@ -100,6 +103,9 @@ async def job_in(store: JobStore, status: Status, *, max_attempts: int = 3) -> J
     claimed = await claim_only(store, job)
     if status is Status.PROCESSING:
         return claimed
+    if status is Status.CANCELLED:
+        # Cancelled while it ran: the cancel ended the lease its claim took.
+        return await store.cancel(claimed.id)
     operation = {
         Status.COMPLETED: Operation.COMPLETE,
         Status.FAILED: Operation.FAIL,

@@ -72,8 +72,8 @@ async def test_discard_many_deletes_only_what_it_selects(store: JobStore) -> Non
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"status": Status.COMPLETED}, "status must be dead_letter or failed"),
-        ({"status": Status.PENDING}, "status must be dead_letter or failed"),
+        ({"status": Status.COMPLETED}, "status must be cancelled or dead_letter or failed"),
+        ({"status": Status.PENDING}, "status must be cancelled or dead_letter or failed"),
         ({"limit": 0}, f"limit must be 1 to {MAX_BULK}"),
         ({"limit": MAX_BULK + 1}, f"limit must be 1 to {MAX_BULK}"),
         ({"queue": "no spaces"}, "queue name must be"),

@@ -22,6 +22,7 @@ from tests.contract.steps import (
     OUTCOME_WRITES,
     RETRY_DELAY,
     SHORT_LEASE,
+    SNOOZE_DELAY,
     claim_only,
     eventually,
     job_in,
@@ -47,8 +48,9 @@ async def test_outcome_write_records_its_status_and_ends_the_lease(
     assert written.status is only_target(operation, Status.PROCESSING)
     assert written.locked_until is None
     assert written.last_error == OUTCOME_ERRORS[operation]
-    # Only a release gives the attempt back; the token stays until the next claim.
-    expected_attempts = 0 if operation is Operation.RELEASE else 1
+    # Only a release and a snooze give the attempt back; the token stays until the next
+    # claim.
+    expected_attempts = 0 if operation in (Operation.RELEASE, Operation.SNOOZE) else 1
     assert (written.attempts, written.lease_token) == (expected_attempts, claimed.lease_token)
     assert written.updated_at >= claimed.updated_at
     assert await store.get(claimed.id) == written
@@ -59,8 +61,9 @@ async def test_outcome_write_records_its_status_and_ends_the_lease(
     [
         (Operation.BACKOFF, RETRY_DELAY),
         (Operation.RELEASE, timedelta(0)),
+        (Operation.SNOOZE, SNOOZE_DELAY),
     ],
-    ids=["retry", "release"],
+    ids=["retry", "release", "snooze"],
 )
 async def test_job_sent_back_to_pending_is_due_after_its_delay_by_the_store_clock(
     store: JobStore, operation: Operation, due_after: timedelta

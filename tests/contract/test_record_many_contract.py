@@ -66,7 +66,13 @@ async def test_stale_lease_in_a_batch_is_refused_while_the_others_complete(
 async def test_complete_many_refuses_jobs_not_processing_and_unknown_ids(store: JobStore) -> None:
     held = await job_in(store, Status.PROCESSING)
     # Pending last: each job_in claims the one job it made, so none may be left due.
-    refusing = [Status.COMPLETED, Status.FAILED, Status.DEAD_LETTER, Status.PENDING]
+    refusing = [
+        Status.COMPLETED,
+        Status.FAILED,
+        Status.DEAD_LETTER,
+        Status.CANCELLED,
+        Status.PENDING,
+    ]
     assert set(refusing) == set(Status) - sources(Operation.COMPLETE)
     others = [await job_in(store, status) for status in refusing]
     unknown = Lease(uuid.uuid4(), 1)

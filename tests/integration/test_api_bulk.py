@@ -75,7 +75,10 @@ async def test_retry_and_discard_by_filter_act_on_the_oldest_up_to_the_limit(
     ("body", "message"),
     [
         ({}, "Object missing required field `status`"),
-        ({"status": "completed"}, "status must be dead_letter or failed, got 'completed'"),
+        (
+            {"status": "completed"},
+            "status must be cancelled or dead_letter or failed, got 'completed'",
+        ),
         ({"status": "sleeping"}, "Invalid enum value 'sleeping'"),
         ({"status": "failed", "limit": 0}, "Expected `int` >= 1"),
         ({"status": "failed", "limit": 1001}, "Expected `int` <= 1000"),

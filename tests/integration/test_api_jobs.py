@@ -190,7 +190,7 @@ async def test_retry_refuses_jobs_that_are_not_dead_lettered(
     assert response.status_code == 409
     assert response.json()["error"] == (
         f"cannot retry job {created['id']}: it is completed; "
-        "only failed and dead-lettered jobs can be retried"
+        "only failed, dead-lettered and cancelled jobs can be retried"
     )
 
 

@@ -41,6 +41,7 @@ def big_table(database_url: str) -> str:
             ("completed", FINISHED_ROWS, 1),
             ("failed", FINISHED_ROWS // 100, 1),
             ("dead_letter", 50, 1),
+            ("cancelled", 50, 1),
         ],
     )
     return database_url

@@ -236,8 +236,10 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("GET", "/jobs/{job_id}"),
         ("GET", "/jobs/{job_id}/status"),
         ("POST", "/jobs/{job_id}/retry"),
+        ("POST", "/jobs/{job_id}/cancel"),
         ("POST", "/jobs/retry"),
         ("POST", "/jobs/discard"),
+        ("POST", "/jobs/cancel"),
         ("GET", "/queues"),
         ("POST", "/queues/{name}/pause"),
         ("POST", "/queues/{name}/resume"),
@@ -252,8 +254,10 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("get", "/jobs/{job_id}"): {"400", "404", "503"},
         ("get", "/jobs/{job_id}/status"): {"400", "404", "503"},
         ("post", "/jobs/{job_id}/retry"): {"400", "404", "409", "503"},
+        ("post", "/jobs/{job_id}/cancel"): {"400", "404", "409", "503"},
         ("post", "/jobs/retry"): {"400", "503"},
         ("post", "/jobs/discard"): {"400", "503"},
+        ("post", "/jobs/cancel"): {"400", "503"},
         ("get", "/queues"): {"503"},
         ("post", "/queues/{name}/pause"): {"400", "503"},
         ("post", "/queues/{name}/resume"): {"400", "503"},
@@ -288,16 +292,23 @@ async def test_openapi_documents_the_create_body_exactly_as_the_struct_decodes_i
     assert [p["name"] for p in header] == ["Idempotency-Key"]
 
 
-@pytest.mark.parametrize("path", ["/jobs/retry", "/jobs/discard"])
+@pytest.mark.parametrize(
+    ("path", "statuses"),
+    [
+        ("/jobs/retry", ["cancelled", "dead_letter", "failed"]),
+        ("/jobs/discard", ["cancelled", "dead_letter", "failed"]),
+        ("/jobs/cancel", ["pending", "processing"]),
+    ],
+)
 async def test_openapi_documents_the_bulk_body_exactly_as_the_struct_decodes_it(
-    client: AsyncTestClient[Any], path: str
+    client: AsyncTestClient[Any], path: str, statuses: list[str]
 ) -> None:
     document = (await client.get("/schema/openapi.json")).json()
 
     schema = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]
     assert set(schema["schema"]["properties"]) == set(BulkRequest.__struct_fields__)
     assert schema["schema"]["required"] == ["status"]
-    assert schema["schema"]["properties"]["status"]["enum"] == ["dead_letter", "failed"]
+    assert schema["schema"]["properties"]["status"]["enum"] == statuses
 
 
 # --- bearer tokens -----------------------------------------------------------------------

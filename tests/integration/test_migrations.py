@@ -92,6 +92,10 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
     assert "traceparent" in _job_columns(url)
     assert _job_indexes(url) >= RETENTION_INDEXES
 
+    downgrade(url, "0008")
+    assert "snoozes" not in _job_columns(url)
+    assert "ix_jobs_cancelled" not in _job_indexes(url)
+
     downgrade(url, "0007")
     assert "ix_jobs_finished_by_type" not in _job_indexes(url)
     assert "ix_jobs_finished" in _job_indexes(url)
@@ -122,6 +126,7 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
         "started_at",
         "worker",
         "attempt_log",
+        "snoozes",
     }
 
     downgrade(url, "base")
@@ -159,6 +164,7 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_database_url: str) 
     assert logs.count("Running upgrade 0005 -> 0006") == 1, logs
     assert logs.count("Running upgrade 0006 -> 0007") == 1, logs
     assert logs.count("Running upgrade 0007 -> 0008") == 1, logs
+    assert logs.count("Running upgrade 0008 -> 0009") == 1, logs
     assert _versions(empty_database_url) == [HEAD]
 
 
@@ -307,6 +313,53 @@ async def test_finished_jobs_are_indexed_by_type_on_a_filled_table_without_block
 
         await asyncio.to_thread(downgrade, url, "0007")
         assert "ix_jobs_finished" in await asyncio.to_thread(_job_indexes, url)
+        await asyncio.to_thread(upgrade, url)
+        assert await asyncio.to_thread(_drift, url, metadata) == []
+    finally:
+        await connection.close()
+
+
+async def test_cancel_and_snooze_arrive_on_a_filled_table_without_blocking_writes(
+    empty_database_url: str,
+) -> None:
+    """0009 adds `snoozes`, lets the status CHECK take `cancelled` (NOT VALID, then
+    validated) and builds its index CONCURRENTLY: writes with a short lock timeout go on.
+    Its downgrade turns cancelled jobs into failed ones, which 0008 knows."""
+    url = empty_database_url
+    await asyncio.to_thread(upgrade, url, "0008")
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        written = await _migrate_a_filled_table_while_writing(connection, url, "0009")
+        assert written > 0
+        assert await connection.fetchval("SELECT count(*) FROM jobs WHERE snoozes = 0") == (
+            FILLED_ROWS + written
+        )
+        valid = await _fetch(
+            url,
+            "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c"
+            " ON c.oid = i.indexrelid WHERE c.relname = 'ix_jobs_cancelled'",
+        )
+        assert valid == [("ix_jobs_cancelled", True)]
+        checks = await _fetch(
+            url,
+            "SELECT conname, convalidated FROM pg_constraint"
+            " WHERE conname IN ('ck_jobs_status', 'ck_jobs_snoozes') ORDER BY conname",
+        )
+        assert checks == [("ck_jobs_snoozes", True), ("ck_jobs_status", True)]
+        await connection.execute(
+            "UPDATE jobs SET status = 'cancelled'"
+            " WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' LIMIT 3)"
+        )
+
+        await asyncio.to_thread(downgrade, url, "0008")
+        assert "snoozes" not in await asyncio.to_thread(_job_columns, url)
+        assert "ix_jobs_cancelled" not in await asyncio.to_thread(_job_indexes, url)
+        assert await connection.fetchval("SELECT count(*) FROM jobs WHERE status = 'failed'") == 3
+        with pytest.raises(asyncpg.CheckViolationError):
+            await connection.execute(
+                "UPDATE jobs SET status = 'cancelled'"
+                " WHERE id = (SELECT id FROM jobs WHERE status = 'failed' LIMIT 1)"
+            )
         await asyncio.to_thread(upgrade, url)
         assert await asyncio.to_thread(_drift, url, metadata) == []
     finally:

@@ -34,7 +34,7 @@ class WatchedConnection:
         self._inner = inner
         self._listened = listened
 
-    async def listen(self, channel: str, on_notify: Callable[[], None]) -> None:
+    async def listen(self, channel: str, on_notify: Callable[[str], None]) -> None:
         await self._inner.listen(channel, on_notify)
         self._listened.put_nowait(None)
 
@@ -59,7 +59,7 @@ class Counter:
         self.count = 0
         self.changed = asyncio.Event()
 
-    def __call__(self) -> None:
+    def __call__(self, payload: str) -> None:
         self.count += 1
         self.changed.set()
 

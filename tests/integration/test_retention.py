@@ -68,7 +68,11 @@ async def test_the_default_policy_clears_a_backlog_and_keeps_what_it_must(
 
     retention = RetentionLoop(PostgresJobStore(engine), RetentionPolicy(), TICK, on_pruned=report)
 
-    assert await retention.run_once() == {Status.COMPLETED: 2_490, Status.FAILED: 30}
+    assert await retention.run_once() == {
+        Status.COMPLETED: 2_490,
+        Status.FAILED: 30,
+        Status.CANCELLED: 0,
+    }
 
     assert batches == [
         (Status.COMPLETED, 1_000),
@@ -126,5 +130,5 @@ async def test_a_worker_process_prunes_old_finished_jobs(
 
     assert worker.process.returncode == 0, worker.errors()
     [pruned] = [line for line in worker.log() if line["message"] == "jobs pruned"]
-    assert pruned["by_status"] == {"completed": 3, "failed": 0}
+    assert pruned["by_status"] == {"completed": 3, "failed": 0, "cancelled": 0}
     assert await counts(engine) == {Status.DEAD_LETTER: 1}

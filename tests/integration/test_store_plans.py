@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.bulk import Selection
-from jobqueue.domain.job import Lease
+from jobqueue.domain.errors import JobNotFound
+from jobqueue.domain.job import Lease, Operation
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import Status
 from tests.support.plans import (
@@ -40,6 +41,7 @@ async def _record_many_unknown(store: PostgresJobStore) -> None:
         Decision.fail("bad input"),
         Decision.dead_letter("gave up"),
         Decision.release(),
+        Decision.snooze(timedelta(minutes=1)),
     ]
     endings = [(Lease(uuid4(), 1), decision) for decision in decisions for _ in range(2)]
     assert await store.record_many(endings) == set()
@@ -104,6 +106,20 @@ BULK: dict[str, tuple[StoreCall, Status]] = {
     ),
     "retry failed": (lambda store: store.retry_many(Selection(Status.FAILED)), Status.FAILED),
     "discard": (lambda store: store.discard_many(Selection(Status.FAILED)), Status.FAILED),
+    "retry cancelled": (
+        lambda store: store.retry_many(Selection(Status.CANCELLED, type="t")),
+        Status.CANCELLED,
+    ),
+    "cancel pending": (
+        lambda store: store.cancel_many(
+            Selection(Status.PENDING, queue="q", operation=Operation.CANCEL)
+        ),
+        Status.PENDING,
+    ),
+    "cancel running": (
+        lambda store: store.cancel_many(Selection(Status.PROCESSING, operation=Operation.CANCEL)),
+        Status.PROCESSING,
+    ),
 }
 
 
@@ -118,3 +134,14 @@ async def test_bulk_calls_read_their_status_index_among_many_finished_rows(
         for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
             assert reads_status_index(plan, status), f"{name}:\n{plan}"
             assert "Seq Scan on jobs" not in plan, f"{name}:\n{plan}"
+
+
+async def test_a_cancel_looks_its_job_up_by_key(plan_engine: AsyncEngine) -> None:
+    with capture_statements(plan_engine) as sent, pytest.raises(JobNotFound):
+        await PostgresJobStore(plan_engine).cancel(uuid4())
+    # The cancel, then the read that explains why it matched nothing.
+    (statement, parameters), _ = [(s, p) for s, p in sent if "jobs" in s]
+
+    for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
+        assert uses_index(plan, "pk_jobs"), plan
+        assert "Seq Scan on jobs" not in plan, plan

@@ -36,6 +36,9 @@ LEASED: dict[Operation, LeasedCall] = {
         store, lease, Decision.dead_letter("gave up")
     ),
     Operation.RELEASE: lambda store, lease: record(store, lease, Decision.release()),
+    Operation.SNOOZE: lambda store, lease: record(
+        store, lease, Decision.snooze(timedelta(seconds=30))
+    ),
 }
 
 
@@ -76,6 +79,8 @@ async def _apply(
         try:
             if operation is Operation.RETRY:
                 outcomes[job_id] = await store.retry(job_id)
+            elif operation is Operation.CANCEL:
+                outcomes[job_id] = await store.cancel(job_id)
             else:
                 outcomes[job_id] = await LEASED[operation](store, Lease(job_id, SEEDED_TOKEN))
         except JobQueueError as error:
@@ -86,7 +91,7 @@ async def _apply(
 def _is_expected_refusal(operation: Operation, source: Status, outcome: object) -> bool:
     if operation in (Operation.CLAIM, Operation.RECOVER):
         return outcome is None
-    if operation is Operation.RETRY:
+    if operation in (Operation.RETRY, Operation.CANCEL):
         return isinstance(outcome, InvalidTransition) and outcome.status == source
     return isinstance(outcome, LeaseLost)
 

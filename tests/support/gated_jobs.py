@@ -28,6 +28,7 @@ RECORD_FIELDS = {
     "started_at",
     "finished_at",
     "history",
+    "snoozes",
 }
 
 

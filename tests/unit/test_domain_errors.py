@@ -201,7 +201,7 @@ def test_error_messages_say_what_is_wrong() -> None:
     assert "'k-1' was already used" in str(IdempotencyConflict("k-1"))
     assert str(InvalidTransition(job_id, "retry", "completed")) == (
         f"cannot retry job {job_id}: it is completed; "
-        "only failed and dead-lettered jobs can be retried"
+        "only failed, dead-lettered and cancelled jobs can be retried"
     )
 
 

@@ -18,6 +18,8 @@ from jobqueue.domain.outcome import (
     Errored,
     Interrupted,
     Outcome,
+    Snooze,
+    Snoozed,
     Succeeded,
     TimedOut,
     decide,
@@ -29,7 +31,7 @@ US = timedelta(microseconds=1)
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def claimed(attempts: int, max_attempts: int) -> Job:
+def claimed(attempts: int, max_attempts: int, snoozes: int = 0) -> Job:
     """A job as the claim returned it: `attempts` already counts the running attempt."""
     return Job(
         id=uuid4(),
@@ -45,6 +47,7 @@ def claimed(attempts: int, max_attempts: int) -> Job:
         idempotency_key=None,
         created_at=NOW,
         updated_at=NOW,
+        snoozes=snoozes,
     )
 
 
@@ -195,6 +198,7 @@ def test_error_message_at_the_limit_is_kept_whole() -> None:
         (Decision.fail("e"), Operation.FAIL),
         (Decision.dead_letter("e"), Operation.DEAD_LETTER),
         (Decision.release(), Operation.RELEASE),
+        (Decision.snooze(timedelta(seconds=1)), Operation.SNOOZE),
     ],
     ids=lambda value: str(value.outcome) if isinstance(value, Decision) else str(value),
 )
@@ -238,3 +242,48 @@ def test_every_decision_has_the_outcome_name_logs_and_metrics_use(
     decision: Decision, name: str
 ) -> None:
     assert decision.outcome == name
+
+
+# --- snoozes ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("snoozes", [0, 1, 99])
+def test_a_snooze_under_the_bound_gives_the_attempt_back(snoozes: int) -> None:
+    delay = timedelta(minutes=2)
+    decision = decide(claimed(1, 1, snoozes), Snoozed(delay), BACKOFF, never_called, 100)
+    assert decision == Decision.snooze(delay)
+    assert (decision.status, decision.gives_back_attempt, decision.snoozed) == (
+        Status.PENDING,
+        True,
+        True,
+    )
+    assert decision.outcome is Outcome.SNOOZED
+
+
+def test_a_snooze_past_the_bound_costs_the_attempt_and_waits_at_least_its_delay() -> None:
+    delay = timedelta(hours=1)
+    decision = decide(claimed(1, 3, snoozes=5), Snoozed(delay), BACKOFF, lambda: 0.5, 5)
+    assert decision == Decision.backoff(delay, "snoozed 5 times, the most allowed (MAX_SNOOZES)")
+    assert not decision.gives_back_attempt
+
+
+def test_a_snooze_past_the_bound_on_the_last_attempt_dead_letters() -> None:
+    decision = decide(claimed(3, 3, snoozes=1), Snoozed(timedelta(0)), BACKOFF, never_called, 1)
+    assert decision.status is Status.DEAD_LETTER
+
+
+@pytest.mark.parametrize(
+    ("given", "delay"),
+    [(90, timedelta(seconds=90)), (0.5, timedelta(milliseconds=500)), (timedelta(0), timedelta(0))],
+)
+def test_snooze_takes_a_timedelta_or_seconds(given: timedelta | float, delay: timedelta) -> None:
+    assert Snooze(given).delay == delay
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [(-1, ValueError), (timedelta(days=3651), ValueError), ("5s", TypeError), (True, TypeError)],
+)
+def test_snooze_refuses_a_delay_it_cannot_keep(given: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        Snooze(given)  # type: ignore[arg-type]

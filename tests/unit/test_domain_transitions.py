@@ -25,6 +25,10 @@ EXPECTED: dict[tuple[Operation, Status], frozenset[Status]] = {
     (Operation.RECOVER, Status.PROCESSING): frozenset({Status.PENDING, Status.DEAD_LETTER}),
     (Operation.RETRY, Status.DEAD_LETTER): frozenset({Status.PENDING}),
     (Operation.RETRY, Status.FAILED): frozenset({Status.PENDING}),
+    (Operation.RETRY, Status.CANCELLED): frozenset({Status.PENDING}),
+    (Operation.SNOOZE, Status.PROCESSING): frozenset({Status.PENDING}),
+    (Operation.CANCEL, Status.PENDING): frozenset({Status.CANCELLED}),
+    (Operation.CANCEL, Status.PROCESSING): frozenset({Status.CANCELLED}),
 }
 
 ALL_PAIRS = list(itertools.product(Operation, Status))
@@ -43,6 +47,7 @@ def test_status_and_operation_values_are_the_stored_strings() -> None:
         "completed",
         "failed",
         "dead_letter",
+        "cancelled",
     ]
     assert {o.value for o in Operation} == {
         "claim",
@@ -53,6 +58,8 @@ def test_status_and_operation_values_are_the_stored_strings() -> None:
         "release",
         "recover",
         "retry",
+        "snooze",
+        "cancel",
     }
 
 
@@ -85,10 +92,10 @@ def test_a_finished_job_is_left_only_by_an_operator_s_retry(status: Status) -> N
     assert targets(Operation.RETRY, Status.COMPLETED) == frozenset()
 
 
-def test_only_completed_and_failed_are_finished() -> None:
+def test_only_completed_failed_and_cancelled_are_finished() -> None:
     # dead_letter is held, not finished: an operator's retry brings it back.
     finished = {s for s in Status if TRAITS[s].phase is Phase.FINISHED}
-    assert finished == {Status.COMPLETED, Status.FAILED}
+    assert finished == {Status.COMPLETED, Status.FAILED, Status.CANCELLED}
 
 
 def test_every_status_that_is_not_finished_can_be_left() -> None:
@@ -102,7 +109,7 @@ def test_invalid_transition_message_names_operation_job_and_status() -> None:
     error = InvalidTransition(job_id, Operation.RETRY, Status.COMPLETED)
     assert (
         str(error) == f"cannot retry job {job_id}: it is completed; "
-        "only failed and dead-lettered jobs can be retried"
+        "only failed, dead-lettered and cancelled jobs can be retried"
     )
     assert (error.job_id, error.operation, error.status) == (job_id, "retry", "completed")
     assert isinstance(error, JobQueueError)

@@ -262,6 +262,8 @@ async def _job_in(store: InMemoryJobStore, status: Status) -> Job:
             return await record(store, job.lease, Decision.fail("x"))
         case Status.DEAD_LETTER:
             return await record(store, job.lease, Decision.dead_letter("x"))
+        case Status.CANCELLED:
+            return await store.cancel(job.id)
     return job
 
 
@@ -283,8 +285,12 @@ async def _attempt(
             await record(store, lease, Decision.dead_letter("x"))
         case Operation.RELEASE:
             await record(store, lease, Decision.release())
+        case Operation.SNOOZE:
+            await record(store, lease, Decision.snooze(timedelta(0)))
         case Operation.RETRY:
             await store.retry(job.id)
+        case Operation.CANCEL:
+            await store.cancel(job.id)
         case Operation.RECOVER:
             clock.advance(LEASE * 2)
             if not await store.recover_expired(1):

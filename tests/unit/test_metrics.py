@@ -24,6 +24,7 @@ ENDINGS = [
     Decision.fail("bad"),
     Decision.dead_letter("again"),
     Decision.release(),
+    Decision.snooze(timedelta(seconds=1)),
 ]
 
 
@@ -63,17 +64,20 @@ def test_each_decision_moves_its_own_counter_and_histogram_series() -> None:
     metrics.attempt_finished(job(), Decision.fail("bad"), 0.4)
     metrics.attempt_finished(job(), Decision.dead_letter("again"), 0.5)
     metrics.attempt_finished(job(), Decision.release(), 0.6)
+    metrics.attempt_finished(job(), Decision.snooze(timedelta(seconds=5)), 0.7)
 
     assert sample(metrics, "jobs_completed_total") == 1
     assert sample(metrics, "jobs_retried_total") == 1
     assert sample(metrics, "jobs_failed_total", status="failed") == 1
     assert sample(metrics, "jobs_failed_total", status="dead_letter") == 1
+    assert sample(metrics, "jobs_snoozed_total") == 1
     for outcome, seconds in [
         ("completed", 0.2),
         ("retried", 0.3),
         ("failed", 0.4),
         ("dead_letter", 0.5),
         ("released", 0.6),
+        ("snoozed", 0.7),
     ]:
         assert sample(metrics, "job_processing_duration_seconds_count", outcome=outcome) == 1
         assert sample(

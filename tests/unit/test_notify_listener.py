@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.adapters.postgres.database import driver_arguments
-from jobqueue.adapters.postgres.notify import CHANNEL, Listener
+from jobqueue.adapters.postgres.notify import CHANNEL, MISSED, Listener
 from jobqueue.domain.backoff import Backoff
 from tests.unit.pool_harness import eventually
 
@@ -26,11 +26,11 @@ class FakeConnection:
     def __init__(self, listen_error: Exception | None = None) -> None:
         self.closed = False
         # Channel to callback, in the order LISTENed to.
-        self.callbacks: dict[str, Callable[[], None]] = {}
+        self.callbacks: dict[str, Callable[[str], None]] = {}
         self._lost = asyncio.Event()
         self._listen_error = listen_error
 
-    async def listen(self, channel: str, on_notify: Callable[[], None]) -> None:
+    async def listen(self, channel: str, on_notify: Callable[[str], None]) -> None:
         if self._listen_error is not None:
             raise self._listen_error
         self.callbacks[channel] = on_notify
@@ -45,8 +45,8 @@ class FakeConnection:
     def listening(self) -> bool:
         return bool(self.callbacks) and not self.closed
 
-    def notify(self, channel: str = CHANNEL) -> None:
-        self.callbacks[channel]()
+    def notify(self, channel: str = CHANNEL, payload: str = "") -> None:
+        self.callbacks[channel](payload)
 
     def lose(self) -> None:
         self._lost.set()
@@ -90,12 +90,16 @@ class RecordingSleep:
 class Wakes:
     def __init__(self) -> None:
         self.count = 0
+        self.payloads: list[str] = []
 
-    def __call__(self) -> None:
+    def __call__(self, payload: str) -> None:
         self.count += 1
+        self.payloads.append(payload)
 
 
-def listener_for(server: FakeServer, wakes: Callable[[], None], sleep: RecordingSleep) -> Listener:
+def listener_for(
+    server: FakeServer, wakes: Callable[[str], None], sleep: RecordingSleep
+) -> Listener:
     return Listener(
         server, {CHANNEL: wakes}, backoff=BACKOFF, sleep=sleep, rand=ceiling_of_the_jitter
     )
@@ -114,15 +118,19 @@ async def test_each_channel_calls_its_own_callback_and_all_are_called_after_a_re
     async with listener:
         await eventually(lambda: bool(server.connections) and server.latest.listening, "LISTEN")
         assert list(server.latest.callbacks) == [CHANNEL, "other"]
-        server.latest.notify("other")
-        server.latest.notify("other")
+        server.latest.notify("other", "a")
+        server.latest.notify("other", "b")
         server.latest.notify(CHANNEL)
         assert (jobs.count, pauses.count) == (1, 2)
+        # Each callback is given its notification's payload.
+        assert pauses.payloads == ["a", "b"]
 
         server.latest.lose()
         await eventually(lambda: len(server.connections) == 2 and server.latest.listening, "again")
-        # Deaf for a while: each channel's callback once, for what may have been missed.
+        # Deaf for a while: each channel's callback once, for what may have been missed,
+        # with the empty payload that says so.
         assert (jobs.count, pauses.count) == (2, 3)
+        assert pauses.payloads[-1] == MISSED
 
 
 async def test_each_notification_calls_back_and_the_first_listen_does_not() -> None:
@@ -206,7 +214,7 @@ async def test_a_failing_callback_is_logged_and_listening_goes_on(
     caplog.set_level(logging.ERROR, logger="jobqueue.notify")
     calls: list[int] = []
 
-    def broken() -> None:
+    def broken(payload: str) -> None:
         calls.append(1)
         raise RuntimeError("boom")
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.domain.errors import StoreUnavailable
-from jobqueue.domain.job import Job
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.retention import RetentionPolicy
 from jobqueue.domain.status import Status
@@ -67,7 +67,11 @@ async def test_run_once_prunes_batch_after_batch_until_a_batch_comes_back_short(
     reports = Reports()
     retention = RetentionLoop(store, POLICY, TICK, batch_size=2, on_pruned=reports)
 
-    assert await retention.run_once() == {Status.COMPLETED: 5, Status.FAILED: 0}
+    assert await retention.run_once() == {
+        Status.COMPLETED: 5,
+        Status.FAILED: 0,
+        Status.CANCELLED: 0,
+    }
 
     assert reports.calls == [(Status.COMPLETED, 2), (Status.COMPLETED, 2), (Status.COMPLETED, 1)]
     assert store.jobs() == []
@@ -97,6 +101,7 @@ async def test_each_status_is_kept_for_its_own_time() -> None:
     assert await RetentionLoop(store, POLICY, TICK).run_once() == {
         Status.COMPLETED: 1,
         Status.FAILED: 0,
+        Status.CANCELLED: 0,
     }
     assert [job.id for job in store.jobs()] == [failed.id]
 
@@ -104,6 +109,7 @@ async def test_each_status_is_kept_for_its_own_time() -> None:
     assert await RetentionLoop(store, POLICY, TICK).run_once() == {
         Status.COMPLETED: 0,
         Status.FAILED: 1,
+        Status.CANCELLED: 0,
     }
     assert store.jobs() == []
 
@@ -119,7 +125,7 @@ async def test_dead_letters_and_live_jobs_are_never_pruned() -> None:
 
     pruned = await RetentionLoop(store, POLICY, TICK).run_once()
 
-    assert pruned == {Status.COMPLETED: 1, Status.FAILED: 0}
+    assert pruned == {Status.COMPLETED: 1, Status.FAILED: 0, Status.CANCELLED: 0}
     kept = {job.id: job.status for job in store.jobs()}
     assert old.id not in kept
     assert kept[recent.id] is Status.COMPLETED
@@ -140,7 +146,7 @@ async def test_a_status_without_retention_is_kept_forever() -> None:
 
     pruned = await RetentionLoop(store, RetentionPolicy(completed=None), TICK).run_once()
 
-    assert pruned == {Status.FAILED: 1}
+    assert pruned == {Status.FAILED: 1, Status.CANCELLED: 0}
     assert remaining(store) == {Status.COMPLETED}
 
 
@@ -158,7 +164,7 @@ async def test_run_once_logs_how_many_of_each_status_it_pruned(
 
     [record] = [r for r in caplog.records if r.msg == "jobs pruned"]
     assert getattr(record, "count", None) == 3
-    assert getattr(record, "by_status", None) == {"completed": 2, "failed": 1}
+    assert getattr(record, "by_status", None) == {"completed": 2, "failed": 1, "cancelled": 0}
 
 
 async def test_nothing_to_prune_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
@@ -167,6 +173,7 @@ async def test_nothing_to_prune_logs_nothing(caplog: pytest.LogCaptureFixture) -
     assert await RetentionLoop(InMemoryJobStore(), POLICY, TICK).run_once() == {
         Status.COMPLETED: 0,
         Status.FAILED: 0,
+        Status.CANCELLED: 0,
     }
     assert not [r for r in caplog.records if r.msg == "jobs pruned"]
 
@@ -204,7 +211,11 @@ async def test_stop_ends_a_pass_after_the_batch_in_progress() -> None:
 
     retention = RetentionLoop(store, POLICY, TICK, batch_size=2, on_pruned=stop_after_first_batch)
 
-    assert await retention.run_once() == {Status.COMPLETED: 2, Status.FAILED: 0}
+    assert await retention.run_once() == {
+        Status.COMPLETED: 2,
+        Status.FAILED: 0,
+        Status.CANCELLED: 0,
+    }
     assert reports.calls == [(Status.COMPLETED, 2)]
     assert len(store.jobs()) == 3
 
@@ -272,10 +283,24 @@ def test_nonsense_loop_settings_are_refused(interval: timedelta, batch_size: int
         RetentionLoop(InMemoryJobStore(), POLICY, interval, batch_size=batch_size)
 
 
+async def test_cancelled_jobs_are_kept_as_long_as_failed_ones() -> None:
+    clock = ManualClock()
+    store = InMemoryJobStore(clock)
+    job = (await store.submit(NewJob(type="email", max_attempts=3))).job
+    await store.cancel(job.id)
+    clock.advance(DAY + timedelta(seconds=1))
+    # Past the completed jobs' day, within the failed (and cancelled) jobs' two.
+    assert (await RetentionLoop(store, POLICY, TICK).run_once())[Status.CANCELLED] == 0
+    clock.advance(DAY)
+    assert (await RetentionLoop(store, POLICY, TICK).run_once())[Status.CANCELLED] == 1
+    assert store.jobs() == []
+
+
 def test_the_default_policy_keeps_completed_jobs_a_week_and_failed_ones_thirty_days() -> None:
     assert RetentionPolicy().ages == {
         Status.COMPLETED: timedelta(days=7),
         Status.FAILED: timedelta(days=30),
+        Status.CANCELLED: timedelta(days=30),
     }
 
 

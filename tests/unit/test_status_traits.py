@@ -32,7 +32,7 @@ def test_a_status_is_live_exactly_when_the_workers_lead_out_of_it(status: Status
 
 
 def test_only_finished_jobs_are_pruned_and_only_others_counted() -> None:
-    assert PRUNABLE == (Status.COMPLETED, Status.FAILED)
+    assert PRUNABLE == (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
     assert COUNTED == (Status.PENDING, Status.PROCESSING, Status.DEAD_LETTER)
     assert not set(PRUNABLE) & set(COUNTED)
     assert Status.COMPLETED not in BY_QUEUE

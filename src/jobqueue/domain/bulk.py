@@ -1,5 +1,6 @@
 """Acting on many jobs at once, as an operator does after an incident: which jobs (one
-status, narrowed by queue and type), and how many one call may touch.
+status, narrowed by queue and type), what is done to them, and how many one call may
+touch.
 
 A call is one bounded statement: the oldest `limit` matching jobs, locked with SKIP
 LOCKED so that two operators, or an operator and a worker, never wait on each other.
@@ -18,22 +19,33 @@ MAX_BULK = 1000
 # What an operator may retry, or discard (delete before retention would): jobs that
 # ended without success. Live jobs are the workers'; completed ones succeeded.
 ACTIONABLE: frozenset[Status] = sources(Operation.RETRY)
+# What an operator may cancel: jobs that have not finished, running or not.
+CANCELLABLE: frozenset[Status] = sources(Operation.CANCEL)
+
+# The statuses each bulk action may select; a discard deletes what a retry could requeue.
+SELECTABLE: dict[Operation, frozenset[Status]] = {
+    Operation.RETRY: ACTIONABLE,
+    Operation.CANCEL: CANCELLABLE,
+}
 
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """The jobs one bulk call acts on: of `status`, in `queue` and of `type` when given,
-    oldest first (by when they ended), at most `limit`."""
+    """The jobs one bulk call of `operation` acts on: of `status`, in `queue` and of `type`
+    when given, at most `limit`, in the order their status's index holds them (oldest
+    ended first; pending jobs as claims take them; running ones soonest lease end first)."""
 
     status: Status
     queue: str | None = None
     type: str | None = None
     limit: int = MAX_BULK
+    operation: Operation = Operation.RETRY
 
     def __post_init__(self) -> None:
         """Raise `ValueError` saying what to change."""
-        if self.status not in ACTIONABLE:
-            shown = " or ".join(sorted(status.value for status in ACTIONABLE))
+        allowed = SELECTABLE[self.operation]
+        if self.status not in allowed:
+            shown = " or ".join(sorted(status.value for status in allowed))
             raise ValueError(f"status must be {shown}, got {self.status.value!r}")
         if not 1 <= self.limit <= MAX_BULK:
             raise ValueError(f"limit must be 1 to {MAX_BULK}, got {self.limit}")
@@ -41,3 +53,9 @@ class Selection:
             check_queue_name(self.queue)
         if self.type is not None and not 1 <= len(self.type) <= MAX_TYPE_LENGTH:
             raise ValueError(f"type must be 1 to {MAX_TYPE_LENGTH} characters")
+
+    def require(self, operation: Operation) -> None:
+        """Raise `ValueError` unless this selection was made for `operation` (a discard
+        selects as a retry does)."""
+        if self.operation is not operation:
+            raise ValueError(f"a selection to {self.operation} cannot be used to {operation}")

@@ -51,7 +51,10 @@ class IdempotencyConflict(JobQueueError):
 
 # What a person reading an error calls each operation, where it differs from its name.
 _SPOKEN_OPERATIONS = {"dead_letter": "dead-letter"}
-_HINTS = {"retry": "; only failed and dead-lettered jobs can be retried"}
+_HINTS = {
+    "retry": "; only failed, dead-lettered and cancelled jobs can be retried",
+    "cancel": "; only pending and running jobs can be cancelled",
+}
 
 
 class InvalidTransition(JobQueueError):

@@ -54,8 +54,13 @@ class Operation(StrEnum):
     DEAD_LETTER = "dead_letter"
     RELEASE = "release"
     RECOVER = "recover"
-    # An operator's request: a dead-lettered job back to pending with a fresh budget.
+    # A handler's "not yet" (`Snooze`): back to pending later, the attempt given back.
+    SNOOZE = "snooze"
+    # An operator's request: a job that ended without success back to pending with a
+    # fresh budget.
     RETRY = "retry"
+    # An operator's request: a job that has not finished stops for good, running or not.
+    CANCEL = "cancel"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +79,18 @@ TRANSITIONS: frozenset[Transition] = frozenset(
         Transition(Operation.DEAD_LETTER, Status.PROCESSING, Status.DEAD_LETTER),
         # Shutdown gives the attempt back; the job simply waits for the next claim.
         Transition(Operation.RELEASE, Status.PROCESSING, Status.PENDING),
+        Transition(Operation.SNOOZE, Status.PROCESSING, Status.PENDING),
         # A lease that ran out means the attempt was lost with its process: it counts.
         Transition(Operation.RECOVER, Status.PROCESSING, Status.PENDING),
         Transition(Operation.RECOVER, Status.PROCESSING, Status.DEAD_LETTER),
         # An operator's retry, of a job that ended without success.
         Transition(Operation.RETRY, Status.DEAD_LETTER, Status.PENDING),
         Transition(Operation.RETRY, Status.FAILED, Status.PENDING),
+        Transition(Operation.RETRY, Status.CANCELLED, Status.PENDING),
+        # A running job's attempt is stopped by the same write: its lease ends with it,
+        # so nothing the handler does later can be written over the cancellation.
+        Transition(Operation.CANCEL, Status.PENDING, Status.CANCELLED),
+        Transition(Operation.CANCEL, Status.PROCESSING, Status.CANCELLED),
     }
 )
 
@@ -129,6 +140,8 @@ class Job:
     worker: str | None = None
     # The endings of the earlier attempts it outlived (`attempts.py`), oldest first.
     attempt_log: tuple[AttemptRecord, ...] = ()
+    # Snoozes since the job last counted an attempt (`outcome.Snoozed`).
+    snoozes: int = 0
 
     @property
     def lease(self) -> Lease:

@@ -13,7 +13,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.job import Job, Operation, targets
+from jobqueue.domain.job import MAX_DELAY, Job, Operation, targets
 from jobqueue.domain.status import Status
 
 MAX_ERROR_LENGTH = 4_000
@@ -48,7 +48,31 @@ class Interrupted:
     """Cancelled by shutdown: not the job's fault, so the attempt is given back."""
 
 
-Ending = Succeeded | Errored | TimedOut | Interrupted
+class Snooze(Exception):
+    """Raise (or return) from a handler to say "not yet": the job goes back to pending and
+    is due again `delay` from now (a `timedelta`, or seconds), without using up an
+    attempt. A job snoozes at most MAX_DELAYS times; past that each snooze counts as an
+    attempt, so a job that never gets ready still ends, dead-lettered."""
+
+    def __init__(self, delay: timedelta | float) -> None:
+        if not isinstance(delay, timedelta):
+            if isinstance(delay, bool) or not isinstance(delay, int | float):
+                raise TypeError(f"a snooze delay is a timedelta or seconds, got {delay!r}")
+            delay = timedelta(seconds=delay)
+        if not timedelta(0) <= delay <= MAX_DELAY:
+            raise ValueError(f"a snooze delay must be between 0 and {MAX_DELAY}, got {delay}")
+        super().__init__(f"snoozed for {delay.total_seconds():g}s")
+        self.delay = delay
+
+
+@dataclass(frozen=True, slots=True)
+class Snoozed:
+    """The handler said "not yet" (`Snooze`): due again after `delay`."""
+
+    delay: timedelta
+
+
+Ending = Succeeded | Errored | TimedOut | Interrupted | Snoozed
 
 
 # --- what to do next ------------------------------------------------------------------
@@ -62,6 +86,7 @@ class Outcome(StrEnum):
     FAILED = "failed"
     DEAD_LETTER = "dead_letter"
     RELEASED = "released"
+    SNOOZED = "snoozed"
 
 
 # What recovery records on a job whose lease ran out before its attempt ended.
@@ -85,6 +110,8 @@ class Decision:
     delay: timedelta | None = None
     # The attempt counted at claim time is given back (shutdown is not the job's fault).
     gives_back_attempt: bool = False
+    # Counted as one more of the job's snoozes (`Job.snoozes`).
+    snoozed: bool = False
 
     @property
     def status(self) -> Status:
@@ -113,6 +140,14 @@ class Decision:
     def release(cls) -> Decision:
         return cls(Operation.RELEASE, Outcome.RELEASED, delay=timedelta(0), gives_back_attempt=True)
 
+    @classmethod
+    def snooze(cls, delay: timedelta) -> Decision:
+        if delay < timedelta(0):
+            raise ValueError(f"a snooze delay must not be negative, got {delay}")
+        return cls(
+            Operation.SNOOZE, Outcome.SNOOZED, delay=delay, gives_back_attempt=True, snoozed=True
+        )
+
 
 def _only_target(operation: Operation) -> Status:
     (target,) = targets(operation, Status.PROCESSING)
@@ -129,8 +164,14 @@ _ENDING_TARGETS = {
         Operation.FAIL,
         Operation.DEAD_LETTER,
         Operation.RELEASE,
+        Operation.SNOOZE,
     )
 }
+
+# How often a job may snooze before its snoozes count as attempts (the MAX_SNOOZES
+# setting), and the most that setting may say.
+DEFAULT_MAX_SNOOZES = 100
+MAX_SNOOZES = 1_000_000
 
 
 def decide(
@@ -138,9 +179,17 @@ def decide(
     ending: Ending,
     backoff: Backoff,
     rand: Callable[[], float] = random.random,
+    max_snoozes: int = DEFAULT_MAX_SNOOZES,
 ) -> Decision:
     """The next step for `job` as claimed (its `attempts` already counts this attempt)."""
     match ending:
+        case Snoozed(delay=delay) if job.snoozes < max_snoozes:
+            return Decision.snooze(delay)
+        case Snoozed(delay=delay):
+            # Past the bound the snooze costs the attempt: a job that is never ready
+            # runs out of attempts and is dead-lettered instead of snoozing forever.
+            message = f"snoozed {job.snoozes} times, the most allowed (MAX_SNOOZES)"
+            return _retry_or_dead_letter(job, message, backoff, rand, delay)
         case Succeeded():
             return Decision.complete()
         case Interrupted():

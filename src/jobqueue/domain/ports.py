@@ -78,8 +78,19 @@ class JobStore(Protocol):
         ...
 
     async def retry(self, job_id: UUID) -> Job:
-        """An operator's retry: a failed or dead-lettered job back to pending with a fresh
-        attempt budget, its attempts so far kept in its history."""
+        """An operator's retry: a failed, dead-lettered or cancelled job back to pending
+        with a fresh attempt budget, its attempts so far kept in its history."""
+        ...
+
+    async def cancel(self, job_id: UUID) -> Job:
+        """An operator's cancel: a pending or running job is cancelled for good. A running
+        attempt loses its lease in the same write (nothing it does later is written), and
+        its process is told to stop it."""
+        ...
+
+    async def cancel_many(self, selection: Selection) -> int:
+        """`cancel` the first jobs `selection` names (pending or processing), at most its
+        limit, skipping any a concurrent call or a worker's write holds; return how many."""
         ...
 
     async def retry_many(self, selection: Selection) -> int:

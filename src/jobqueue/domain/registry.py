@@ -28,6 +28,9 @@ class StopReason(StrEnum):
     # the database could not be reached before it ran out. Its outcome will not be
     # written; another attempt may already be running.
     LEASE_LOST = "lease_lost"
+    # An operator cancelled the job (`POST /jobs/{id}/cancel`). The cancel itself ended
+    # the job: nothing the attempt does from here on is written.
+    CANCELLED = "cancelled"
 
 
 class StopRequest:
@@ -86,8 +89,11 @@ class JobContext:
     max_attempts: int
     deadline: datetime
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
-    # Set by the worker when the attempt should end early (timeout, shutdown, lost lease).
+    # Set by the worker when the attempt should end early (timeout, shutdown, lost lease,
+    # a cancel).
     stop: StopRequest = field(default_factory=StopRequest)
+    # How often the job snoozed so far (`Snooze`); those runs gave their attempts back.
+    snoozes: int = 0
 
     @property
     def cancelled(self) -> bool:
@@ -98,6 +104,12 @@ class JobContext:
     def lease_lost(self) -> bool:
         """Whether the job is no longer this attempt's: its outcome will not be written."""
         return self.stop.reason is StopReason.LEASE_LOST
+
+    @property
+    def job_cancelled(self) -> bool:
+        """Whether an operator cancelled the job while this attempt ran: the job is
+        cancelled already, and nothing the handler does now is written."""
+        return self.stop.reason is StopReason.CANCELLED
 
 
 Handler = Callable[[JobContext, Any], Awaitable[None] | None]

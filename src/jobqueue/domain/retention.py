@@ -14,7 +14,8 @@ DEFAULT_FAILED = timedelta(days=30)
 
 @dataclass(frozen=True, slots=True)
 class RetentionPolicy:
-    """How long finished jobs are kept after they finished; `None` keeps them forever."""
+    """How long finished jobs are kept after they finished; `None` keeps them forever.
+    Cancelled jobs are kept as long as failed ones: both ended without success."""
 
     completed: timedelta | None = DEFAULT_COMPLETED
     failed: timedelta | None = DEFAULT_FAILED
@@ -29,7 +30,11 @@ class RetentionPolicy:
     @property
     def ages(self) -> Mapping[Status, timedelta]:
         """The statuses pruned, each with the age from which its jobs are deleted."""
-        kept = {Status.COMPLETED: self.completed, Status.FAILED: self.failed}
+        kept = {
+            Status.COMPLETED: self.completed,
+            Status.FAILED: self.failed,
+            Status.CANCELLED: self.failed,
+        }
         return {status: age for status, age in kept.items() if age is not None}
 
 

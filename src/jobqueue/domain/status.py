@@ -18,6 +18,8 @@ class Status(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     DEAD_LETTER = "dead_letter"
+    # Stopped by an operator before it succeeded: over for good, unless retried by hand.
+    CANCELLED = "cancelled"
 
 
 class Phase(StrEnum):
@@ -107,6 +109,11 @@ TRAITS: Mapping[Status, StatusTraits] = {
     ),
     # A finished or held row is never written again, so its updated_at is when it ended.
     Status.DEAD_LETTER: StatusTraits(Phase.HELD, _NEWEST_FINISHED, "ix_jobs_dead_letter"),
+    # An index of its own, in the finished layout: adding the status to the one above
+    # would rebuild an index of every finished row on a live table.
+    Status.CANCELLED: StatusTraits(
+        Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_cancelled", typed_index=True
+    ),
 }
 
 

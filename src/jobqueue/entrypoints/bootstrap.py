@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
+from jobqueue.adapters.postgres.cancels import CANCELS_CHANNEL
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.notify import (
     CHANNEL,
@@ -62,6 +63,7 @@ from jobqueue.entrypoints.provisioning import (
 )
 from jobqueue.entrypoints.runtime import Listeners, Signals, bind_listeners, installed
 from jobqueue.entrypoints.wakeups import Announcing, Listening, announcer
+from jobqueue.entrypoints.worker.cancels import CancelRouter
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
 from jobqueue.entrypoints.worker.pauses import QueuePauses
 from jobqueue.entrypoints.worker.pool import WorkerPool
@@ -251,8 +253,15 @@ def build_components(
         components.append(Announcing(notifier))
     wake = _waking(pools)
     if wake is not None and pauses is not None and settings.notify:
+        # Every callback is given the notification's payload; only a cancel's means
+        # anything (the job's id).
         listener = Listener(
-            asyncpg_connect(_url_of(engine)), {CHANNEL: wake, PAUSES_CHANNEL: pauses.changed}
+            asyncpg_connect(_url_of(engine)),
+            {
+                CHANNEL: lambda _: wake(),
+                PAUSES_CHANNEL: lambda _: pauses.changed(),
+                CANCELS_CHANNEL: CancelRouter(pools).heard,
+            },
         )
         components.append(Listening(listener))
     return components

@@ -23,6 +23,7 @@ from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingCon
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import parse_duration
 from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_ATTEMPTS, MIN_ATTEMPTS
+from jobqueue.domain.outcome import DEFAULT_MAX_SNOOZES
 from jobqueue.domain.retention import DEFAULT_COMPLETED, DEFAULT_FAILED, RetentionPolicy
 from jobqueue.entrypoints.settings_rules import check
 from jobqueue.entrypoints.variables import (
@@ -151,6 +152,13 @@ class Settings:
         "limit of one attempt",
         commands=WITH_WORKERS,
     )
+    max_snoozes: int = setting(
+        "MAX_SNOOZES",
+        parse_int,
+        DEFAULT_MAX_SNOOZES,
+        "how often a job may snooze (a handler's Snooze) before each snooze uses up an attempt",
+        commands=WITH_WORKERS,
+    )
     lease_duration: timedelta = setting(
         "LEASE_DURATION",
         parse_duration,
@@ -192,7 +200,7 @@ class Settings:
         "RETENTION_FAILED",
         parse_duration,
         DEFAULT_FAILED,
-        "delete failed jobs this long after; 0 keeps them",
+        "delete failed and cancelled jobs this long after; 0 keeps them",
         commands=WITH_WORKERS,
     )
     retention_interval: timedelta = setting(
@@ -343,6 +351,7 @@ class Settings:
             shutdown_timeout=self.shutdown_timeout,
             outcome_timeout=self.db_client_timeout,
             backoff=Backoff(self.backoff_base, self.backoff_max),
+            max_snoozes=self.max_snoozes,
         )
 
     def database_limits(self) -> Limits:

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS
+from jobqueue.domain.outcome import MAX_SNOOZES
 from jobqueue.entrypoints.variables import show
 
 MAX_WORKERS = 10_000
@@ -56,6 +57,11 @@ def check(
         ("max_attempts",),
         lambda n: MIN_ATTEMPTS <= n <= MAX_ATTEMPTS,
         f"{{}} is not between {MIN_ATTEMPTS} and {MAX_ATTEMPTS}",
+    )
+    rule(
+        ("max_snoozes",),
+        lambda n: 0 <= n <= MAX_SNOOZES,
+        f"{{}} is not between 0 and {MAX_SNOOZES}",
     )
     for attribute in (
         "job_timeout",

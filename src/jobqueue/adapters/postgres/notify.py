@@ -40,6 +40,9 @@ from jobqueue.domain.backoff import Backoff
 
 # The only channel; never built from anything a client sent.
 CHANNEL = "jobqueue_jobs"
+# The payload a callback is given after the listener was deaf for a while: whatever was
+# announced meanwhile is unknown.
+MISSED = ""
 # The wake-up as SQL, for every statement that sends one (here, and the enqueue
 # statements that announce their own jobs).
 ANNOUNCE = func.pg_notify(CHANNEL, "")
@@ -243,8 +246,9 @@ class Notifier(_Background):
 class ListenConnection(Protocol):
     """A connection dedicated to receiving notifications."""
 
-    async def listen(self, channel: str, on_notify: Callable[[], None]) -> None:
-        """Subscribe: `on_notify` is called for every notification on `channel`."""
+    async def listen(self, channel: str, on_notify: Callable[[str], None]) -> None:
+        """Subscribe: `on_notify` is called with the payload of every notification on
+        `channel`."""
 
     async def until_lost(self) -> None:
         """Return, or raise, once the connection can no longer deliver notifications."""
@@ -257,18 +261,19 @@ Connect = Callable[[], Awaitable[ListenConnection]]
 
 
 class Listener(_Background):
-    """Calls `on_notify[channel]` for every notification on each of its channels, from a
-    connection it keeps open.
+    """Calls `on_notify[channel]` with the payload of every notification on each of its
+    channels, from a connection it keeps open.
 
     A connection that cannot be opened or is lost is retried with capped, jittered
     backoff. After a LISTEN that follows a refusal or a loss, every callback is called
-    once more: something may have been announced while nobody was listening.
+    once more, with an empty payload (`MISSED`): something may have been announced while
+    nobody was listening.
     """
 
     def __init__(
         self,
         connect: Connect,
-        on_notify: Mapping[str, Callable[[], None]],
+        on_notify: Mapping[str, Callable[[str], None]],
         *,
         backoff: Backoff = _RECONNECT_BACKOFF,
         sleep: Sleep = asyncio.sleep,
@@ -303,7 +308,7 @@ class Listener(_Background):
                 _log.info("listening for new jobs", extra={"channels": list(self._on_notify)})
                 if deaf:
                     for callback in self._on_notify.values():
-                        self._notified(callback)
+                        self._notified(callback, MISSED)
                 failures, deaf = 0, False
                 await connection.until_lost()
                 _log.warning("the connection listening for new jobs was lost; reconnecting")
@@ -314,9 +319,9 @@ class Listener(_Background):
             failures += 1
             deaf = True
 
-    def _notified(self, callback: Callable[[], None]) -> None:
+    def _notified(self, callback: Callable[[str], None], payload: str) -> None:
         try:
-            callback()
+            callback(payload)
         except Exception:
             _log.exception("a notification callback failed")
 
@@ -365,9 +370,9 @@ class _AsyncpgListenConnection:
         self._lost = asyncio.Event()
         connection.add_termination_listener(lambda _connection: self._lost.set())
 
-    async def listen(self, channel: str, on_notify: Callable[[], None]) -> None:
-        def callback(_connection: Any, _pid: int, _channel: str, _payload: str) -> None:
-            on_notify()
+    async def listen(self, channel: str, on_notify: Callable[[str], None]) -> None:
+        def callback(_connection: Any, _pid: int, _channel: str, payload: str) -> None:
+            on_notify(payload)
 
         await self._connection.add_listener(channel, callback)
 

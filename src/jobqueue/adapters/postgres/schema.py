@@ -32,7 +32,7 @@ from jobqueue.domain.job import (
     MIN_ATTEMPTS,
     MIN_PRIORITY,
 )
-from jobqueue.domain.status import PRUNABLE, Status
+from jobqueue.domain.status import TRAITS, Status
 
 metadata = MetaData(
     naming_convention={
@@ -49,6 +49,12 @@ def _quoted(statuses: Iterable[Status]) -> str:
 
 
 _STATUSES = _quoted(Status)
+
+
+def _indexed_in(index: str) -> str:
+    """The statuses whose rows `index` holds (`TRAITS`), for its predicate."""
+    return _quoted(status for status in Status if TRAITS[status].index == index)
+
 
 jobs = Table(
     "jobs",
@@ -75,6 +81,9 @@ jobs = Table(
     # The endings of the earlier attempts (`domain/attempts.py`): a JSON array, NULL for
     # the common job, which never outlives an attempt.
     Column("attempt_log", JSONB, nullable=True),
+    # How often a handler said "not yet" (`Snooze`) since the job last counted an attempt
+    # or an operator retried it: bounded, so that a job cannot snooze forever.
+    Column("snoozes", Integer, nullable=False, server_default=text("0")),
     CheckConstraint(f"status IN ({_STATUSES})", name="status"),
     # The domain's range, so that no row holds a priority no claim reads. Queue names are
     # checked where jobs are made, not here: a regular-expression CHECK cost a fifth of a
@@ -82,6 +91,7 @@ jobs = Table(
     CheckConstraint(f"priority BETWEEN {MIN_PRIORITY} AND {MAX_PRIORITY}", name="priority"),
     CheckConstraint(f"max_attempts BETWEEN {MIN_ATTEMPTS} AND {MAX_ATTEMPTS}", name="max_attempts"),
     CheckConstraint("attempts >= 0", name="attempts"),
+    CheckConstraint("snoozes >= 0", name="snoozes"),
     # A lease exists exactly while a worker holds the job; recovery relies on it.
     CheckConstraint(
         "(status = 'processing') = (locked_until IS NOT NULL)", name="lease_while_processing"
@@ -116,7 +126,15 @@ jobs = Table(
         "status",
         "type",
         "updated_at",
-        postgresql_where=text(f"status IN ({_quoted(PRUNABLE)})"),
+        postgresql_where=text(f"status IN ({_indexed_in('ix_jobs_finished_by_type')})"),
+    ),
+    # Cancelled rows in the same layout, in an index of their own (`status.TRAITS`).
+    Index(
+        "ix_jobs_cancelled",
+        "status",
+        "type",
+        "updated_at",
+        postgresql_where=text(f"status IN ({_indexed_in('ix_jobs_cancelled')})"),
     ),
     # Dead letters await a person: counted for the queue-depth gauge, listed newest first.
     Index("ix_jobs_dead_letter", "updated_at", postgresql_where=text("status = 'dead_letter'")),

@@ -56,6 +56,7 @@ from sqlalchemy.types import TypeEngine
 
 from jobqueue.adapters.postgres.attempt_log import logged
 from jobqueue.adapters.postgres.by_type import per_type, types_of
+from jobqueue.adapters.postgres.cancels import cancelling
 from jobqueue.adapters.postgres.claim_cursor import FROM_START, ClaimCursor, Keys
 from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch_pooled
@@ -65,8 +66,8 @@ from jobqueue.adapters.postgres.queues import PAUSED, PostgresQueues
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.schema import status_literal as _status
-from jobqueue.domain.attempts import LEASE_EXPIRED
-from jobqueue.domain.bulk import ACTIONABLE, Selection
+from jobqueue.domain.attempts import LEASE_EXPIRED, holds_final_attempt
+from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE, Selection
 from jobqueue.domain.errors import InvalidTransition, JobNotFound, StoreError, StoreUnavailable
 from jobqueue.domain.job import DEFAULT_QUEUE, PRIORITIES, Job, Lease, NewJob, Operation
 from jobqueue.domain.listing import JobPage, JobQuery, position_of
@@ -79,9 +80,10 @@ from jobqueue.domain.status import TRAITS, Status
 # `submit_in` was documented here before `jobqueue.enqueue` existed.
 __all__ = ["PostgresJobStore", "submit_in"]
 
-# A job can leave dead_letter between a refused retry and the read that explains the
-# refusal, and come back to it; a few rounds settle any realistic race.
-_RETRY_ROUNDS = 3
+# A job can leave dead_letter between a refused retry (or leave processing between a
+# refused cancel) and the read that explains the refusal, and come back to it; a few
+# rounds settle any realistic race.
+_REFUSAL_ROUNDS = 3
 
 
 def _interval(value: timedelta) -> ColumnElement[timedelta]:
@@ -214,7 +216,9 @@ def _arrays(leases: Sequence[Lease], **columns: list[Any]) -> dict[str, list[Any
 # decisions; leaving processing always ends the lease. Due times come from the database
 # clock, the one the claim compares with. The target status is bound, not inlined: only
 # the WHERE clause must show the partial index its status.
-_ending = _leases_with("ending", status=Text(), error=Text(), delay=Interval(), refund=Integer())
+_ending = _leases_with(
+    "ending", status=Text(), error=Text(), delay=Interval(), refund=Integer(), snoozed=Integer()
+)
 # An attempt the job outlives is logged: a retry (back to pending, the attempt kept). A
 # release gives the attempt back, and a final ending stays in the row's own columns.
 _retried = and_(_ending.c.status == _status(Status.PENDING), _ending.c.refund == 0)
@@ -231,6 +235,7 @@ _RECORD_MANY = (
         run_at=case((_ending.c.delay.is_(None), jobs.c.run_at), else_=func.now() + _ending.c.delay),
         # GREATEST only guards rows written by hand; a claim always counted one.
         attempts=func.greatest(jobs.c.attempts - _ending.c.refund, 0),
+        snoozes=jobs.c.snoozes + _ending.c.snoozed,
         locked_until=None,
         updated_at=func.now(),
     )
@@ -275,28 +280,44 @@ def _ending_arrays(endings: Sequence[tuple[Lease, Decision]]) -> dict[str, list[
         error=[decision.error for decision in decisions],
         delay=[decision.delay for decision in decisions],
         refund=[1 if decision.gives_back_attempt else 0 for decision in decisions],
+        snoozed=[1 if decision.snoozed else 0 for decision in decisions],
     )
 
 
 # An operator's retry: what it may start from (the statuses inlined, for their indexes),
 # and what it writes. lease_token is left alone: it must keep growing so that claims from
 # before the reset stay fenced even though attempt numbers start over. The final attempt
-# moves from the row's columns to the log: it ended when the row was last written.
+# moves from the row's columns to the log: it ended when the row was last written. A
+# cancelled job has logged its attempts already (`holds_final_attempt`).
 _RETRYABLE = jobs.c.status.in_([_status(status) for status in sorted(ACTIONABLE)])
+_HOLDS_FINAL = jobs.c.status.in_(
+    [_status(status) for status in sorted(ACTIONABLE) if holds_final_attempt(status)]
+)
 _RETRIED: dict[str, Any] = {
     "status": _status(Status.PENDING),
-    "attempt_log": logged(jobs.c.status, jobs.c.last_error, jobs.c.updated_at),
+    "attempt_log": case(
+        (_HOLDS_FINAL, logged(jobs.c.status, jobs.c.last_error, jobs.c.updated_at)),
+        else_=jobs.c.attempt_log,
+    ),
     "attempts": 0,
+    "snoozes": 0,
     "run_at": func.now(),
     "updated_at": func.now(),
 }
 
 
+_CANCELLABLE = jobs.c.status.in_([_status(status) for status in sorted(CANCELLABLE)])
+
+
 def _selected(selection: Selection) -> Any:
-    """The ids of the oldest jobs `selection` names, locked: its status's index read in
-    the order they ended, narrowed by queue and type as it goes. SKIP LOCKED: a
+    """The ids of the first jobs `selection` names, locked: its status's index read in its
+    order (`TRAITS`, ascending: the oldest ended first, pending jobs as claims take them,
+    running ones by lease end), narrowed by queue and type as it goes. SKIP LOCKED: a
     concurrent bulk call takes others, and neither waits. A finished or held row is never
-    written by a worker, so only another operator can hold it."""
+    written by a worker, so only another operator can hold it; a running one is skipped
+    while its worker writes its ending."""
+    order = TRAITS[selection.status].order
+    keys = [*(jobs.c[group] for group in order.groups), jobs.c[order.column.value]]
     conditions = [jobs.c.status == _status(selection.status)]
     if selection.queue is not None:
         conditions.append(jobs.c.queue == selection.queue)
@@ -305,7 +326,7 @@ def _selected(selection: Selection) -> Any:
     return (
         select(jobs.c.id)
         .where(*conditions)
-        .order_by(jobs.c.updated_at)
+        .order_by(*keys)
         .limit(selection.limit)
         .with_for_update(skip_locked=True)
         .cte("selected")
@@ -440,19 +461,49 @@ class PostgresJobStore:
             .values(**_RETRIED)
             .returning(*jobs.c)
         )
+        return await self._transition(statement, job_id, Operation.RETRY, ACTIONABLE)
+
+    async def cancel(self, job_id: UUID) -> Job:
+        # Locked first, so that `was` is the status the cancel replaced.
+        target = (
+            select(jobs.c.id, jobs.c.status.label("was"))
+            .where(jobs.c.id == job_id, _CANCELLABLE)
+            .with_for_update()
+            .cte("target")
+            .prefix_with("MATERIALIZED")
+        )
+        return await self._transition(cancelling(target), job_id, Operation.CANCEL, CANCELLABLE)
+
+    async def cancel_many(self, selection: Selection) -> int:
+        selection.require(Operation.CANCEL)
+        picked = _selected(selection)
+        target = select(picked.c.id, _status(selection.status).label("was")).cte("target")
+        async with self._connection() as connection:
+            return len((await connection.execute(cancelling(target))).all())
+
+    async def _transition(
+        self,
+        statement: Executable,
+        job_id: UUID,
+        operation: Operation,
+        allowed: frozenset[Status],
+    ) -> Job:
+        """Run `statement`, an operator's transition of one job returning the job; when it
+        matched no row, raise the error its current status explains."""
         status: str | None = None
-        for _ in range(_RETRY_ROUNDS):
+        for _ in range(_REFUSAL_ROUNDS):
             row = await self._one(statement)
             if row is not None:
                 return job_from_row(row)
             status = await self._status_of(job_id)
             if status is None:
                 raise JobNotFound(job_id)
-            if status not in ACTIONABLE:
+            if status not in allowed:
                 break
-        raise InvalidTransition(job_id, Operation.RETRY, str(status))
+        raise InvalidTransition(job_id, operation, str(status))
 
     async def retry_many(self, selection: Selection) -> int:
+        selection.require(Operation.RETRY)
         picked = _selected(selection)
         statement = update(jobs).where(jobs.c.id == picked.c.id).values(**_RETRIED)
         async with self._connection() as connection:
@@ -461,6 +512,7 @@ class PostgresJobStore:
     async def discard_many(self, selection: Selection) -> int:
         # `= ANY(ARRAY(…))`, as retention deletes: the ids are collected first, then
         # looked up in the primary key.
+        selection.require(Operation.RETRY)
         doomed = jobs.c.id == any_(func.array(select(_selected(selection).c.id).scalar_subquery()))
         async with self._connection() as connection:
             return (await connection.execute(delete(jobs).where(doomed))).rowcount

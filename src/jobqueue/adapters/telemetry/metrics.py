@@ -60,6 +60,21 @@ class Metrics:
             "Failed attempts scheduled for another try after a backoff.",
             registry=self.registry,
         )
+        self._snoozed = Counter(
+            "jobs_snoozed",
+            "Attempts whose handler said not yet (Snooze): the job waits, the attempt given back.",
+            registry=self.registry,
+        )
+        self._cancelled = Counter(
+            "jobs_cancelled",
+            "Jobs cancelled by an operator, pending or running.",
+            registry=self.registry,
+        )
+        self._cancel_stops = Counter(
+            "jobs_cancel_stops",
+            "Running attempts this process stopped because their job was cancelled.",
+            registry=self.registry,
+        )
         self._recovered = Counter(
             "jobs_recovered",
             "Jobs whose lease expired (their worker died or hung) and were recovered.",
@@ -108,6 +123,7 @@ class Metrics:
             Outcome.FAILED: self._failed.labels(status=Status.FAILED.value),
             Outcome.DEAD_LETTER: self._failed.labels(status=Status.DEAD_LETTER.value),
             Outcome.RELEASED: None,
+            Outcome.SNOOZED: self._snoozed,
         }
         for status in PRUNABLE:
             self._pruned.labels(status=status.value)
@@ -124,6 +140,9 @@ class Metrics:
     def job_submitted(self) -> None:
         self._submitted.inc()
 
+    def jobs_cancelled(self, count: int) -> None:
+        self._cancelled.inc(count)
+
     # --- PoolObserver -----------------------------------------------------------------
 
     def attempt_started(self, job: Job) -> None:
@@ -137,6 +156,9 @@ class Metrics:
 
     def lease_lost(self, job: Job) -> None:
         self._lease_lost.inc()
+
+    def attempt_cancelled(self, job: Job) -> None:
+        self._cancel_stops.inc()
 
     def outcome_retried(self, job: Job, tries: int) -> None:
         self._outcome_retries.inc(tries - 1)

@@ -10,7 +10,7 @@ import msgspec
 from litestar.openapi.spec import Schema
 from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 
-from jobqueue.domain.bulk import ACTIONABLE, MAX_BULK, Selection
+from jobqueue.domain.bulk import MAX_BULK, SELECTABLE, Selection
 from jobqueue.domain.job import (
     MAX_ATTEMPTS,
     MAX_DELAY,
@@ -21,6 +21,7 @@ from jobqueue.domain.job import (
     MIN_PRIORITY,
     QUEUE_NAME,
     Job,
+    Operation,
 )
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
@@ -65,7 +66,8 @@ class AttemptView(msgspec.Struct, frozen=True):
 
 
 class BulkRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Body of `POST /jobs/retry` and `POST /jobs/discard`: which jobs, at most how many."""
+    """Body of `POST /jobs/retry`, `/jobs/discard` and `/jobs/cancel`: which jobs, at most
+    how many."""
 
     status: Status
     # Absent: any queue, any type.
@@ -73,13 +75,14 @@ class BulkRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     type: str | msgspec.UnsetType = msgspec.UNSET
     limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_BULK)] = MAX_BULK
 
-    def selection(self) -> Selection:
-        """Raises `ValueError` for a selection no bulk call may act on."""
+    def selection(self, operation: Operation) -> Selection:
+        """Raises `ValueError` for a selection `operation` may not act on."""
         return Selection(
             self.status,
             queue=None if self.queue is msgspec.UNSET else self.queue,
             type=None if self.type is msgspec.UNSET else self.type,
             limit=self.limit,
+            operation=operation,
         )
 
 
@@ -91,6 +94,11 @@ class Retried(msgspec.Struct, frozen=True):
 class Discarded(msgspec.Struct, frozen=True):
     # How many jobs were deleted; fewer than the limit: none is left.
     discarded: int
+
+
+class Cancelled(msgspec.Struct, frozen=True):
+    # How many jobs were cancelled; fewer than the limit: none is left.
+    cancelled: int
 
 
 class JobRecord(msgspec.Struct, frozen=True):
@@ -114,6 +122,8 @@ class JobRecord(msgspec.Struct, frozen=True):
     finished_at: datetime | None
     # The attempts kept (the last 20), oldest first.
     history: list[AttemptView]
+    # How often its handler said not yet (a Snooze): these attempts were given back.
+    snoozes: int
 
     @classmethod
     def of(cls, job: Job) -> JobRecord:
@@ -289,16 +299,16 @@ def create_job_request_schema() -> Schema:
     )
 
 
-def bulk_request_schema() -> Schema:
-    """The OpenAPI schema of `BulkRequest`, written out for the same reason as
-    `create_job_request_schema`; a test keeps the two in step."""
+def bulk_request_schema(operation: Operation) -> Schema:
+    """The OpenAPI schema of `BulkRequest` for `operation`, written out for the same
+    reason as `create_job_request_schema`; a test keeps the two in step."""
     return Schema(
         type=OpenAPIType.OBJECT,
-        title="BulkRequest",
+        title=f"Bulk{operation.value.capitalize()}Request",
         properties={
             "status": Schema(
                 type=OpenAPIType.STRING,
-                enum=sorted(status.value for status in ACTIONABLE),
+                enum=sorted(status.value for status in SELECTABLE[operation]),
                 description="Act on jobs of this status.",
             ),
             "queue": _queue_schema("Only jobs of this queue; any when absent."),

@@ -1,4 +1,4 @@
-"""The `/jobs` resource: submit, read, list and retry jobs."""
+"""The `/jobs` resource: submit, read, list, retry and cancel jobs."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from jobqueue.domain.bulk import MAX_BULK, Selection
 from jobqueue.domain.job import MAX_QUEUE_LENGTH, MAX_TYPE_LENGTH, QUEUE_NAME
+from jobqueue.domain.job import Operation as JobOperation
 from jobqueue.domain.listing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MIN_LIST_LIMIT
 from jobqueue.domain.status import BY_QUEUE, TRAITS, Status
 from jobqueue.entrypoints.http.dto import (
     BulkRequest,
+    Cancelled,
     CreateJobRequest,
     Discarded,
     ErrorBody,
@@ -35,7 +37,10 @@ from jobqueue.entrypoints.http.listing import encode_cursor, parse_list_query
 from jobqueue.entrypoints.http.service import JobService
 
 _EXAMPLE_BODY = '{"type": "sleep", "payload": {"duration": "2s"}, "max_attempts": 3}'
-_EXAMPLE_BULK = '{"status": "dead_letter", "queue": "emails", "limit": 100}'
+_EXAMPLE_BULK = {
+    JobOperation.RETRY: '{"status": "dead_letter", "queue": "emails", "limit": 100}',
+    JobOperation.CANCEL: '{"status": "pending", "type": "send_email", "limit": 100}',
+}
 
 JobId = Annotated[
     str, PathParameter(description="The job's id, a UUID.", schema_extra={"format": "uuid"})
@@ -122,16 +127,28 @@ _UNKNOWN_JOB = error_spec("No job has this id")
 STORE_DOWN = error_spec("The job store is unavailable; retry later")
 
 
+def _bulk_body(operation: JobOperation) -> RequestBody:
+    return RequestBody(
+        required=True,
+        description=f"Which jobs, e.g. {_EXAMPLE_BULK[operation]}",
+        content={"application/json": OpenAPIMediaType(schema=bulk_request_schema(operation))},
+    )
+
+
 @dataclass
 class _BulkOperation(Operation):
     """Documents the body that `retry_many` and `discard_many` decode by hand."""
 
     def __post_init__(self) -> None:
-        self.request_body = RequestBody(
-            required=True,
-            description=f"Which jobs, e.g. {_EXAMPLE_BULK}",
-            content={"application/json": OpenAPIMediaType(schema=bulk_request_schema())},
-        )
+        self.request_body = _bulk_body(JobOperation.RETRY)
+
+
+@dataclass
+class _BulkCancelOperation(Operation):
+    """Documents the body that `cancel_many` decodes by hand."""
+
+    def __post_init__(self) -> None:
+        self.request_body = _bulk_body(JobOperation.CANCEL)
 
 
 @dataclass
@@ -167,9 +184,9 @@ def _decoded(body: bytes, kind: type[Body], example: str) -> Body:
         raise ClientException(detail="request body is nested too deeply") from None
 
 
-def _selection(body: bytes) -> Selection:
+def _selection(body: bytes, operation: JobOperation) -> Selection:
     try:
-        return _decoded(body, BulkRequest, _EXAMPLE_BULK).selection()
+        return _decoded(body, BulkRequest, _EXAMPLE_BULK[operation]).selection(operation)
     except ValueError as error:
         raise ClientException(detail=str(error)) from None
 
@@ -294,7 +311,7 @@ class JobsController(Controller):
     async def retry_many(
         self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
     ) -> Retried:
-        selection = _selection(await request.body())
+        selection = _selection(await request.body(), JobOperation.RETRY)
         return Retried(retried=await jobs.retry_many(selection))
 
     @post(
@@ -310,20 +327,58 @@ class JobsController(Controller):
     async def discard_many(
         self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
     ) -> Discarded:
-        selection = _selection(await request.body())
+        selection = _selection(await request.body(), JobOperation.RETRY)
         return Discarded(discarded=await jobs.discard_many(selection))
+
+    @post(
+        "/cancel",
+        status_code=HTTP_200_OK,
+        summary="Cancel many pending or running jobs at once",
+        response_description="How many were cancelled",
+        description="The first jobs of `status` (pending: in the order claims take them; "
+        "processing: soonest lease end first), narrowed by `queue` and `type`, at most "
+        f"`limit` (1 to {MAX_BULK}, the default) in one statement; call again while "
+        "`cancelled` equals the limit. Each is cancelled as by POST /jobs/{id}/cancel.",
+        operation_class=_BulkCancelOperation,
+        responses={400: error_spec("A bad filter: status, queue, type or limit"), 503: STORE_DOWN},
+    )
+    async def cancel_many(
+        self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
+    ) -> Cancelled:
+        selection = _selection(await request.body(), JobOperation.CANCEL)
+        return Cancelled(cancelled=await jobs.cancel_many(selection))
 
     @post(
         "/{job_id:str}/retry",
         status_code=HTTP_200_OK,
-        summary="Requeue a failed or dead-lettered job with a fresh attempt budget",
+        summary="Requeue a failed, dead-lettered or cancelled job with a fresh attempt budget",
         response_description="The job, pending again with no attempts used",
         responses={
             400: _INVALID_ID,
             404: _UNKNOWN_JOB,
-            409: error_spec("The job is neither failed nor dead-lettered"),
+            409: error_spec("The job is not failed, dead-lettered or cancelled"),
             503: STORE_DOWN,
         },
     )
     async def retry_job(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:
         return JobRecord.of(await jobs.retry(parse_job_id(job_id)))
+
+    @post(
+        "/{job_id:str}/cancel",
+        status_code=HTTP_200_OK,
+        summary="Cancel a pending or running job",
+        response_description="The job, cancelled",
+        description="A pending job is never run. A running one is cancelled in the same "
+        "write: its attempt loses its lease, so nothing its handler does from then on is "
+        "recorded, and the process running it stops the handler within about a second "
+        "(at its next lease renewal when notifications are off). A cancelled job can be "
+        "retried with POST /jobs/{id}/retry.",
+        responses={
+            400: _INVALID_ID,
+            404: _UNKNOWN_JOB,
+            409: error_spec("The job has finished already (or is dead-lettered)"),
+            503: STORE_DOWN,
+        },
+    )
+    async def cancel_job(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:
+        return JobRecord.of(await jobs.cancel(parse_job_id(job_id)))

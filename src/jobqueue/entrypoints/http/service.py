@@ -38,9 +38,14 @@ class SubmissionMetrics(Protocol):
         """A submission created a job (an idempotent replay is not counted)."""
         ...
 
+    def jobs_cancelled(self, count: int) -> None:
+        """An operator cancelled `count` jobs."""
+        ...
+
 
 class JobService:
-    """Submits, reads, lists and retries jobs; counts and announces those entering the queue.
+    """Submits, reads, lists, retries and cancels jobs; counts and announces those entering
+    the queue.
 
     A job is validated against the same registry and payload types the workers use,
     so a job the worker would refuse at once is refused here, with a 400, instead.
@@ -101,12 +106,25 @@ class JobService:
         return await self._store.list_jobs(query)
 
     async def retry(self, job_id: UUID) -> Job:
-        """An operator's retry: a failed or dead-lettered job back to pending with a fresh
-        budget."""
+        """An operator's retry: a failed, dead-lettered or cancelled job back to pending
+        with a fresh budget."""
         job = await self._store.retry(job_id)
         _log.info("job retried", extra={"job_id": str(job.id), "job_type": job.type})
         self._announce()
         return job
+
+    async def cancel(self, job_id: UUID) -> Job:
+        """An operator's cancel of a pending or running job (its process stops it)."""
+        job = await self._store.cancel(job_id)
+        _log.info("job cancelled", extra={"job_id": str(job.id), "job_type": job.type})
+        self._metrics.jobs_cancelled(1)
+        return job
+
+    async def cancel_many(self, selection: Selection) -> int:
+        count = await self._store.cancel_many(selection)
+        _log.info("jobs cancelled", extra={"count": count, **_described(selection)})
+        self._metrics.jobs_cancelled(count)
+        return count
 
     async def retry_many(self, selection: Selection) -> int:
         count = await self._store.retry_many(selection)

@@ -3,9 +3,10 @@
 Handlers are user code, and none of what they do may kill the pool. Every exception
 escaping a handler, including `SystemExit`, `KeyboardInterrupt` and a `CancelledError`
 the handler raised on its own, is logged with its traceback and becomes a retryable
-failure (unless `is_permanent` says otherwise). Only cancellation of the attempt by the
-pool itself (shutdown, a lost lease) ends it as interrupted, and only the attempt's own
-timeout as timed out.
+failure (unless `is_permanent` says otherwise); a `Snooze`, raised or returned, is the
+handler's "not yet". Only cancellation of the attempt by the pool itself (shutdown, a
+lost lease, a cancel) ends it as interrupted, and only the attempt's own timeout as timed
+out.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from typing import Any
 
 from jobqueue.domain.errors import is_permanent, retry_after
 from jobqueue.domain.job import Job, Lease
-from jobqueue.domain.outcome import Ending, Errored, Interrupted, Succeeded, TimedOut
+from jobqueue.domain.outcome import (
+    Ending,
+    Errored,
+    Interrupted,
+    Snooze,
+    Snoozed,
+    Succeeded,
+    TimedOut,
+)
 from jobqueue.domain.ports import PayloadDecoder
 from jobqueue.domain.registry import JobContext, Registry, StopReason, StopRequest
 from jobqueue.entrypoints.worker.pool_config import PoolConfig
@@ -81,7 +90,10 @@ class Executor:
         deadline = _Deadline(task)
         timer = asyncio.get_running_loop().call_later(limit.total_seconds(), deadline.expire)
         try:
-            await self._invoke(attempt, limit)
+            returned = await self._invoke(attempt, limit)
+        except Snooze as snooze:
+            deadline.settle()
+            return Snoozed(snooze.delay)
         except asyncio.CancelledError as error:
             if deadline.expired and task.uncancel() == 0:
                 _log.warning("job timed out", extra=attempt.fields)
@@ -98,9 +110,12 @@ class Executor:
             timer.cancel()
         # A handler that caught the timeout's cancellation and returned still succeeded.
         deadline.settle()
+        if isinstance(returned, Snooze):
+            return Snoozed(returned.delay)
         return Succeeded()
 
-    async def _invoke(self, attempt: Attempt, limit: timedelta) -> None:
+    async def _invoke(self, attempt: Attempt, limit: timedelta) -> Any:
+        """Run the handler; return what it returned (a `Snooze` says "not yet")."""
         job = attempt.job
         spec = self._registry.get(job.type)
         payload: Any = job.payload
@@ -115,15 +130,14 @@ class Executor:
             # A copy: the handler may change its adapter's fields, not the pool's.
             logger=logging.LoggerAdapter(_handler_log, dict(attempt.fields)),
             stop=attempt.stop,
+            snoozes=job.snoozes,
         )
         if spec.is_async:
             pending = spec.func(context, payload)
-            if pending is not None:
-                await pending
-            return
+            return None if pending is None else await pending
         thread = run_in_thread(spec.func, context, payload)
         try:
-            await asyncio.shield(thread)
+            return await asyncio.shield(thread)
         except asyncio.CancelledError:
             # The timeout, shutdown or a lost lease: the thread runs on, and keeps its
             # slot and its lease until it returns. Its stop reason decides the ending.

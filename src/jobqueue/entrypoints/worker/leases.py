@@ -103,7 +103,7 @@ class LeaseKeeper:
         for lease in held.keys() - renewed:
             if self._holder.lost(lease):
                 _log.warning(
-                    "lease lost: the job was recovered or claimed elsewhere",
+                    "lease lost: the job was cancelled, recovered or claimed elsewhere",
                     extra={"job_id": str(lease.job_id), "lease_token": lease.token},
                 )
 

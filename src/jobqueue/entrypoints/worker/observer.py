@@ -34,6 +34,10 @@ class PoolObserver(Protocol):
         was recovered or claimed again), or the lease ran out before a renewal got through.
         Its outcome is not written."""
 
+    def attempt_cancelled(self, job: Job) -> None:
+        """An operator cancelled `job` while this attempt ran it: the attempt is stopped,
+        and nothing is written for it (the cancel ended the job)."""
+
     def outcome_retried(self, job: Job, tries: int) -> None:
         """The attempt's outcome was recorded, but only at try `tries` (the store failed
         before)."""
@@ -56,6 +60,9 @@ class NullObserver:
         pass
 
     def lease_lost(self, job: Job) -> None:
+        pass
+
+    def attempt_cancelled(self, job: Job) -> None:
         pass
 
     def outcome_retried(self, job: Job, tries: int) -> None:
@@ -95,6 +102,12 @@ class GuardedObserver:
             self._inner.lease_lost(job)
         except Exception:
             _log.exception("observer failed in lease_lost", extra={"job_id": str(job.id)})
+
+    def attempt_cancelled(self, job: Job) -> None:
+        try:
+            self._inner.attempt_cancelled(job)
+        except Exception:
+            _log.exception("observer failed in attempt_cancelled", extra={"job_id": str(job.id)})
 
     def outcome_retried(self, job: Job, tries: int) -> None:
         try:

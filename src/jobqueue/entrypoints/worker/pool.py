@@ -26,12 +26,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from uuid import UUID
 
+from jobqueue.domain.attempts import CANCELLED
 from jobqueue.domain.job import Job, Lease
-from jobqueue.domain.outcome import (
-    Decision,
-    decide,
-)
+from jobqueue.domain.outcome import Decision, decide
 from jobqueue.domain.ports import JobStore, PayloadDecoder
 from jobqueue.domain.registry import Registry, StopReason
 from jobqueue.entrypoints.worker.attempt import Attempt, Executor, job_fields
@@ -206,18 +205,34 @@ class WorkerPool:
             # Already written, or being written: the write's own answer says whether the
             # lease still held the job (a renewal racing a write always misses its row).
             return False
-        del self._held[lease]
-        attempt.lost = True
         self._observer.lease_lost(attempt.job)
+        self._stop_held(attempt, StopReason.LEASE_LOST)
+        return True
+
+    def cancelled(self, job_id: UUID) -> bool:
+        """An operator cancelled the job `job_id`: if this pool holds it, stop its attempt
+        (the cancel ended the job already: nothing is written for it). Return whether it
+        held the job."""
+        attempt = next((a for a in self._held.values() if a.job.id == job_id), None)
+        if attempt is None or attempt.recording:
+            # Not here, or its ending is being written (and is fenced out by the cancel).
+            return False
+        self._observer.attempt_cancelled(attempt.job)
+        self._stop_held(attempt, StopReason.CANCELLED)
+        return True
+
+    def _stop_held(self, attempt: Attempt, reason: StopReason) -> None:
+        """The attempt's lease is gone (`reason` says how): stop it, write nothing for it."""
+        del self._held[attempt.lease]
+        attempt.lost = True
         if attempt.task is None:
             # Claimed ahead and never started: nothing runs, nothing to write.
             self._ready.remove(attempt)
-            return True
-        attempt.stop.request(StopReason.LEASE_LOST)
+            return
+        attempt.stop.request(reason)
         if not attempt.task.done():
             # Stopped at once: another process may already be running the job.
             attempt.task.cancel()
-        return True
 
     # --- claiming -----------------------------------------------------------------------
 
@@ -494,7 +509,7 @@ class WorkerPool:
                 self._left(attempt)
                 return
             backoff = self._registry.backoff_for(job.type) or self._config.backoff
-            decision = decide(job, ending, backoff, self._rand)
+            decision = decide(job, ending, backoff, self._rand, self._config.max_snoozes)
             # Nothing awaited from here on: the attempt ends, freeing its worker, while
             # the write goes on without it.
             self._record(attempt, decision, duration)
@@ -572,9 +587,17 @@ class WorkerPool:
             span.end(outcome, decision.error)
 
     def _left(self, attempt: Attempt) -> None:
-        """The attempt ended without an outcome to write: its lease was lost, or shutdown
-        gave up on its thread."""
+        """The attempt ended without an outcome to write: its job was cancelled, its lease
+        was lost, or shutdown gave up on its thread."""
         self._held.pop(attempt.lease, None)
+        if attempt.stop.reason is StopReason.CANCELLED:
+            _log.info(
+                "job finished: cancelled while it ran; its handler was stopped",
+                extra={**attempt.fields, "outcome": CANCELLED},
+            )
+            if attempt.span is not None:
+                attempt.span.end(CANCELLED, None)
+            return
         outcome = "lease_lost" if attempt.lost else "abandoned"
         _log.warning(
             "job finished without an outcome: %s",

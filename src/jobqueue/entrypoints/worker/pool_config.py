@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.job import DEFAULT_QUEUE, check_queue_name
+from jobqueue.domain.outcome import DEFAULT_MAX_SNOOZES
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,8 @@ class PoolConfig:
     # Bounds each outcome write, so a store that stopped answering cannot hold up shutdown.
     outcome_timeout: timedelta
     backoff: Backoff
+    # How often a job may snooze before each snooze uses up an attempt.
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
     # The queue the pool claims from; a process runs one pool per queue it consumes.
     queue: str = DEFAULT_QUEUE
 
