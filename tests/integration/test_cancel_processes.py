@@ -40,8 +40,7 @@ def _told_to_stop(workers: list[Service], job_id: str) -> list[dict[str, Any]]:
         record
         for worker in workers
         for record in worker.log()
-        if record["message"].startswith("handler told to stop: ")
-        and record.get("job_id") == job_id
+        if record["message"].startswith("handler told to stop: ") and record.get("job_id") == job_id
     ]
 
 
