@@ -36,6 +36,7 @@ from jobqueue.domain.errors import (
     JobNotFound,
     LeaseLost,
     StoreUnavailable,
+    UniqueKeyHeld,
 )
 from jobqueue.domain.job import (
     DEFAULT_QUEUE,
@@ -115,6 +116,9 @@ class InMemoryJobStore:
                 raise IdempotencyConflict(new.idempotency_key)
             return Submitted(_detached(earlier), replayed=True)
         now = self.clock()
+        holder = self._unique_holder(new.stored_unique_key(now))
+        if holder is not None:
+            return Submitted(_detached(holder), replayed=False, duplicate=True)
         # The payload a copy, as a database keeps: the caller may go on mutating its own.
         job = replace(new, payload=copy.deepcopy(new.payload)).stored(uuid.uuid4(), now)
         self._jobs[job.id] = job
@@ -241,7 +245,27 @@ class InMemoryJobStore:
             raise InvalidTransition(job_id, Operation.RETRY, job.status)
         return self._retry(job)
 
+    def _unique_holder(self, key: str | None, but: UUID | None = None) -> Job | None:
+        """The job holding unique key `key` in a status it counts in, as the unique index
+        of PostgreSQL decides."""
+        if key is None:
+            return None
+        return next(
+            (
+                job
+                for job in self._jobs.values()
+                if job.unique_key == key
+                and job.unique_states is not None
+                and job.status.value in job.unique_states
+                and job.id != but
+            ),
+            None,
+        )
+
     def _retry(self, job: Job) -> Job:
+        counts_pending = job.unique_states is not None and "pending" in job.unique_states
+        if counts_pending and self._unique_holder(job.unique_key, but=job.id) is not None:
+            raise UniqueKeyHeld(job.id)
         now = self.clock()
         return self._move(
             job,
@@ -290,8 +314,14 @@ class InMemoryJobStore:
         await self._enter()
         selection.require(Operation.RETRY)
         chosen = self._selected(selection)
-        for job in chosen:
-            self._retry(job)
+        before = dict(self._jobs)
+        try:
+            for job in chosen:
+                self._retry(job)
+        except UniqueKeyHeld:
+            # One statement in PostgreSQL: all or nothing.
+            self._jobs = before
+            raise UniqueKeyHeld(None) from None
         return len(chosen)
 
     async def discard_many(self, selection: Selection) -> int:

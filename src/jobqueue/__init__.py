@@ -25,6 +25,7 @@ from jobqueue.domain.errors import (
     Permanent,
     StoreError,
     StoreUnavailable,
+    UniqueKeyHeld,
     UnknownJobType,
 )
 from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, Job, NewJob
@@ -32,6 +33,7 @@ from jobqueue.domain.outcome import Snooze
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import JobContext, Registry, StopReason
 from jobqueue.domain.status import Status
+from jobqueue.domain.unique import Unique
 
 if TYPE_CHECKING:
     from jobqueue.adapters.postgres.enqueue import enqueue, enqueue_many
@@ -76,6 +78,8 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "Submitted",
+    "Unique",
+    "UniqueKeyHeld",
     "UnknownJobType",
     "current_traceparent",
     "enqueue",

@@ -55,7 +55,7 @@ async def test_submitted_job_is_run_to_completion_by_the_pool(
 
     assert response.status_code == 201, response.text
     created = response.json()
-    assert set(created) == RECORD_FIELDS
+    assert set(created) == RECORD_FIELDS | {"duplicate"}
     assert response.headers["location"] == f"/jobs/{created['id']}"
     assert created["type"] == "sleep"
     assert created["payload"] == {"duration": "10ms"}

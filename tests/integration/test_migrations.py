@@ -92,6 +92,10 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
     assert "traceparent" in _job_columns(url)
     assert _job_indexes(url) >= RETENTION_INDEXES
 
+    downgrade(url, "0009")
+    assert {"unique_key", "unique_states"}.isdisjoint(_job_columns(url))
+    assert "uq_jobs_unique_key" not in _job_indexes(url)
+
     downgrade(url, "0008")
     assert "snoozes" not in _job_columns(url)
     assert "ix_jobs_cancelled" not in _job_indexes(url)
@@ -127,6 +131,8 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
         "worker",
         "attempt_log",
         "snoozes",
+        "unique_key",
+        "unique_states",
     }
 
     downgrade(url, "base")
@@ -165,6 +171,7 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_database_url: str) 
     assert logs.count("Running upgrade 0006 -> 0007") == 1, logs
     assert logs.count("Running upgrade 0007 -> 0008") == 1, logs
     assert logs.count("Running upgrade 0008 -> 0009") == 1, logs
+    assert logs.count("Running upgrade 0009 -> 0010") == 1, logs
     assert _versions(empty_database_url) == [HEAD]
 
 
@@ -360,6 +367,41 @@ async def test_cancel_and_snooze_arrive_on_a_filled_table_without_blocking_write
                 "UPDATE jobs SET status = 'cancelled'"
                 " WHERE id = (SELECT id FROM jobs WHERE status = 'failed' LIMIT 1)"
             )
+        await asyncio.to_thread(upgrade, url)
+        assert await asyncio.to_thread(_drift, url, metadata) == []
+    finally:
+        await connection.close()
+
+
+async def test_unique_jobs_arrive_on_a_filled_table_without_blocking_writes(
+    empty_database_url: str,
+) -> None:
+    """0010 adds two nullable columns and builds the unique index CONCURRENTLY: writes
+    with a short lock timeout go on, and it undoes itself."""
+    url = empty_database_url
+    await asyncio.to_thread(upgrade, url, "0009")
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        written = await _migrate_a_filled_table_while_writing(connection, url, "0010")
+        assert written > 0
+        valid = await _fetch(
+            url,
+            "SELECT c.relname, i.indisvalid, i.indisunique FROM pg_index i JOIN pg_class c"
+            " ON c.oid = i.indexrelid WHERE c.relname = 'uq_jobs_unique_key'",
+        )
+        assert valid == [("uq_jobs_unique_key", True, True)]
+        insert = (
+            "INSERT INTO jobs (type, max_attempts, unique_key, unique_states)"
+            " VALUES ('t', 3, 'k', ARRAY['pending', 'processing'])"
+        )
+        await connection.execute(insert)
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await connection.execute(insert)
+
+        await asyncio.to_thread(downgrade, url, "0009")
+        assert {"unique_key", "unique_states"}.isdisjoint(
+            await asyncio.to_thread(_job_columns, url)
+        )
         await asyncio.to_thread(upgrade, url)
         assert await asyncio.to_thread(_drift, url, metadata) == []
     finally:

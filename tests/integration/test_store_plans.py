@@ -18,9 +18,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.errors import JobNotFound
-from jobqueue.domain.job import Lease, Operation
+from jobqueue.domain.job import Lease, NewJob, Operation
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import Status
+from jobqueue.domain.unique import Unique
 from tests.support.plans import (
     FINISHED_ROWS,
     capture_statements,
@@ -144,4 +145,19 @@ async def test_a_cancel_looks_its_job_up_by_key(plan_engine: AsyncEngine) -> Non
 
     for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
         assert uses_index(plan, "pk_jobs"), plan
+        assert "Seq Scan on jobs" not in plan, plan
+
+
+async def test_a_duplicate_is_found_by_the_unique_index(plan_engine: AsyncEngine) -> None:
+    store = PostgresJobStore(plan_engine)
+    new = NewJob.build(type="uniq", max_attempts=3, unique=Unique(key="plan-check"))
+    await store.submit(new)
+    with capture_statements(plan_engine) as sent:
+        assert (await store.submit(new)).duplicate
+    # The insert that met the conflict, then the read of the job holding the key.
+    lookup = [(s, p) for s, p in sent if s.lstrip().upper().startswith("SELECT")]
+    (statement, parameters) = lookup[-1]
+
+    for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
+        assert uses_index(plan, "uq_jobs_unique_key"), plan
         assert "Seq Scan on jobs" not in plan, plan

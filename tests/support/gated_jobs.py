@@ -29,6 +29,7 @@ RECORD_FIELDS = {
     "finished_at",
     "history",
     "snoozes",
+    "unique_key",
 }
 
 

@@ -16,6 +16,7 @@ from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, NewJob
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
+from jobqueue.domain.unique import Unique
 from tests.fakes import InMemoryJobStore, wall_clock
 from tests.unit.pool_harness import config, eventually, make_pool, running, settled
 
@@ -187,3 +188,24 @@ async def test_within_a_queue_the_most_urgent_due_job_runs_first() -> None:
     async with running(pool):
         await eventually(lambda: len(order) == 6, "every job ran")
     assert order == [0, 0, 3, 5, 5, 9]
+
+
+def test_a_handler_may_make_its_jobs_unique_and_a_submission_may_say_otherwise() -> None:
+    registry = Registry()
+
+    @registry.handler("sync_account", unique=Unique(by=("account",)))
+    async def sync_account(ctx: object, payload: object) -> None: ...
+
+    one = NewJob.build(type="sync_account", payload={"account": 1, "x": 1}, registered=registry)
+    two = NewJob.build(type="sync_account", payload={"account": 1, "x": 2}, registered=registry)
+    own = NewJob.build(
+        type="sync_account",
+        payload={"account": 1},
+        registered=registry,
+        unique=Unique(key="mine"),
+    )
+
+    assert one.unique_key == two.unique_key is not None
+    assert one.unique_states == ("pending", "processing")
+    assert own.unique_key == "mine"
+    assert NewJob.build(type="other", payload={"account": 1}).unique_key is None

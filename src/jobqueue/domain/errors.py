@@ -67,6 +67,19 @@ class InvalidTransition(JobQueueError):
         self.status = status
 
 
+class UniqueKeyHeld(JobQueueError):
+    """An operator's retry would bring back a unique job whose key another job holds
+    now (in a status the key counts in): two would be live at once."""
+
+    def __init__(self, job_id: UUID | None) -> None:
+        what = "these jobs: one of them has" if job_id is None else f"job {job_id}: it has"
+        super().__init__(
+            f"cannot retry {what} a unique key another job holds now; cancel or finish "
+            "that one first"
+        )
+        self.job_id = job_id
+
+
 class LeaseLost(JobQueueError):
     """An outcome write found the job no longer held by the caller's claim.
 

@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Protocol, TypeAlias
 from uuid import UUID
@@ -14,6 +14,7 @@ from uuid import UUID
 from jobqueue.domain.attempts import AttemptRecord, latest_attempt
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.status import TRAITS, Phase, Status
+from jobqueue.domain.unique import Unique
 
 JsonValue: TypeAlias = dict[str, "JsonValue"] | list["JsonValue"] | str | int | float | bool | None
 
@@ -37,6 +38,7 @@ PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
 # The furthest ahead a job may be scheduled by `delay`: far beyond any real schedule, and
 # a bound that makes a typo (a delay in milliseconds read as seconds) a clear refusal.
 MAX_DELAY = timedelta(days=3650)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Operation(StrEnum):
@@ -140,8 +142,12 @@ class Job:
     worker: str | None = None
     # The endings of the earlier attempts it outlived (`attempts.py`), oldest first.
     attempt_log: tuple[AttemptRecord, ...] = ()
-    # Snoozes since the job last counted an attempt (`outcome.Snoozed`).
+    # Snoozes since the job was submitted or an operator retried it (`outcome.Snooze`).
     snoozes: int = 0
+    # Its unique key (`domain/unique.py`; with the period's slot), and the statuses in
+    # which no other job may hold it; None for a job that is not unique.
+    unique_key: str | None = None
+    unique_states: tuple[str, ...] | None = None
 
     @property
     def lease(self) -> Lease:
@@ -188,6 +194,11 @@ class NewJob:
     delay: timedelta | None = None
     queue: str = DEFAULT_QUEUE
     priority: int = DEFAULT_PRIORITY
+    # Unique jobs (`Unique`): the key (before its period's slot), the statuses it counts
+    # in, and the period whose slot the store adds to the key, by its clock.
+    unique_key: str | None = None
+    unique_states: tuple[str, ...] | None = None
+    unique_period: timedelta | None = None
 
     @classmethod
     def build(
@@ -204,13 +215,14 @@ class NewJob:
         delay: timedelta | None = None,
         queue: str | None = None,
         priority: int | None = None,
+        unique: Unique | None = None,
     ) -> NewJob:
         """Validate a submission; raise `InvalidJob` with a message a client can act on.
 
         `registered` is the set of known job types; `None` skips that check (enqueueing
         for a worker fleet whose handlers this process does not load). When it is a
         `Registry`, the type's handler options (`queue`, `priority`, `max_attempts`) are
-        the defaults of what the submission leaves out.
+        the defaults of what the submission leaves out (`unique` included).
         `default_max_attempts` is the budget when neither gives one: the service passes
         its MAX_ATTEMPTS setting.
         """
@@ -233,10 +245,34 @@ class NewJob:
         _check_schedule(run_at, delay)
         body: JsonValue = {} if payload is None else payload
         _check_json("payload", body)
+        if unique is None:
+            unique = options.unique
         # By position, in the fields' order: keywords cost a third of the construction.
+        if unique is None:
+            return cls(
+                type, attempts, body, idempotency_key, traceparent, run_at, delay, queue, priority
+            )
         return cls(
-            type, attempts, body, idempotency_key, traceparent, run_at, delay, queue, priority
+            type,
+            attempts,
+            body,
+            idempotency_key,
+            traceparent,
+            run_at,
+            delay,
+            queue,
+            priority,
+            unique.key_for(type, body),
+            unique.counted_in,
+            unique.period,
         )
+
+    def stored_unique_key(self, now: datetime) -> str | None:
+        """The unique key as stored at `now` (the store's clock): with the number of the
+        period's slot it falls in, counted from the Unix epoch."""
+        if self.unique_key is None or self.unique_period is None:
+            return self.unique_key
+        return f"{self.unique_key}@{(now - _EPOCH) // self.unique_period}"
 
     def due_at(self, now: datetime) -> datetime:
         """When the job becomes due if stored at `now` (the store's clock)."""
@@ -252,7 +288,8 @@ class NewJob:
         # By position, in `Job`'s field order (keywords cost 40 % more, per job of a bulk
         # enqueue): id, type, payload, status, attempts, max_attempts, run_at,
         # locked_until, lease_token, last_error, idempotency_key, created_at, updated_at,
-        # traceparent, queue, priority.
+        # traceparent, queue, priority, started_at, worker, attempt_log, snoozes,
+        # unique_key, unique_states.
         return Job(
             job_id,
             self.type,
@@ -271,6 +308,12 @@ class NewJob:
             self.traceparent,
             self.queue,
             self.priority,
+            None,
+            None,
+            (),
+            0,
+            self.stored_unique_key(now),
+            self.unique_states,
         )
 
 
@@ -300,6 +343,7 @@ class JobOptions:
     queue: str = DEFAULT_QUEUE
     priority: int = DEFAULT_PRIORITY
     max_attempts: int | None = None
+    unique: Unique | None = None
 
     def __post_init__(self) -> None:
         _check_queue(self.queue)

@@ -25,6 +25,8 @@ class Submitted:
     job: Job
     # True when an Idempotency-Key matched an earlier identical submission: no new job.
     replayed: bool
+    # True when another job held the submission's unique key: `job` is that job.
+    duplicate: bool = False
 
 
 class JobStore(Protocol):

@@ -14,7 +14,9 @@ from uuid import UUID
 
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
-from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, NO_OPTIONS, JobOptions
+from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, NO_OPTIONS, JobOptions, JsonValue
+from jobqueue.domain.periodic import PeriodicJob
+from jobqueue.domain.unique import Unique
 
 
 class StopReason(StrEnum):
@@ -141,6 +143,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._specs: dict[str, HandlerSpec] = {}
+        self._periodic: dict[str, PeriodicJob] = {}
 
     def handler(
         self,
@@ -152,12 +155,14 @@ class Registry:
         max_attempts: int | None = None,
         timeout: timedelta | None = None,
         backoff: Backoff | None = None,
+        unique: Unique | None = None,
     ) -> Callable[[H], H]:
         """Register the decorated function for jobs of type `name`.
 
         `queue`, `priority` and `max_attempts` are what this type's jobs get when their
         submission leaves them out; `timeout` bounds each attempt instead of JOB_TIMEOUT;
-        `backoff` spaces this type's retries instead of BACKOFF_BASE and BACKOFF_MAX.
+        `backoff` spaces this type's retries instead of BACKOFF_BASE and BACKOFF_MAX;
+        `unique` makes this type's jobs unique (`Unique`) unless a submission says how.
         """
         if not name or not name.strip():
             raise ValueError("a handler needs a non-empty job type name")
@@ -166,6 +171,7 @@ class Registry:
                 queue=DEFAULT_QUEUE if queue is None else queue,
                 priority=DEFAULT_PRIORITY if priority is None else priority,
                 max_attempts=max_attempts,
+                unique=unique,
             )
         except InvalidJob as error:
             raise ValueError(f"job type {name!r}: {error}") from None
@@ -188,12 +194,55 @@ class Registry:
 
         return register
 
+    def periodic(
+        self,
+        cron: str,
+        *,
+        name: str | None = None,
+        payload: JsonValue = None,
+        timezone: str = "UTC",
+        catch_up: bool = False,
+        **options: Any,
+    ) -> Callable[[H], H]:
+        """Register the decorated function as the handler of job type `name` (default:
+        the function's name), with `options` as `handler` takes them, and run one job of
+        it with `payload` at every slot of `cron` in `timezone` (`domain/periodic.py`):
+        5 fields, or 6 with the seconds first. Every worker process schedules it; one job
+        per slot exists however many do."""
+
+        def register(func: H) -> H:
+            job_type: str = name or str(getattr(func, "__name__", ""))
+            self.schedule(
+                PeriodicJob(
+                    cron=cron,
+                    job_type=job_type,
+                    payload={} if payload is None else payload,
+                    timezone=timezone,
+                    catch_up=catch_up,
+                )
+            )
+            return self.handler(job_type, **options)(func)
+
+        return register
+
+    def schedule(self, periodic: PeriodicJob) -> None:
+        """Run jobs of a type (registered here or not) on a cron schedule."""
+        if periodic.name in self._periodic:
+            raise ValueError(f"periodic job {periodic.name!r} is declared twice")
+        self._periodic[periodic.name] = periodic
+
+    def periodic_jobs(self) -> list[PeriodicJob]:
+        return [self._periodic[name] for name in sorted(self._periodic)]
+
     def include(self, other: Registry) -> None:
-        """Add every handler of `other` (e.g. a user's module next to the examples)."""
+        """Add every handler of `other` (e.g. a user's module next to the examples), and
+        its periodic jobs."""
         for spec in other.specs():
             if spec.name in self._specs:
                 raise ValueError(f"job type {spec.name!r} already has a handler")
             self._specs[spec.name] = spec
+        for periodic in other.periodic_jobs():
+            self.schedule(periodic)
 
     def get(self, name: str) -> HandlerSpec:
         try:

@@ -64,6 +64,7 @@ from jobqueue.entrypoints.provisioning import (
 from jobqueue.entrypoints.runtime import Listeners, Signals, bind_listeners, installed
 from jobqueue.entrypoints.wakeups import Announcing, Listening, announcer
 from jobqueue.entrypoints.worker.cancels import CancelRouter
+from jobqueue.entrypoints.worker.cron import PeriodicScheduler, schedules
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
 from jobqueue.entrypoints.worker.pauses import QueuePauses
 from jobqueue.entrypoints.worker.pool import WorkerPool
@@ -219,6 +220,16 @@ def build_components(
             pools.append(pool)
         pauses = QueuePauses(store, {pool.queue: pool for pool in pools})
         components.append(Loop("queue pauses", Phase.SIGNAL, pauses))
+        periodic = schedules(registry)
+        if periodic:
+            scheduler = PeriodicScheduler(
+                store,
+                registry,
+                periodic,
+                default_max_attempts=settings.max_attempts,
+                on_due=_waking(pools),
+            )
+            components.append(Loop("periodic jobs", Phase.SIGNAL, scheduler))
         recovery = LeaseRecovery(store, settings.recovery_interval, observer=metrics)
         components.append(Loop("lease recovery", Phase.SIGNAL, recovery))
         policy = settings.retention_policy()

@@ -29,6 +29,7 @@ from weakref import WeakKeyDictionary
 
 from sqlalchemy import (
     ARRAY,
+    BigInteger,
     ColumnElement,
     DateTime,
     Integer,
@@ -36,7 +37,9 @@ from sqlalchemy import (
     SmallInteger,
     Text,
     and_,
+    any_,
     bindparam,
+    case,
     cast,
     func,
     literal,
@@ -65,10 +68,20 @@ _JOB_FIELDS = tuple(field.name for field in fields(Job))
 # statement the server must hold in memory whole (ten thousand jobs is ~ten MB of JSON).
 MAX_BULK = 10_000
 
-_key_conflict: dict[str, Any] = {
-    "index_elements": [jobs.c.idempotency_key],
-    "index_where": jobs.c.idempotency_key.is_not(None),
-}
+# Rounds of insert-then-look-up a submission may take: a conflicting job can leave the
+# statuses its key counts in (or be deleted) between the two; a few settle any race.
+_CONFLICT_ROUNDS = 3
+
+
+def _slotted(key: ColumnElement[Any], period: ColumnElement[Any]) -> ColumnElement[Any]:
+    """A unique key as stored: with the number of its period's slot (from the Unix epoch,
+    by the statement's clock) when it has a period; `NewJob.stored_unique_key` says the
+    same for the job returned."""
+    slot = func.floor(func.extract("epoch", func.now()) / func.extract("epoch", period))
+    return case(
+        (period.is_(None), key),
+        else_=key.concat(literal("@")).concat(cast(cast(slot, BigInteger), Text)),
+    )
 
 
 def _announcing(inserted: Any) -> Any:
@@ -103,6 +116,9 @@ def _due(run_at: ColumnElement[Any], delay: ColumnElement[Any]) -> ColumnElement
 # `enqueue(engine)`, skips exactly SQLAlchemy's JSONB conversion, and one statement
 # serves both paths), and the schedule (`run_at`, `delay`) made the one column it sets.
 _SCHEDULE = ("run_at", "delay")
+_UNIQUE = ("unique_key", "unique_period")
+# ON CONFLICT DO NOTHING with no target: an Idempotency-Key or a unique key may conflict,
+# each with its own index; which one did is found out after (`_resolved`).
 _SUBMIT = (
     insert(jobs)
     .values(
@@ -112,15 +128,20 @@ _SUBMIT = (
                 if name == "payload"
                 else bindparam(name, type_=jobs.c[name].type)
                 for name in _NEW_JOB_FIELDS
-                if name not in _SCHEDULE
+                if name not in (*_SCHEDULE, *_UNIQUE, "unique_states")
             },
+            # Untyped, then cast: SQLAlchemy's ARRAY type would convert the value first.
+            "unique_states": cast(bindparam("unique_states"), ARRAY(Text())),
             "run_at": _due(
                 bindparam("run_at", type_=DateTime(timezone=True)),
                 bindparam("delay", type_=Interval()),
             ),
+            "unique_key": _slotted(
+                bindparam("unique_key", type_=Text()), bindparam("unique_period", type_=Interval())
+            ),
         }
     )
-    .on_conflict_do_nothing(**_key_conflict)
+    .on_conflict_do_nothing()
     .returning(*_STORED_AT)
 )
 _SUBMIT_ANNOUNCED = _announcing(_SUBMIT)
@@ -142,22 +163,31 @@ _BULK_COLUMNS: dict[str, ARRAY[Any]] = {
     "delay": ARRAY(Interval()),
     "queue": ARRAY(Text()),
     "priority": ARRAY(SmallInteger()),
+    "unique_key": ARRAY(Text()),
+    # Each job's statuses joined by commas: an array of arrays cannot be unnested by row.
+    "unique_states": ARRAY(Text()),
+    "unique_period": ARRAY(Interval()),
 }
 _bulk_rows = (
     func.unnest(*(cast(bindparam(f"each_{c}"), kind) for c, kind in _BULK_COLUMNS.items()))
     .table_valued(*_BULK_COLUMNS)
     .render_derived(name="submitted")
 )
-_AS_GIVEN = [name for name in _BULK_COLUMNS if name not in ("payload", *_SCHEDULE)]
+_AS_GIVEN = [
+    name for name in _BULK_COLUMNS if name not in ("payload", "unique_states", *_SCHEDULE, *_UNIQUE)
+]
 _SUBMIT_MANY = (
     insert(jobs)
     .from_select(
-        [*_AS_GIVEN, "payload", "run_at"],
+        [*_AS_GIVEN, "payload", "run_at", "unique_key", "unique_states"],
         select(*(_bulk_rows.c[name] for name in _AS_GIVEN)).add_columns(
-            cast(_bulk_rows.c.payload, JSONB), _due(_bulk_rows.c.run_at, _bulk_rows.c.delay)
+            cast(_bulk_rows.c.payload, JSONB),
+            _due(_bulk_rows.c.run_at, _bulk_rows.c.delay),
+            _slotted(_bulk_rows.c.unique_key, _bulk_rows.c.unique_period),
+            func.string_to_array(_bulk_rows.c.unique_states, literal(",")),
         ),
     )
-    .on_conflict_do_nothing(**_key_conflict)
+    .on_conflict_do_nothing()
     .returning(*_STORED_AT)
 )
 _SUBMIT_MANY_ANNOUNCED = _announcing(_SUBMIT_MANY)
@@ -185,13 +215,15 @@ async def enqueue(
         return await _enqueue_committed(connection, new, announce)
     statement = _SUBMIT_ANNOUNCED if announce else _SUBMIT
     with store_failures(), refused_values():
-        inserted = await connection.execute(statement, _values(new))
-        row = inserted.one_or_none()
-        if row is not None:
-            return Submitted(_stored(new, row), replayed=False)
-        if new.idempotency_key is None:  # pragma: no cover - only the key's index can conflict
-            raise StoreUnavailable("the job store inserted no row and reported no conflict")
-        return await _replay(connection, new, new.idempotency_key)
+        for _ in range(_CONFLICT_ROUNDS):
+            inserted = await connection.execute(statement, _values(new))
+            row = inserted.one_or_none()
+            if row is not None:
+                return Submitted(_stored(new, row), replayed=False)
+            resolved = await _resolved(connection, new)
+            if resolved is not None:
+                return resolved
+        raise _unsettled(new)
 
 
 async def enqueue_many(
@@ -207,9 +239,11 @@ async def enqueue_many(
     the whole call: the caller's transaction should then roll back). The returned jobs
     carry the caller's payload objects as given.
 
-    Jobs without an Idempotency-Key are written by COPY, a third of the server's time of
-    an INSERT (measured); a call where any job has a key is one `INSERT ... ON CONFLICT`
-    per `MAX_BULK` jobs instead, since only an INSERT can meet a conflict.
+    Jobs without an Idempotency-Key or a unique key are written by COPY, a third of the
+    server's time of an INSERT (measured); a call where any job has a key is one
+    `INSERT ... ON CONFLICT` per `MAX_BULK` jobs instead, since only an INSERT can meet a
+    conflict. A unique job whose key is held (by a job in the table, or one earlier in
+    the same call) is answered with the job holding it (`duplicate`).
     """
     if isinstance(connection, AsyncEngine):
         with store_failures():
@@ -220,7 +254,7 @@ async def enqueue_many(
             raise InvalidJob(f"enqueue_many takes NewJob values, got a {type(new).__name__}")
     if not news:
         return []
-    if all(new.idempotency_key is None for new in news):
+    if all(new.idempotency_key is None and new.unique_key is None for new in news):
         return await _copy(connection, news, announce)
     submitted: list[Submitted] = []
     for start in range(0, len(news), MAX_BULK):
@@ -239,7 +273,11 @@ async def enqueue_many(
 # values read, and what the caller is returned is still exactly what was written.
 # Written by claims and endings, never by a submission: NULL in every new row.
 _CLAIMED_ONLY = ("started_at", "worker", "attempt_log")
-_COPIED = tuple(name for name in _JOB_FIELDS if name not in ("payload", "status", *_CLAIMED_ONLY))
+# Only unique jobs set these, and those are never copied (a COPY cannot meet a conflict).
+_UNIQUE_ONLY = ("unique_key", "unique_states")
+_COPIED = tuple(
+    name for name in _JOB_FIELDS if name not in ("payload", "status", *_CLAIMED_ONLY, *_UNIQUE_ONLY)
+)
 _COPY_COLUMNS = ("payload", "status", *_COPIED)
 _copied_values = attrgetter(*_COPIED)
 # The clock the jobs are stored at, read first: in the caller's transaction, this is the
@@ -344,6 +382,11 @@ async def _insert_batch(
         "each_delay": [new.delay for new in news],
         "each_queue": [new.queue for new in news],
         "each_priority": [new.priority for new in news],
+        "each_unique_key": [new.unique_key for new in news],
+        "each_unique_states": [
+            None if new.unique_states is None else ",".join(new.unique_states) for new in news
+        ],
+        "each_unique_period": [new.unique_period for new in news],
     }
     statement = _SUBMIT_MANY_ANNOUNCED if announce else _SUBMIT_MANY
     with store_failures(), refused_values():
@@ -355,10 +398,12 @@ async def _insert_batch(
             row = decided.get(job_id)
             if row is not None:
                 submitted.append(Submitted(_stored(new, row), replayed=False))
-            elif new.idempotency_key is None:  # pragma: no cover - only keys conflict
-                raise StoreUnavailable("the job store inserted no row and reported no conflict")
-            else:
-                submitted.append(await _replay(connection, new, new.idempotency_key))
+                continue
+            resolved = await _resolved(connection, new)
+            if resolved is None:
+                # The conflicting job left in between: this one goes in on its own.
+                resolved = await enqueue(connection, new, announce=announce)
+            submitted.append(resolved)
         return submitted
 
 
@@ -412,16 +457,18 @@ async def submit_pooled(engine: AsyncEngine, new: NewJob, *, announced: bool = F
     notifies at its commit): what `enqueue(engine)` and the HTTP path call."""
     statement = _SUBMIT_SENT_ANNOUNCED if announced else _SUBMIT_SENT
     with store_failures():
-        with refused_values():
-            rows = await fetch_pooled(engine, statement, _values(new))
-        if rows:
-            return Submitted(_stored(new, rows[0]), replayed=False)
-        if new.idempotency_key is None:  # pragma: no cover - only the key's index can conflict
-            raise StoreUnavailable("the job store inserted no row and reported no conflict")
-        # Only on a key conflict: the read that explains it runs after the insert saw the
-        # winner, and needs no transaction.
-        async with autocommit(engine).connect() as connection:
-            return await _replay(connection, new, new.idempotency_key)
+        for _ in range(_CONFLICT_ROUNDS):
+            with refused_values():
+                rows = await fetch_pooled(engine, statement, _values(new))
+            if rows:
+                return Submitted(_stored(new, rows[0]), replayed=False)
+            # Only on a key conflict: the read that explains it runs after the insert saw
+            # the winner, and needs no transaction.
+            async with autocommit(engine).connect() as connection:
+                resolved = await _resolved(connection, new)
+            if resolved is not None:
+                return resolved
+        raise _unsettled(new)
 
 
 def _values(new: NewJob) -> dict[str, object]:
@@ -429,6 +476,8 @@ def _values(new: NewJob) -> dict[str, object]:
     the payload as JSON text."""
     values: dict[str, object] = {name: getattr(new, name) for name in _NEW_JOB_FIELDS}
     values["payload"] = _json_text(new.payload)
+    if new.unique_states is not None:
+        values["unique_states"] = list(new.unique_states)
     return values
 
 
@@ -436,8 +485,39 @@ def _values(new: NewJob) -> dict[str, object]:
 submit_in = enqueue
 
 
-async def _replay(connection: AsyncConnection, new: NewJob, key: str) -> Submitted:
-    # Only reached on a key conflict. Payloads are compared as jsonb, so key order and
+async def _resolved(connection: AsyncConnection, new: NewJob) -> Submitted | None:
+    """The answer to a submission that inserted nothing: the job its Idempotency-Key
+    replays, or the job holding its unique key (a duplicate). None when neither exists
+    any more (it was deleted, or left the statuses the key counts in): insert again."""
+    if new.idempotency_key is not None:
+        replayed = await _replay(connection, new, new.idempotency_key)
+        if replayed is not None:
+            return replayed
+    if new.unique_key is not None:
+        holder = await connection.execute(
+            select(jobs).where(
+                jobs.c.unique_key
+                == _slotted(
+                    literal(new.unique_key, Text()), literal(new.unique_period, Interval())
+                ),
+                jobs.c.status == any_(jobs.c.unique_states),
+            )
+        )
+        row = holder.mappings().one_or_none()
+        if row is not None:
+            return Submitted(job_from_row(row), replayed=False, duplicate=True)
+    return None
+
+
+def _unsettled(new: NewJob) -> StoreUnavailable:
+    held = "Idempotency-Key" if new.idempotency_key is not None else "unique key"
+    return StoreUnavailable(
+        f"the job holding this submission's {held} kept changing during it; submit again"
+    )
+
+
+async def _replay(connection: AsyncConnection, new: NewJob, key: str) -> Submitted | None:
+    # Only reached on a conflict. Payloads are compared as jsonb, so key order and
     # whitespace do not make two equal requests differ.
     same_request = and_(
         jobs.c.type == new.type,
@@ -449,12 +529,9 @@ async def _replay(connection: AsyncConnection, new: NewJob, key: str) -> Submitt
     )
     row = found.mappings().one_or_none()
     if row is None:
-        # The conflicting job was deleted (retention) between the two statements; the
-        # key is free again, so submitting again succeeds.
-        raise StoreUnavailable(
-            f"the job holding Idempotency-Key {key!r} was deleted during this submission; "
-            "submit again"
-        )
+        # Not this key's conflict (the unique key's), or the job holding it was deleted
+        # (retention) in between: the key is free.
+        return None
     if not row["same_request"]:
         raise IdempotencyConflict(key)
     return Submitted(job_from_row(row), replayed=True)

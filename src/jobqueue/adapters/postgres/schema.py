@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sqlalchemy import (
+    ARRAY,
     BigInteger,
     CheckConstraint,
     Column,
@@ -84,6 +85,9 @@ jobs = Table(
     # How often a handler said "not yet" (`Snooze`) since the job last counted an attempt
     # or an operator retried it: bounded, so that a job cannot snooze forever.
     Column("snoozes", Integer, nullable=False, server_default=text("0")),
+    # A unique job's key (`domain/unique.py`), and the statuses in which it counts.
+    Column("unique_key", Text, nullable=True),
+    Column("unique_states", ARRAY(Text), nullable=True),
     CheckConstraint(f"status IN ({_STATUSES})", name="status"),
     # The domain's range, so that no row holds a priority no claim reads. Queue names are
     # checked where jobs are made, not here: a regular-expression CHECK cost a fifth of a
@@ -135,6 +139,15 @@ jobs = Table(
         "type",
         "updated_at",
         postgresql_where=text(f"status IN ({_indexed_in('ix_jobs_cancelled')})"),
+    ),
+    # One job per unique key among those in the statuses it counts in: the index, not a
+    # read before the insert, decides, so concurrent duplicates cannot both get in. Jobs
+    # that are not unique (no key) are not in it, and cost it nothing.
+    Index(
+        "uq_jobs_unique_key",
+        "unique_key",
+        unique=True,
+        postgresql_where=text("unique_key IS NOT NULL AND status = ANY (unique_states)"),
     ),
     # Dead letters await a person: counted for the queue-depth gauge, listed newest first.
     Index("ix_jobs_dead_letter", "updated_at", postgresql_where=text("status = 'dead_letter'")),

@@ -68,7 +68,13 @@ from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.schema import status_literal as _status
 from jobqueue.domain.attempts import LEASE_EXPIRED, holds_final_attempt
 from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE, Selection
-from jobqueue.domain.errors import InvalidTransition, JobNotFound, StoreError, StoreUnavailable
+from jobqueue.domain.errors import (
+    InvalidTransition,
+    JobNotFound,
+    StoreError,
+    StoreUnavailable,
+    UniqueKeyHeld,
+)
 from jobqueue.domain.job import DEFAULT_QUEUE, PRIORITIES, Job, Lease, NewJob, Operation
 from jobqueue.domain.listing import JobPage, JobQuery, position_of
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision, Outcome
@@ -84,6 +90,8 @@ __all__ = ["PostgresJobStore", "submit_in"]
 # refused cancel) and the read that explains the refusal, and come back to it; a few
 # rounds settle any realistic race.
 _REFUSAL_ROUNDS = 3
+# A retried unique job found its key held (`uq_jobs_unique_key`).
+_UNIQUE_VIOLATION = "23505"
 
 
 def _interval(value: timedelta) -> ColumnElement[timedelta]:
@@ -461,7 +469,12 @@ class PostgresJobStore:
             .values(**_RETRIED)
             .returning(*jobs.c)
         )
-        return await self._transition(statement, job_id, Operation.RETRY, ACTIONABLE)
+        try:
+            return await self._transition(statement, job_id, Operation.RETRY, ACTIONABLE)
+        except StoreError as error:
+            if error.sqlstate != _UNIQUE_VIOLATION:
+                raise
+            raise UniqueKeyHeld(job_id) from error
 
     async def cancel(self, job_id: UUID) -> Job:
         # Locked first, so that `was` is the status the cancel replaced.
@@ -506,8 +519,14 @@ class PostgresJobStore:
         selection.require(Operation.RETRY)
         picked = _selected(selection)
         statement = update(jobs).where(jobs.c.id == picked.c.id).values(**_RETRIED)
-        async with self._connection() as connection:
-            return (await connection.execute(statement)).rowcount
+        try:
+            async with self._connection() as connection:
+                return (await connection.execute(statement)).rowcount
+        except StoreError as error:
+            # All or nothing: one selected job's unique key is held by a live job.
+            if error.sqlstate != _UNIQUE_VIOLATION:
+                raise
+            raise UniqueKeyHeld(None) from error
 
     async def discard_many(self, selection: Selection) -> int:
         # `= ANY(ARRAY(…))`, as retention deletes: the ids are collected first, then

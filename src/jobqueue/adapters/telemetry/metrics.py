@@ -65,6 +65,11 @@ class Metrics:
             "Attempts whose handler said not yet (Snooze): the job waits, the attempt given back.",
             registry=self.registry,
         )
+        self._duplicates = Counter(
+            "jobs_unique_duplicates",
+            "Unique submissions answered with the job already holding their key.",
+            registry=self.registry,
+        )
         self._cancelled = Counter(
             "jobs_cancelled",
             "Jobs cancelled by an operator, pending or running.",
@@ -139,6 +144,9 @@ class Metrics:
 
     def job_submitted(self) -> None:
         self._submitted.inc()
+
+    def job_duplicate(self) -> None:
+        self._duplicates.inc()
 
     def jobs_cancelled(self, count: int) -> None:
         self._cancelled.inc(count)

@@ -31,10 +31,12 @@ from jobqueue.entrypoints.http.health import (
     operations_dependencies,
 )
 from jobqueue.entrypoints.http.middleware import BearerTokenGuard, RequestContextMiddleware
+from jobqueue.entrypoints.http.periodic_routes import PeriodicController, Schedules
 from jobqueue.entrypoints.http.queue_routes import QueuesController
 from jobqueue.entrypoints.http.routes import JobsController
 from jobqueue.entrypoints.http.service import JobService, QueueService, SubmissionMetrics
 from jobqueue.entrypoints.http.tracing import traced
+from jobqueue.entrypoints.worker.cron import schedules
 
 Lifespan = Callable[[Litestar], AbstractAsyncContextManager[None]]
 
@@ -87,7 +89,11 @@ def create_app(
         default_max_attempts=config.default_max_attempts,
         on_enqueued=on_enqueued,
     )
-    resources: list[ControllerRouterHandler] = [JobsController, QueuesController]
+    resources: list[ControllerRouterHandler] = [
+        JobsController,
+        QueuesController,
+        PeriodicController,
+    ]
     components = Components()
     if config.api_tokens:
         # A router only to attach the security requirement to the resources in the
@@ -101,6 +107,7 @@ def create_app(
         dependencies={
             "jobs": constant(service),
             "queues": constant(QueueService(store)),
+            "periodic": constant(Schedules(schedules(registry))),
             **operations_dependencies(readiness, metrics),
         },
         guards=[BearerTokenGuard(config.api_tokens)] if config.api_tokens else [],

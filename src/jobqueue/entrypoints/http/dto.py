@@ -25,12 +25,25 @@ from jobqueue.domain.job import (
 )
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
+from jobqueue.domain.unique import MAX_UNIQUE_KEY_LENGTH
 
 AttemptBudget = Annotated[int, msgspec.Meta(ge=MIN_ATTEMPTS, le=MAX_ATTEMPTS)]
 # An instant: a time without an offset would mean a different one on every machine.
 Instant = Annotated[datetime, msgspec.Meta(tz=True)]
 QueueName = Annotated[str, msgspec.Meta(pattern=f"^{QUEUE_NAME.pattern}$")]
 Priority = Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
+
+
+class UniqueRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """How a submitted job is unique (`domain/unique.py`): all fields optional."""
+
+    # The key as given; absent: derived from the type and the payload (or `by`'s fields).
+    key: str | msgspec.UnsetType = msgspec.UNSET
+    by: list[str] | msgspec.UnsetType = msgspec.UNSET
+    # The statuses the key counts in; absent: pending and processing.
+    states: list[Status] | msgspec.UnsetType = msgspec.UNSET
+    # At most one job per key per slot of this length (a duration such as "1h").
+    period: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -49,6 +62,8 @@ class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     # Absent: the job type's handler option, else the default queue and priority 0.
     queue: QueueName | msgspec.UnsetType = msgspec.UNSET
     priority: Priority | msgspec.UnsetType = msgspec.UNSET
+    # One job per key: a duplicate is answered with the job holding the key.
+    unique: UniqueRequest | msgspec.UnsetType = msgspec.UNSET
 
 
 class AttemptView(msgspec.Struct, frozen=True):
@@ -124,10 +139,24 @@ class JobRecord(msgspec.Struct, frozen=True):
     history: list[AttemptView]
     # How often its handler said not yet (a Snooze): these attempts were given back.
     snoozes: int
+    # A unique job's key (with its period's slot); null for a job that is not unique.
+    unique_key: str | None
 
     @classmethod
     def of(cls, job: Job) -> JobRecord:
         return _view(cls, job, history=[_view(AttemptView, each) for each in job.history])
+
+
+class SubmittedRecord(JobRecord, frozen=True):
+    """What `POST /jobs` answers: the job, and whether it was a duplicate of another."""
+
+    # True when another job held the submission's unique key: this is that job.
+    duplicate: bool = False
+
+    @classmethod
+    def submitted(cls, job: Job, duplicate: bool) -> SubmittedRecord:
+        history = [_view(AttemptView, each) for each in job.history]
+        return _view(cls, job, history=history, duplicate=duplicate)
 
 
 class JobStatusView(msgspec.Struct, frozen=True):
@@ -293,8 +322,43 @@ def create_job_request_schema() -> Schema:
                 f"database's clock: a duration such as '90s' or '1h30m', at most "
                 f"{MAX_DELAY.days} days. Not with run_at.",
             ),
+            "unique": _unique_schema(),
         },
         required=["type"],
+        additional_properties=False,
+    )
+
+
+def _unique_schema() -> Schema:
+    return Schema(
+        type=OpenAPIType.OBJECT,
+        title="UniqueRequest",
+        description="At most one job per key among the jobs in `states`: a duplicate is "
+        "answered 200 with the job holding the key and `duplicate: true`.",
+        properties={
+            "key": Schema(
+                type=OpenAPIType.STRING,
+                min_length=1,
+                max_length=MAX_UNIQUE_KEY_LENGTH,
+                description="The key; absent: derived from the type and the payload.",
+            ),
+            "by": Schema(
+                type=OpenAPIType.ARRAY,
+                items=Schema(type=OpenAPIType.STRING),
+                description="Derive the key from these payload fields only (with the type).",
+            ),
+            "states": Schema(
+                type=OpenAPIType.ARRAY,
+                items=Schema(type=OpenAPIType.STRING, enum=[s.value for s in Status]),
+                description="The statuses the key counts in; must include pending and "
+                "processing; those two when absent.",
+            ),
+            "period": Schema(
+                type=OpenAPIType.STRING,
+                description="At most one job per key per slot of this length, counted "
+                "from the Unix epoch by the database's clock, e.g. '1h'.",
+            ),
+        },
         additional_properties=False,
     )
 

@@ -38,6 +38,7 @@ from jobqueue.domain.errors import (
     JobNotFound,
     StoreError,
     StoreUnavailable,
+    UniqueKeyHeld,
 )
 from jobqueue.entrypoints.http.dto import ErrorBody
 
@@ -143,6 +144,7 @@ def exception_handlers(max_body_bytes: int) -> ExceptionHandlersMap:
         JobNotFound: _domain_handler(HTTP_404_NOT_FOUND),
         IdempotencyConflict: _domain_handler(HTTP_409_CONFLICT),
         InvalidTransition: _domain_handler(HTTP_409_CONFLICT),
+        UniqueKeyHeld: _domain_handler(HTTP_409_CONFLICT),
         StoreUnavailable: _store_unavailable,
         StoreError: _store_error,
         Exception: _unexpected,

@@ -30,6 +30,7 @@ from jobqueue.entrypoints.http.dto import (
     JobRecord,
     JobStatusView,
     Retried,
+    SubmittedRecord,
     bulk_request_schema,
     create_job_request_schema,
 )
@@ -209,12 +210,14 @@ class JobsController(Controller):
         summary="Submit a job",
         response_description="The new job",
         description="201 with the new job; 200 with the original job when an "
-        "Idempotency-Key replays an identical earlier request.",
+        "Idempotency-Key replays an identical earlier request, or with the job holding "
+        "the submission's unique key (`duplicate: true`).",
         operation_class=_CreateJobOperation,
         responses={
             200: ResponseSpec(
-                JobRecord,
-                description="Idempotent replay: the job created by the first request with this key",
+                SubmittedRecord,
+                description="Idempotent replay (the job the first request with this key "
+                "created), or a unique duplicate (the job holding the key)",
                 generate_examples=False,
             ),
             400: error_spec(
@@ -231,13 +234,14 @@ class JobsController(Controller):
         request: Request[Any, Any, Any],
         jobs: NamedDependency[JobService],
         idempotency_key: IdempotencyKey = None,
-    ) -> Response[JobRecord]:
+    ) -> Response[SubmittedRecord]:
         body = parse_create_request(await request.body())
         submitted = await jobs.submit(body, idempotency_key)
         job = submitted.job
+        created = not (submitted.replayed or submitted.duplicate)
         return Response(
-            JobRecord.of(job),
-            status_code=HTTP_200_OK if submitted.replayed else HTTP_201_CREATED,
+            SubmittedRecord.submitted(job, submitted.duplicate),
+            status_code=HTTP_201_CREATED if created else HTTP_200_OK,
             headers={"Location": f"/jobs/{job.id}"},
         )
 

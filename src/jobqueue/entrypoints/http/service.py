@@ -19,16 +19,29 @@ from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.registry import Registry
-from jobqueue.entrypoints.http.dto import CreateJobRequest
+from jobqueue.domain.unique import DEFAULT_UNIQUE_STATES, Unique
+from jobqueue.entrypoints.http.dto import CreateJobRequest, UniqueRequest
 
 _log = logging.getLogger("jobqueue.http")
 
 
-def _delay(text: str) -> timedelta:
+def _delay(text: str, field: str = "delay") -> timedelta:
     try:
         return parse_duration(text)
     except ValueError as error:
-        raise InvalidJob(f"delay: {error}") from None
+        raise InvalidJob(f"{field}: {error}") from None
+
+
+def _unique(request: UniqueRequest) -> Unique:
+    """Raises `InvalidJob` for a uniqueness no job can have."""
+    return Unique(
+        key=None if request.key is msgspec.UNSET else request.key,
+        by=None if request.by is msgspec.UNSET else tuple(request.by),
+        states=DEFAULT_UNIQUE_STATES
+        if request.states is msgspec.UNSET
+        else frozenset(request.states),
+        period=None if request.period is msgspec.UNSET else _delay(request.period, "unique period"),
+    )
 
 
 class SubmissionMetrics(Protocol):
@@ -40,6 +53,10 @@ class SubmissionMetrics(Protocol):
 
     def jobs_cancelled(self, count: int) -> None:
         """An operator cancelled `count` jobs."""
+        ...
+
+    def job_duplicate(self) -> None:
+        """A unique submission was answered with the job holding its key."""
         ...
 
 
@@ -80,6 +97,7 @@ class JobService:
             delay=None if request.delay is msgspec.UNSET else _delay(request.delay),
             queue=None if request.queue is msgspec.UNSET else request.queue,
             priority=None if request.priority is msgspec.UNSET else request.priority,
+            unique=None if request.unique is msgspec.UNSET else _unique(request.unique),
             registered=self._registry,
             idempotency_key=idempotency_key,
             # The request's span: the job's attempts continue its trace.
@@ -92,9 +110,16 @@ class JobService:
         job = submitted.job
         _log.info(
             "job submitted",
-            extra={"job_id": str(job.id), "job_type": job.type, "replayed": submitted.replayed},
+            extra={
+                "job_id": str(job.id),
+                "job_type": job.type,
+                "replayed": submitted.replayed,
+                "duplicate": submitted.duplicate,
+            },
         )
-        if not submitted.replayed:
+        if submitted.duplicate:
+            self._metrics.job_duplicate()
+        elif not submitted.replayed:
             self._metrics.job_submitted()
             self._announce()
         return submitted
