@@ -196,3 +196,25 @@ async def test_job_submitted_without_traceparent_gets_the_requests_new_trace(
     assert request.parent is None
     assert {ids(attempt)[0] for attempt in attempts} == {ids(request)[0]}
     assert ids(request)[0] != TRACE_ID
+
+
+async def test_the_request_span_says_which_job_it_made_or_found_or_cancelled(
+    client: AsyncTestClient[Any], exporter: InMemorySpanExporter
+) -> None:
+    body = {"type": "flaky", "delay": "1h", "unique": {"key": "traced"}}
+    created = (await client.post("/jobs", json=body)).json()
+    await client.post("/jobs", json=body)
+    await client.post(f"/jobs/{created['id']}/cancel")
+
+    servers = [
+        dict(span.attributes or {})
+        for span in exporter.get_finished_spans()
+        if span.kind is SpanKind.SERVER
+    ]
+    submitted = [a for a in servers if "jobqueue.duplicate" in a]
+    assert [(a["jobqueue.job.id"], a["jobqueue.duplicate"]) for a in submitted] == [
+        (created["id"], False),
+        (created["id"], True),
+    ]
+    (cancel,) = [a for a in servers if a.get("jobqueue.cancelled")]
+    assert cancel["jobqueue.job.id"] == created["id"]

@@ -6,6 +6,9 @@ current, nothing is stored, and the attempts start no trace.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -31,3 +34,12 @@ def context_from_traceparent(traceparent: str | None) -> Context:
     if not traceparent:
         return Context()
     return _TRACE_CONTEXT.extract({_TRACEPARENT: traceparent}, context=Context())
+
+
+def annotate_current_span(attributes: Mapping[str, str | bool]) -> None:
+    """Set `jobqueue.<name>` attributes on the span current here (the request's), so a
+    trace says what the request did to which job: a no-op outside any recording span."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        for name, value in attributes.items():
+            span.set_attribute(f"jobqueue.{name}", value)

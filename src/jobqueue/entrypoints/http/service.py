@@ -10,7 +10,7 @@ from uuid import UUID
 
 import msgspec
 
-from jobqueue.adapters.telemetry.trace_context import current_traceparent
+from jobqueue.adapters.telemetry.trace_context import annotate_current_span, current_traceparent
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.durations import parse_duration
 from jobqueue.domain.errors import InvalidJob
@@ -117,6 +117,13 @@ class JobService:
                 "duplicate": submitted.duplicate,
             },
         )
+        annotate_current_span(
+            {
+                "job.id": str(job.id),
+                "replayed": submitted.replayed,
+                "duplicate": submitted.duplicate,
+            }
+        )
         if submitted.duplicate:
             self._metrics.job_duplicate()
         elif not submitted.replayed:
@@ -141,6 +148,7 @@ class JobService:
     async def cancel(self, job_id: UUID) -> Job:
         """An operator's cancel of a pending or running job (its process stops it)."""
         job = await self._store.cancel(job_id)
+        annotate_current_span({"job.id": str(job.id), "cancelled": True})
         _log.info("job cancelled", extra={"job_id": str(job.id), "job_type": job.type})
         self._metrics.jobs_cancelled(1)
         return job
