@@ -29,9 +29,10 @@ CANCELS_CHANNEL = "jobqueue_cancels"
 _NO_ERROR = literal_column("NULL::text", Text)
 
 
-def cancelling(target: Any) -> Select[Any]:
+def cancelling(target: Any, *, whole: bool = True) -> Select[Any]:
     """The cancel of the rows of `target` (a CTE of `id`, and `was`: each row's status,
-    read under the row's lock), returning each job as it now is, and `was`.
+    read under the row's lock), returning each job as it now is and `was`, or (not
+    `whole`) only each job's id: a bulk cancel counts them.
 
     The attempt a running job loses is logged, ended as cancelled: the job outlives it
     in the sense that it is never written again by it. A pending job's previous attempt,
@@ -49,7 +50,7 @@ def cancelling(target: Any) -> Select[Any]:
             locked_until=None,
             updated_at=func.now(),
         )
-        .returning(*jobs.c, target.c.was)
+        .returning(*(jobs.c if whole else (jobs.c.id,)), target.c.was)
         .cte("cancelled")
     )
     announced = case(

@@ -13,8 +13,8 @@ cannot see through `status = $1`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 from os import getpid
 from socket import gethostname
@@ -297,10 +297,12 @@ def _ending_arrays(endings: Sequence[tuple[Lease, Decision]]) -> dict[str, list[
 # before the reset stay fenced even though attempt numbers start over. The final attempt
 # moves from the row's columns to the log: it ended when the row was last written. A
 # cancelled job has logged its attempts already (`holds_final_attempt`).
-_RETRYABLE = jobs.c.status.in_([_status(status) for status in sorted(ACTIONABLE)])
-_HOLDS_FINAL = jobs.c.status.in_(
-    [_status(status) for status in sorted(ACTIONABLE) if holds_final_attempt(status)]
-)
+def _status_in(statuses: Iterable[Status]) -> ColumnElement[bool]:
+    return jobs.c.status.in_([_status(status) for status in sorted(statuses)])
+
+
+_RETRYABLE = _status_in(ACTIONABLE)
+_HOLDS_FINAL = _status_in(status for status in ACTIONABLE if holds_final_attempt(status))
 _RETRIED: dict[str, Any] = {
     "status": _status(Status.PENDING),
     "attempt_log": case(
@@ -314,7 +316,7 @@ _RETRIED: dict[str, Any] = {
 }
 
 
-_CANCELLABLE = jobs.c.status.in_([_status(status) for status in sorted(CANCELLABLE)])
+_CANCELLABLE = _status_in(CANCELLABLE)
 
 
 def _selected(selection: Selection) -> Any:
@@ -340,6 +342,18 @@ def _selected(selection: Selection) -> Any:
         .cte("selected")
         .prefix_with("MATERIALIZED")
     )
+
+
+@contextmanager
+def _unique_key_held(job_id: UUID | None) -> Iterator[None]:
+    """An operator's retry that met `uq_jobs_unique_key` raises `UniqueKeyHeld`: the job
+    (`job_id`, or one of those selected) has a unique key a live job holds now."""
+    try:
+        yield
+    except StoreError as error:
+        if error.sqlstate != _UNIQUE_VIOLATION:
+            raise
+        raise UniqueKeyHeld(job_id) from error
 
 
 def _check_claim(limit: int, lease: timedelta) -> None:
@@ -469,12 +483,8 @@ class PostgresJobStore:
             .values(**_RETRIED)
             .returning(*jobs.c)
         )
-        try:
+        with _unique_key_held(job_id):
             return await self._transition(statement, job_id, Operation.RETRY, ACTIONABLE)
-        except StoreError as error:
-            if error.sqlstate != _UNIQUE_VIOLATION:
-                raise
-            raise UniqueKeyHeld(job_id) from error
 
     async def cancel(self, job_id: UUID) -> Job:
         # Locked first, so that `was` is the status the cancel replaced.
@@ -492,7 +502,7 @@ class PostgresJobStore:
         picked = _selected(selection)
         target = select(picked.c.id, _status(selection.status).label("was")).cte("target")
         async with self._connection() as connection:
-            return len((await connection.execute(cancelling(target))).all())
+            return len((await connection.execute(cancelling(target, whole=False))).all())
 
     async def _transition(
         self,
@@ -519,14 +529,10 @@ class PostgresJobStore:
         selection.require(Operation.RETRY)
         picked = _selected(selection)
         statement = update(jobs).where(jobs.c.id == picked.c.id).values(**_RETRIED)
-        try:
+        # All or nothing: one selected job's unique key held by a live job refuses all.
+        with _unique_key_held(None):
             async with self._connection() as connection:
                 return (await connection.execute(statement)).rowcount
-        except StoreError as error:
-            # All or nothing: one selected job's unique key is held by a live job.
-            if error.sqlstate != _UNIQUE_VIOLATION:
-                raise
-            raise UniqueKeyHeld(None) from error
 
     async def discard_many(self, selection: Selection) -> int:
         # `= ANY(ARRAY(…))`, as retention deletes: the ids are collected first, then

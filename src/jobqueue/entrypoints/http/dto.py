@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Self, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -143,8 +143,9 @@ class JobRecord(msgspec.Struct, frozen=True):
     unique_key: str | None
 
     @classmethod
-    def of(cls, job: Job) -> JobRecord:
-        return _view(cls, job, history=[_view(AttemptView, each) for each in job.history])
+    def of(cls, job: Job, **given: object) -> Self:
+        """The record of `job`; `given` sets the fields a subclass adds."""
+        return _view(cls, job, history=[_view(AttemptView, each) for each in job.history], **given)
 
 
 class SubmittedRecord(JobRecord, frozen=True):
@@ -152,11 +153,6 @@ class SubmittedRecord(JobRecord, frozen=True):
 
     # True when another job held the submission's unique key: this is that job.
     duplicate: bool = False
-
-    @classmethod
-    def submitted(cls, job: Job, duplicate: bool) -> SubmittedRecord:
-        history = [_view(AttemptView, each) for each in job.history]
-        return _view(cls, job, history=history, duplicate=duplicate)
 
 
 class JobStatusView(msgspec.Struct, frozen=True):

@@ -240,7 +240,7 @@ class JobsController(Controller):
         job = submitted.job
         created = not (submitted.replayed or submitted.duplicate)
         return Response(
-            SubmittedRecord.submitted(job, submitted.duplicate),
+            SubmittedRecord.of(job, duplicate=submitted.duplicate),
             status_code=HTTP_201_CREATED if created else HTTP_200_OK,
             headers={"Location": f"/jobs/{job.id}"},
         )

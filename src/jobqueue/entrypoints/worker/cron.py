@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from jobqueue.adapters.cron import CronSchedule
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, NewJob
 from jobqueue.domain.periodic import LEAD, PeriodicJob, Schedule
@@ -140,7 +139,14 @@ class PeriodicScheduler:
 def schedules(registry: Registry) -> list[tuple[PeriodicJob, Schedule]]:
     """Each periodic job of `registry` with its cron schedule; raises `ValueError` for
     an expression that is none (at start, naming the job)."""
-    return [(periodic, CronSchedule(periodic)) for periodic in registry.periodic_jobs()]
+    periodic_jobs = registry.periodic_jobs()
+    if not periodic_jobs:
+        return []
+    # Imported only when there is a schedule to read: croniter (and dateutil) would be
+    # start-up work for every worker process otherwise.
+    from jobqueue.adapters.cron import CronSchedule
+
+    return [(periodic, CronSchedule(periodic)) for periodic in periodic_jobs]
 
 
 def next_slots(
