@@ -163,10 +163,13 @@ async def test_short_jobs_are_claimed_ahead_so_a_freed_worker_need_not_wait_for_
 
     @registry.handler("short")
     async def short(ctx: JobContext, payload: Any) -> None:
-        waiting_ahead.append(pool.claimed_ahead)
         # As long as a claim: two workers finish two jobs while one is out, so the pool
         # claims ahead (even if a loaded machine doubles this sleep).
         await asyncio.sleep(0.01)
+        # Sampled as the worker is about to free up, while it still holds its slot: a job
+        # claimed ahead is waiting for it then. (At the start, a depth of one has just been
+        # taken by this very job; a loaded machine's slow timers make that depth common.)
+        waiting_ahead.append(pool.claimed_ahead)
 
     # Enough jobs that a machine loaded by other tests still shows the pool a few claims
     # and jobs of comparable length.
