@@ -127,6 +127,15 @@ class InMemoryJobStore:
             self._by_key[new.idempotency_key] = job.id
         return Submitted(_detached(job), replayed=False)
 
+    async def submit_many(self, news: Sequence[NewJob]) -> Sequence[Submitted]:
+        # All or none, as one transaction: a refusal of any job restores the table.
+        saved = (dict(self._jobs), dict(self._sequence), dict(self._by_key))
+        try:
+            return [await self.submit(new) for new in news]
+        except BaseException:
+            self._jobs, self._sequence, self._by_key = saved
+            raise
+
     async def get(self, job_id: UUID) -> Job:
         await self._enter()
         return _detached(self._existing(job_id))

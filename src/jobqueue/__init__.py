@@ -25,6 +25,7 @@ from jobqueue.domain.errors import (
     Permanent,
     StoreError,
     StoreUnavailable,
+    Transient,
     UniqueKeyHeld,
     UnknownJobType,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "Submitted",
+    "Transient",
     "Unique",
     "UniqueKeyHeld",
     "UnknownJobType",

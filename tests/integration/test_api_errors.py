@@ -108,6 +108,18 @@ async def post_raw(client: httpx.AsyncClient, body: bytes) -> httpx.Response:
         ),
         (b'{"type": "sleep", "payload": []}', "invalid payload for job type 'sleep'"),
         (
+            b'{"type": "webhook", "payload": {"url": "http://10.0.0.7/hook"}}',
+            "url's host 10.0.0.7 is a private address; set WEBHOOK_ALLOW_PRIVATE=true",
+        ),
+        (
+            b'{"type": "webhook", "payload": {"url": "http://[::1]:8080/"}}',
+            "url's host ::1 is a loopback address",
+        ),
+        (
+            b'{"type": "sleep", "payload": {"duration": "\xff"}}',
+            "request body is not valid UTF-8: a string holds the byte 0xff",
+        ),
+        (
             b'{"type": "sleep", "payload": ' + b"[" * 5000 + b"]" * 5000 + b"}",
             "request body is nested too deeply",
         ),

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import re
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, cast
 
 import pytest
 from litestar.testing import AsyncTestClient
+from openapi_spec_validator import validate
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import NewJob
 from jobqueue.entrypoints.config import Settings
 from jobqueue.entrypoints.http.dto import BulkRequest, CreateJobRequest
+from jobqueue.entrypoints.http.openapi import ASSETS_PATH, documented_assets
 from tests.support.api import Api, build_api, eventually, metric_value
 from tests.support.logs import captured_json_log
 from tests.support.postgres import with_database
@@ -168,7 +171,8 @@ async def test_metrics_are_prometheus_text_and_count_submissions_without_replays
     response = await client.get("/metrics")
 
     assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/plain")
+    # The exposition format's type, its charset named once.
+    assert response.headers["content-type"] == "text/plain; version=1.0.0; charset=utf-8"
     text = response.text
     assert metric_value(text, "jobs_submitted_total") == 2
     for name in (
@@ -232,6 +236,7 @@ async def test_openapi_lists_every_route_with_its_error_responses(
     }
     assert routes == {
         ("POST", "/jobs"),
+        ("POST", "/jobs/batch"),
         ("GET", "/jobs"),
         ("GET", "/jobs/{job_id}"),
         ("GET", "/jobs/{job_id}/status"),
@@ -251,6 +256,7 @@ async def test_openapi_lists_every_route_with_its_error_responses(
     paths = document["paths"]
     expected_errors = {
         ("post", "/jobs"): {"400", "409", "413", "503"},
+        ("post", "/jobs/batch"): {"400", "409", "413", "503"},
         ("get", "/jobs"): {"400", "503"},
         ("get", "/jobs/{job_id}"): {"400", "404", "503"},
         ("get", "/jobs/{job_id}/status"): {"400", "404", "503"},
@@ -311,6 +317,62 @@ async def test_openapi_documents_the_bulk_body_exactly_as_the_struct_decodes_it(
     assert set(schema["schema"]["properties"]) == set(BulkRequest.__struct_fields__)
     assert schema["schema"]["required"] == ["status"]
     assert schema["schema"]["properties"]["status"]["enum"] == statuses
+
+
+def _operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if method in {"get", "post", "put", "delete", "patch"}:
+                yield method, path, operation
+
+
+async def test_the_openapi_document_validates(client: AsyncTestClient[Any]) -> None:
+    validate(cast(Any, (await client.get("/schema/openapi.json")).json()))
+
+
+async def test_openapi_shows_the_headers_and_statuses_sent_outside_the_routes(
+    client: AsyncTestClient[Any],
+) -> None:
+    document = (await client.get("/schema/openapi.json")).json()
+
+    for method, path, operation in _operations(document):
+        responses = operation["responses"]
+        assert {"405", "500"} <= set(responses), (method, path)
+        assert "401" not in responses, (method, path)  # no tokens configured
+        for code, response in responses.items():
+            assert "X-Request-ID" in response.get("headers", {}), (method, path, code)
+        if "503" in responses:
+            assert "Retry-After" in responses["503"]["headers"], (method, path)
+    created = document["paths"]["/jobs"]["post"]["responses"]
+    for code in ("200", "201"):
+        assert "Location" in created[code]["headers"], code
+    # The limit is an integer, and its default one the schema admits.
+    [limit] = [p for p in document["paths"]["/jobs"]["get"]["parameters"] if p["name"] == "limit"]
+    assert limit["schema"]["type"] == "integer"
+    assert limit["schema"]["minimum"] <= limit["schema"]["default"] <= limit["schema"]["maximum"]
+    assert "oneOf" not in limit["schema"]
+
+
+async def test_the_docs_page_loads_every_asset_from_the_service_itself(
+    client: AsyncTestClient[Any],
+) -> None:
+    page = await client.get("/schema/swagger")
+    assert page.status_code == 200
+    loaded = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page.text)
+    # Every script, style and icon the page loads, and nothing from another host.
+    assert set(loaded) == set(documented_assets())
+    assert "//" not in " ".join(loaded)
+    assert "http://" not in page.text.replace('"http://www.w3.org', "")
+    assert "https://" not in page.text
+    for url in loaded:
+        asset = await client.get(url)
+        assert asset.status_code == 200, url
+        assert len(asset.content) > 500, url
+    script = await client.get(f"{ASSETS_PATH}/swagger-ui-bundle.js")
+    assert "javascript" in script.headers["content-type"]
+    assert "SwaggerUIBundle" in script.text
+    # The page renders the service's own document.
+    assert '"title":"jobqueue"' in page.text.replace(" ", "")
 
 
 # --- bearer tokens -----------------------------------------------------------------------
@@ -376,3 +438,20 @@ async def test_openapi_declares_bearer_auth_when_tokens_are_required(
     }
     assert document["paths"]["/jobs"]["post"]["security"] == [{"bearerAuth": []}]
     assert "security" not in document["paths"]["/healthz"]["get"]
+
+
+async def test_openapi_shows_the_401_and_still_validates_when_tokens_are_required(
+    guarded: AsyncTestClient[Any],
+) -> None:
+    document = (
+        await guarded.get("/schema/openapi.json", headers={"Authorization": "Bearer alpha"})
+    ).json()
+
+    validate(document)
+    for method, path, operation in _operations(document):
+        guarded_operation = bool(operation.get("security"))
+        assert ("401" in operation["responses"]) is guarded_operation, (method, path)
+    assert "WWW-Authenticate" in document["paths"]["/jobs"]["post"]["responses"]["401"]["headers"]
+    # The docs page's assets hold nothing of ours: open without a token.
+    for url in documented_assets():
+        assert (await guarded.get(url)).status_code == 200, url

@@ -165,3 +165,14 @@ def test_handler_modules_add_their_types_to_the_built_ins() -> None:
     registry = build_registry(Settings(handler_modules=("tests.integration.user_handlers",)))
 
     assert list(registry) == ["greet", "sleep", "webhook"]
+
+
+def test_builtin_handlers_false_leaves_only_the_modules_types() -> None:
+    settings = Settings(
+        handler_modules=("tests.integration.user_handlers.clashing",), builtin_handlers=False
+    )
+
+    # The module's own `sleep` no longer clashes: there is no built-in one.
+    assert "sleep" in build_registry(settings)
+    assert "webhook" not in build_registry(settings)
+    assert list(build_registry(Settings(builtin_handlers=False))) == []

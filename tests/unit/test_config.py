@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobqueue.adapters.postgres.pooler import Pooler
+from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.job import Status
@@ -87,8 +88,12 @@ def test_every_documented_variable_is_read() -> None:
         "SHUTDOWN_TIMEOUT": "3s",
         "DRAIN_DELAY": "4s",
         "MAX_BODY_BYTES": "2048",
+        "HTTP_READ_TIMEOUT": "3s",
+        "HTTP_MAX_CONNECTIONS": "64",
+        "BUILTIN_HANDLERS": "false",
         "WEBHOOK_ALLOW_PRIVATE": "true",
         "LOG_LEVEL": "debug",
+        "LOG_FORMAT": "TEXT",
         "AUTO_MIGRATE": "false",
         "JOBQUEUE_HANDLERS": "a.b",
         "API_TOKENS": "t1",
@@ -123,8 +128,12 @@ def test_every_documented_variable_is_read() -> None:
     assert settings.shutdown_timeout == timedelta(seconds=3)
     assert settings.drain_delay == timedelta(seconds=4)
     assert settings.max_body_bytes == 2048
+    assert settings.http_read_timeout == timedelta(seconds=3)
+    assert settings.http_max_connections == 64
+    assert settings.builtin_handlers is False
     assert settings.webhook_allow_private is True
     assert settings.log_level == "DEBUG"
+    assert settings.log_format is LogFormat.TEXT
     assert settings.auto_migrate is False
     assert settings.handler_modules == ("a.b",)
     assert settings.api_tokens == frozenset({"t1"})
@@ -160,9 +169,13 @@ def test_each_default_is_the_field_default() -> None:
     "row", [row for row in SETTINGS if row.shown != "unset"], ids=lambda row: row.env
 )
 def test_a_default_as_help_shows_it_reads_back_as_the_default(row: Setting) -> None:
-    # METRICS_ADDR's default depends on the command: help says so in words.
+    # METRICS_ADDR's and LOG_FORMAT's defaults depend on the command and on stdout: help
+    # says so in words.
     if row.env == "METRICS_ADDR":
         assert row.shown == ":9090 for worker, none for serve/api"
+        return
+    if row.env == "LOG_FORMAT":
+        assert row.default is None
         return
 
     assert row.parse(row.shown) == row.default

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jobqueue.domain.errors import Permanent
+from jobqueue.domain.errors import Permanent, Transient
 from jobqueue.domain.job import Lease, Operation
 from jobqueue.domain.outcome import Decision, Outcome
 from jobqueue.domain.registry import JobContext, Registry
@@ -244,6 +244,59 @@ async def test_handler_exception_is_logged_with_its_traceback(
     assert getattr(record, "job_id", None) == str(job.id)
     assert "Traceback" in caplog.text
     assert "in broken" in caplog.text  # the handler's own frame is in the traceback
+
+
+@pytest.mark.parametrize(
+    ("raised", "level", "message"),
+    [
+        (Permanent("no such customer"), logging.WARNING, "job failed permanently: Permanent: "),
+        (
+            Transient("receiver busy"),
+            logging.INFO,
+            "job failed, as its handler foresaw: Transient: ",
+        ),
+    ],
+)
+async def test_an_ending_the_handler_foresaw_is_logged_without_a_traceback(
+    caplog: pytest.LogCaptureFixture, raised: Exception, level: int, message: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobqueue")
+    store = InMemoryJobStore(wall_clock)
+    registry = Registry()
+
+    @registry.handler("foreseen")
+    async def foreseen(ctx: JobContext, payload: Any) -> None:
+        raise raised
+
+    job = await submit(store, "foreseen", max_attempts=1)
+    async with running(make_pool(store, registry)):
+        await settled(store, job)
+
+    (record,) = [r for r in caplog.records if r.getMessage().startswith(message)]
+    assert record.levelno == level
+    assert record.exc_info is None
+    assert getattr(record, "job_id", None) == str(job.id)
+    assert "Traceback" not in caplog.text
+
+
+async def test_a_payload_the_handler_cannot_take_is_a_warning_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobqueue")
+    store = InMemoryJobStore(wall_clock)
+    registry = Registry()
+
+    @registry.handler("greet", payload=Greeting)
+    async def greet(ctx: JobContext, payload: Greeting) -> None:
+        pass
+
+    job = await submit(store, "greet", payload={"nom": "Ada"}, max_attempts=1)
+    async with running(make_pool(store, registry)):
+        await settled(store, job)
+
+    (record,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert record.getMessage().startswith("job failed permanently: InvalidPayload: ")
+    assert record.exc_info is None
 
 
 async def test_attempt_over_the_job_timeout_is_retried_then_dead_lettered() -> None:

@@ -34,6 +34,7 @@ from jobqueue.adapters.handlers.webhook import (
     parse_retry_after,
     webhook_handler,
 )
+from jobqueue.adapters.handlers.webhook_payload import PublicWebhookPayload
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.domain.errors import InvalidPayload, Permanent, is_permanent
 from jobqueue.domain.job import JsonValue
@@ -638,7 +639,9 @@ def test_builtin_registry_holds_sleep_and_webhook_with_their_payload_types() -> 
 
     assert list(registry) == ["sleep", "webhook"]
     assert registry.get("sleep").payload_type is SleepPayload
-    assert registry.get("webhook").payload_type is WebhookPayload
+    # Unless private destinations are allowed, one named literally is refused at once.
+    assert registry.get("webhook").payload_type is PublicWebhookPayload
+    assert issubclass(PublicWebhookPayload, WebhookPayload)
     assert registry.get("webhook").is_async
 
 
@@ -665,3 +668,32 @@ async def test_builtin_webhook_reaches_private_destinations_when_allowed(
 
 def registry_webhook(registry: Registry) -> WebhookHandler:
     return cast(WebhookHandler, registry.get("webhook").func)
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("http://127.0.0.1:9000/hook", "url's host 127.0.0.1 is a loopback address"),
+        ("https://192.168.1.20/", "url's host 192.168.1.20 is a private address"),
+        ("http://[fe80::1]/", "url's host fe80::1 is a link-local address"),
+        ("http://[::ffff:10.1.2.3]/", "url's host ::ffff:10.1.2.3 is a private address"),
+        ("https://93.184.215.14/hook", None),
+        # A name is judged by the worker when it resolves it, not at submission.
+        ("http://localhost:9000/", None),
+    ],
+)
+def test_a_literal_private_address_is_refused_at_submission_unless_allowed(
+    url: str, refused: str | None
+) -> None:
+    decoder = MsgspecPayloadDecoder()
+    public = builtin_registry().get("webhook").payload_type
+    allowed = builtin_registry(webhook_allow_private=True).get("webhook").payload_type
+    assert public is not None
+    assert allowed is not None
+    assert decoder.decode("webhook", {"url": url}, allowed).url == url
+    if refused is None:
+        assert decoder.decode("webhook", {"url": url}, public).url == url
+        return
+    with pytest.raises(InvalidPayload) as raised:
+        decoder.decode("webhook", {"url": url}, public)
+    assert refused in str(raised.value)

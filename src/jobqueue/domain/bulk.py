@@ -15,6 +15,9 @@ from jobqueue.domain.job import MAX_TYPE_LENGTH, Operation, check_queue_name, so
 from jobqueue.domain.status import Status
 
 MAX_BULK = 1000
+# The most jobs one batch submission (`POST /jobs/batch`) holds: a request the server
+# decodes, checks and inserts whole, in one transaction, in well under a second.
+MAX_BATCH = 1000
 
 # What an operator may retry, or discard (delete before retention would): jobs that
 # ended without success. Live jobs are the workers'; completed ones succeeded.

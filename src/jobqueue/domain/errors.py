@@ -1,8 +1,9 @@
 """The project's exceptions and the rule that splits failures into retryable and not.
 
 Every error the library raises on purpose derives from `JobQueueError`, so callers can
-catch one type. `Permanent` is different: handlers raise it (or a subclass, or wrap it)
-to say "retrying cannot help".
+catch one type. `Permanent` and `Transient` are different: handlers raise them (or
+subclasses, or wrap them) to say "retrying cannot help", or "this failure was foreseen,
+try again later". Both are expected endings, logged without a traceback.
 """
 
 from __future__ import annotations
@@ -119,6 +120,23 @@ class Permanent(Exception):
 
     Any other exception escaping a handler is retried while attempts remain.
     """
+
+
+class Transient(Exception):
+    """Raise (or subclass) for a failure the handler foresaw and a later attempt may not
+    meet: a network error, a receiver that is busy. Retried like any other exception
+    (the next attempt waits at least `retry_after`, when given), but logged at INFO
+    without a traceback, since nothing in the handler went wrong."""
+
+    def __init__(self, message: str, *, retry_after: timedelta | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def is_expected(error: BaseException) -> bool:
+    """Whether `error` is an ending the handler (or the payload's check) meant: the
+    message says it all, a traceback would only bury it."""
+    return any(isinstance(each, Permanent | InvalidJob | Transient) for each in _wrapped(error))
 
 
 def is_permanent(error: BaseException) -> bool:

@@ -40,6 +40,11 @@ class JobStore(Protocol):
 
     async def submit(self, new: NewJob) -> Submitted: ...
 
+    async def submit_many(self, news: Sequence[NewJob]) -> Sequence[Submitted]:
+        """Every job of `news`, or none (one transaction): each answered as by `submit`,
+        in the order given; a conflict of any one fails the whole call."""
+        ...
+
     async def get(self, job_id: UUID) -> Job: ...
 
     async def claim(

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from jobqueue.domain.backoff import Backoff
@@ -17,6 +17,9 @@ from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, NO_OPTIONS, JobOptions, JsonValue
 from jobqueue.domain.periodic import PeriodicJob
 from jobqueue.domain.unique import Unique
+
+if TYPE_CHECKING:
+    from jobqueue.domain.ports import PayloadDecoder
 
 
 class StopReason(StrEnum):
@@ -249,6 +252,14 @@ class Registry:
             return self._specs[name]
         except KeyError:
             raise UnknownJobType(name, list(self._specs)) from None
+
+    def check(self, job_type: str, payload: JsonValue, decoder: PayloadDecoder) -> None:
+        """Refuse a job that no handler here would take, as a submission over HTTP is
+        refused (400): an unknown type (`UnknownJobType`), or a payload that the type's
+        declared payload type does not fit (`InvalidPayload`)."""
+        spec = self.get(job_type)
+        if spec.payload_type is not None:
+            decoder.decode(job_type, payload, spec.payload_type)
 
     def options_for(self, name: str) -> JobOptions:
         """The options of `name`'s handler; the defaults for a type without one."""

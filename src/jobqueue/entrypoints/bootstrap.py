@@ -307,6 +307,8 @@ def http_config(settings: Settings) -> HttpConfig:
         default_max_attempts=settings.max_attempts,
         # Requests still running when the listener closed get as long as jobs do.
         graceful_timeout=settings.shutdown_timeout,
+        read_timeout=settings.http_read_timeout,
+        max_connections=settings.http_max_connections,
     )
 
 
@@ -341,11 +343,7 @@ def _http_components(
             on_enqueued=on_enqueued,
             tracer_provider=tracer_provider,
         )
-        components.append(
-            HttpServer(
-                "http", Phase.DRAINED, app, listeners.api, graceful_timeout=config.graceful_timeout
-            )
-        )
+        components.append(HttpServer("http", Phase.DRAINED, app, listeners.api, config))
     if listeners.metrics is not None:
         ops = create_ops_app(metrics=metrics, readiness=readiness)
         # Last, so the counters of the final attempts stay scrapeable while the pool
@@ -356,7 +354,7 @@ def _http_components(
                 Phase.LAST,
                 ops,
                 listeners.metrics,
-                graceful_timeout=config.graceful_timeout,
+                config,
             )
         )
     return components

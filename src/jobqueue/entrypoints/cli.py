@@ -236,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from jobqueue.entrypoints.bench.command import run_bench
 
         return run_bench(bench_options, settings.database_url)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, log_format=settings.log_format)
     # Imported only now: the adapters take seconds to import on a busy machine, and
     # `--help` or a configuration error should answer at once.
     from jobqueue.entrypoints.bootstrap import Roles, run_migrate, run_service

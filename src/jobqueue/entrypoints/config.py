@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from jobqueue.adapters.postgres.limits import Limits
 from jobqueue.adapters.postgres.pooler import Pooler
+from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import parse_duration
@@ -39,6 +40,7 @@ from jobqueue.entrypoints.variables import (
     parse_bool,
     parse_database_url,
     parse_int,
+    parse_log_format,
     parse_log_level,
     parse_metrics_addr,
     parse_path,
@@ -260,12 +262,35 @@ class Settings:
         commands=WITH_API,
         shown=format_size,
     )
+    http_read_timeout: timedelta = setting(
+        "HTTP_READ_TIMEOUT",
+        parse_duration,
+        timedelta(seconds=10),
+        "a request's headers and body must arrive within this of its first byte (or of "
+        "the connection opening), or the connection is closed (408)",
+        commands=SERVICES,
+    )
+    http_max_connections: int = setting(
+        "HTTP_MAX_CONNECTIONS",
+        parse_int,
+        1000,
+        "open connections per listener; those past it are closed as they open",
+        commands=SERVICES,
+    )
+    builtin_handlers: bool = setting(
+        "BUILTIN_HANDLERS",
+        parse_bool,
+        True,
+        "serve the example job types sleep and webhook (false for a public deployment)",
+        commands=SERVICES,
+    )
     webhook_allow_private: bool = setting(
         "WEBHOOK_ALLOW_PRIVATE",
         parse_bool,
         False,
-        "let webhook jobs call private/loopback addresses",
-        commands=WITH_WORKERS,
+        "let webhook jobs call private/loopback addresses (refused at submission and "
+        "when connecting otherwise)",
+        commands=SERVICES,
     )
     log_level: str = setting(
         "LOG_LEVEL",
@@ -273,6 +298,14 @@ class Settings:
         "INFO",
         f"{', '.join(LOG_LEVELS[:-1])} or {LOG_LEVELS[-1]}",
         commands=EXCEPT_BENCH,
+    )
+    log_format: LogFormat | None = setting(
+        "LOG_FORMAT",
+        parse_log_format,
+        None,
+        "json (one object per line) or text (for people)",
+        commands=EXCEPT_BENCH,
+        shown="text on a terminal, json otherwise",
     )
     auto_migrate: bool = setting(
         "AUTO_MIGRATE",

@@ -14,8 +14,13 @@ from jobqueue.entrypoints.runtime import StartupError
 
 
 def build_registry(settings: Settings) -> Registry:
-    """The built-in handlers plus the `registry` of every configured handler module."""
-    registry = builtin_registry(webhook_allow_private=settings.webhook_allow_private)
+    """The built-in handlers (unless BUILTIN_HANDLERS=false) plus the `registry` of every
+    configured handler module."""
+    registry = (
+        builtin_registry(webhook_allow_private=settings.webhook_allow_private)
+        if settings.builtin_handlers
+        else Registry()
+    )
     for module_name in settings.handler_modules:
         try:
             registry.include(load_handlers(module_name))

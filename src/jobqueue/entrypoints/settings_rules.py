@@ -17,6 +17,8 @@ from jobqueue.entrypoints.variables import show
 MAX_WORKERS = 10_000
 MIN_BODY_BYTES = 64
 MAX_BODY_BYTES = 1 << 30
+# Past this, a process would run out of file descriptors under common limits first.
+MAX_HTTP_CONNECTIONS = 100_000
 
 
 def check(
@@ -72,6 +74,7 @@ def check(
         "retention_interval",
         "poll_interval",
         "backoff_base",
+        "http_read_timeout",
     ):
         rule((attribute,), _positive, "must be longer than 0, got {}")
     rule(
@@ -98,6 +101,11 @@ def check(
         ("backoff_max", "backoff_base"),
         lambda cap, base: cap >= base,
         f"{{}} is shorter than {variables['backoff_base']} ({{}})",
+    )
+    rule(
+        ("http_max_connections",),
+        lambda n: 1 <= n <= MAX_HTTP_CONNECTIONS,
+        f"{{}} is not between 1 and {MAX_HTTP_CONNECTIONS}",
     )
     rule(
         ("max_body_bytes",),

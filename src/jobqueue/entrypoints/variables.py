@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from jobqueue.adapters.postgres.pooler import Pooler
+from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.job import check_queue_name
 
@@ -179,6 +180,14 @@ def parse_log_level(raw: str) -> str:
     if level not in LOG_LEVELS:
         raise ValueError(f"{raw!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
     return level
+
+
+def parse_log_format(raw: str) -> LogFormat:
+    try:
+        return LogFormat(raw.lower())
+    except ValueError:
+        choices = " or ".join(each.value for each in LogFormat)
+        raise ValueError(f"{raw!r} is not a log format; use {choices}") from None
 
 
 def parse_database_url(raw: str) -> str:

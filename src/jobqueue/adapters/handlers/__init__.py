@@ -5,7 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from jobqueue.adapters.handlers.sleep import SleepPayload, handle_sleep
-from jobqueue.adapters.handlers.webhook_payload import WebhookHandler, WebhookPayload
+from jobqueue.adapters.handlers.webhook_payload import (
+    PublicWebhookPayload,
+    WebhookHandler,
+    WebhookPayload,
+)
 from jobqueue.domain.registry import JobContext, Registry
 
 
@@ -14,12 +18,15 @@ def builtin_registry(
     webhook_allow_private: bool = False,
     webhook_timeout: timedelta = timedelta(seconds=10),
 ) -> Registry:
-    """A fresh registry holding `sleep` and `webhook`, configured from settings."""
+    """A fresh registry holding `sleep` and `webhook`, configured from settings. Unless
+    private destinations are allowed, a webhook to a literal private address is refused
+    at submission already."""
     if webhook_timeout <= timedelta(0):
         raise ValueError("the webhook timeout must be positive")
     registry = Registry()
     registry.handler("sleep", payload=SleepPayload)(handle_sleep)
-    registry.handler("webhook", payload=WebhookPayload)(
+    payload = WebhookPayload if webhook_allow_private else PublicWebhookPayload
+    registry.handler("webhook", payload=payload)(
         _on_first_call(allow_private=webhook_allow_private, timeout=webhook_timeout)
     )
     return registry

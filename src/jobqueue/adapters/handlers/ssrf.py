@@ -89,6 +89,16 @@ def _nat64_embedded(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | N
     return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
 
 
+def literal_refusal(host: str) -> str | None:
+    """Why a URL whose host is `host` is refused before any lookup: it is an address, and
+    not a public one. None for a public address or a name."""
+    address = _literal(host)
+    verdict = None if address is None else non_public(address)
+    if verdict is None:
+        return None
+    return f"url's host {host} is {verdict}; {ALLOW_PRIVATE_HINT}"
+
+
 def _literal(host: str) -> IPAddress | None:
     try:
         return ipaddress.ip_address(host)

@@ -18,14 +18,14 @@ import msgspec
 
 from jobqueue.adapters.handlers.ssrf import PinnedTransport, Resolve, redacted, resolve_host
 from jobqueue.adapters.handlers.webhook_payload import WebhookHandler, WebhookPayload, destination
-from jobqueue.domain.errors import Permanent
+from jobqueue.domain.errors import Permanent, Transient
 from jobqueue.domain.registry import JobContext
 
 # Enough of an error response to tell a reader what the receiver complained about.
 _EXCERPT_BYTES = 200
 
 
-class WebhookRetryable(Exception):
+class WebhookRetryable(Transient):
     """A delivery that may succeed later: network failure, timeout, 408, 429 or 5xx.
 
     `retry_after` is the receiver's `Retry-After` header (delay-seconds or HTTP-date) as
@@ -34,10 +34,6 @@ class WebhookRetryable(Exception):
     next attempt comes no sooner than the receiver asked, while still backing off longer
     when its own backoff says so.
     """
-
-    def __init__(self, message: str, *, retry_after: timedelta | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 __all__ = [

@@ -26,6 +26,21 @@ class WebhookPayload(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         destination(self.url)
 
 
+class PublicWebhookPayload(WebhookPayload, forbid_unknown_fields=True, frozen=True):
+    """A webhook payload whose URL must not name a private address literally (refused at
+    submission, 400). A name is resolved only by the worker, which checks every address
+    it connects to: this check is the early answer for what can be judged without DNS."""
+
+    def __post_init__(self) -> None:
+        url = destination(self.url)
+        # Imported with the check: the SSRF module loads httpx, as `destination` does.
+        from jobqueue.adapters.handlers.ssrf import literal_refusal
+
+        refusal = literal_refusal(url.host)
+        if refusal is not None:
+            raise ValueError(refusal)
+
+
 WebhookHandler = Callable[[JobContext, WebhookPayload], Awaitable[None]]
 
 

@@ -50,6 +50,7 @@ from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool
 
+from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, driver_of, fetch_pooled
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
@@ -60,6 +61,7 @@ from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
 from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, Job, JsonValue, NewJob
 from jobqueue.domain.ports import Submitted
+from jobqueue.domain.registry import Registry
 from jobqueue.domain.status import Status
 
 _NEW_JOB_FIELDS = tuple(field.name for field in fields(NewJob))
@@ -194,9 +196,18 @@ _SUBMIT_MANY_ANNOUNCED = _announcing(_SUBMIT_MANY)
 
 
 async def enqueue(
-    connection: AsyncConnection | AsyncEngine, new: NewJob, *, announce: bool = True
+    connection: AsyncConnection | AsyncEngine,
+    new: NewJob,
+    *,
+    announce: bool = True,
+    registry: Registry | None = None,
 ) -> Submitted:
     """Submit `new` inside the caller's connection and transaction, or on its own.
+
+    Given the `registry` of the workers' handlers, `new` is first checked as `POST /jobs`
+    checks a submission: `UnknownJobType` for a type it has no handler for,
+    `InvalidPayload` for a payload its declared payload type does not fit (both
+    `InvalidJob`, the errors HTTP answers with 400), before anything is sent.
 
     Given a connection, the job is enqueued atomically with your own writes: it exists if
     and only if the caller's transaction commits, and idle workers are told when it does
@@ -211,6 +222,8 @@ async def enqueue(
     PostgreSQL refuses, `IdempotencyConflict` for a key used by a different request,
     `StoreUnavailable` when the database fails.
     """
+    if registry is not None:
+        _checked(registry, (new,))
     if isinstance(connection, AsyncEngine):
         return await _enqueue_committed(connection, new, announce)
     statement = _SUBMIT_ANNOUNCED if announce else _SUBMIT
@@ -227,10 +240,15 @@ async def enqueue(
 
 
 async def enqueue_many(
-    connection: AsyncConnection | AsyncEngine, news: Sequence[NewJob], *, announce: bool = True
+    connection: AsyncConnection | AsyncEngine,
+    news: Sequence[NewJob],
+    *,
+    announce: bool = True,
+    registry: Registry | None = None,
 ) -> list[Submitted]:
     """Submit every job of `news` inside the caller's connection and transaction, or on
-    its own; return their `Submitted`, in the order given.
+    its own; return their `Submitted`, in the order given. Given a `registry`, every job
+    is checked first, as by `enqueue`: one that fails fails the call, before any is sent.
 
     Like `enqueue`, job for job: all or none exist once the transaction ends (given an
     engine, the call is one transaction of its own), idle workers are told once, and a job
@@ -245,13 +263,15 @@ async def enqueue_many(
     conflict. A unique job whose key is held (by a job in the table, or one earlier in
     the same call) is answered with the job holding it (`duplicate`).
     """
+    for new in news:
+        if not isinstance(new, NewJob):
+            raise InvalidJob(f"enqueue_many takes NewJob values, got a {type(new).__name__}")
+    if registry is not None:
+        _checked(registry, news)
     if isinstance(connection, AsyncEngine):
         with store_failures():
             async with connection.begin() as own:
                 return await enqueue_many(own, news, announce=announce)
-    for new in news:
-        if not isinstance(new, NewJob):
-            raise InvalidJob(f"enqueue_many takes NewJob values, got a {type(new).__name__}")
     if not news:
         return []
     if all(new.idempotency_key is None and new.unique_key is None for new in news):
@@ -367,26 +387,35 @@ def _every_column(stored: Sequence[Job]) -> list[tuple[Any, ...]]:
     return [(_json_text(job.payload), pending, *_copied_values(job)) for job in stored]
 
 
+def _lock_order(new: NewJob) -> tuple[str, str]:
+    return (new.idempotency_key or "", new.unique_key or "")
+
+
 async def _insert_batch(
     connection: AsyncConnection, news: Sequence[NewJob], announce: bool
 ) -> list[Submitted]:
+    # Ids in the order given (claims take equal jobs by id), rows in the order of their
+    # keys: two calls whose keys overlap then wait for each other's keys in one order,
+    # and the second waits for the first instead of deadlocking with it.
     ids = time_ordered_ids(len(news))
+    order = sorted(range(len(news)), key=lambda i: _lock_order(news[i]))
+    placed = [news[i] for i in order]
     parameters = {
-        "each_id": ids,
-        "each_type": [new.type for new in news],
-        "each_payload": [_json_text(new.payload) for new in news],
-        "each_max_attempts": [new.max_attempts for new in news],
-        "each_idempotency_key": [new.idempotency_key for new in news],
-        "each_traceparent": [new.traceparent for new in news],
-        "each_run_at": [new.run_at for new in news],
-        "each_delay": [new.delay for new in news],
-        "each_queue": [new.queue for new in news],
-        "each_priority": [new.priority for new in news],
-        "each_unique_key": [new.unique_key for new in news],
+        "each_id": [ids[i] for i in order],
+        "each_type": [new.type for new in placed],
+        "each_payload": [_json_text(new.payload) for new in placed],
+        "each_max_attempts": [new.max_attempts for new in placed],
+        "each_idempotency_key": [new.idempotency_key for new in placed],
+        "each_traceparent": [new.traceparent for new in placed],
+        "each_run_at": [new.run_at for new in placed],
+        "each_delay": [new.delay for new in placed],
+        "each_queue": [new.queue for new in placed],
+        "each_priority": [new.priority for new in placed],
+        "each_unique_key": [new.unique_key for new in placed],
         "each_unique_states": [
-            None if new.unique_states is None else ",".join(new.unique_states) for new in news
+            None if new.unique_states is None else ",".join(new.unique_states) for new in placed
         ],
-        "each_unique_period": [new.unique_period for new in news],
+        "each_unique_period": [new.unique_period for new in placed],
     }
     statement = _SUBMIT_MANY_ANNOUNCED if announce else _SUBMIT_MANY
     with store_failures(), refused_values():
@@ -405,6 +434,13 @@ async def _insert_batch(
                 resolved = await enqueue(connection, new, announce=announce)
             submitted.append(resolved)
         return submitted
+
+
+def _checked(registry: Registry, news: Sequence[NewJob]) -> None:
+    # The decoder HTTP submissions are checked with, made once per call: it holds nothing.
+    decoder = MsgspecPayloadDecoder()
+    for new in news:
+        registry.check(new.type, new.payload, decoder)
 
 
 # `json`, not msgspec (5x faster): msgspec writes NaN as null, changing the data of a

@@ -60,7 +60,7 @@ from jobqueue.adapters.postgres.cancels import cancelling
 from jobqueue.adapters.postgres.claim_cursor import FROM_START, ClaimCursor, Keys
 from jobqueue.adapters.postgres.database import autocommit
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch_pooled
-from jobqueue.adapters.postgres.enqueue import submit_in, submit_pooled
+from jobqueue.adapters.postgres.enqueue import enqueue_many, submit_in, submit_pooled
 from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.queues import PAUSED, PostgresQueues
 from jobqueue.adapters.postgres.rows import job_from_row
@@ -400,6 +400,10 @@ class PostgresJobStore:
     async def submit(self, new: NewJob) -> Submitted:
         # Announced by the caller (the API's coalescing notifier), not per statement.
         return await submit_pooled(self._engine, new)
+
+    async def submit_many(self, news: Sequence[NewJob]) -> Sequence[Submitted]:
+        # One transaction of its own; announced by the caller, as `submit` is.
+        return await enqueue_many(self._engine, news, announce=False)
 
     async def get(self, job_id: UUID) -> Job:
         row = await self._one(select(jobs).where(jobs.c.id == job_id))

@@ -1,18 +1,25 @@
-"""JSON log lines on stdout, with the current request's id on every line it causes, and
-the current trace and span ids on every line written inside a traced request or attempt."""
+"""Log lines on stdout, JSON for machines or text for people, with the current request's
+id on every line it causes, and the current trace and span ids on every line written
+inside a traced request or attempt. Repeats of one warning or error (an outage makes
+every poll fail alike) are written once per `REPEAT_WINDOW_SECONDS`, with their count."""
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from opentelemetry import trace
+
+from jobqueue.domain.errors import StoreUnavailable
 
 # Set by the HTTP middleware for the duration of one request; a context variable, so
 # concurrent requests on one event loop each see their own.
@@ -98,15 +105,141 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+class TextFormatter(logging.Formatter):
+    """One line a person reads: time, level, logger, message, then every other field as
+    `key=value`; a traceback follows on its own lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = [
+            f"{key}={_shown(value)}"
+            for key, value in vars(record).items()
+            if key not in _RECORD_ATTRIBUTES | _DROPPED_EXTRAS | _TEXT_HEADER
+        ]
+        line = (
+            f"{_rfc3339(record.created)} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        )
+        if fields:
+            line += "  " + " ".join(fields)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        elif record.exc_text:
+            line += "\n" + record.exc_text
+        if record.stack_info:
+            line += "\n" + self.formatStack(record.stack_info)
+        return line
+
+
+# Shown in a text line's head (time, level, logger, message) rather than as fields.
+_TEXT_HEADER = frozenset({"ts", "level", "logger", "message", "traceback"})
+
+
+def _shown(value: object) -> str:
+    text = str(value)
+    # Quoted when a reader (or a grep) could not tell where the value ends.
+    return json.dumps(text, ensure_ascii=False) if not text or " " in text or '"' in text else text
+
+
+# How long a warning or error that repeats is kept to its first line; the first repeat
+# after it is written with the count of those left out.
+REPEAT_WINDOW_SECONDS = 10.0
+# Distinct repeating lines remembered at most; past it, the oldest windows are forgotten.
+_MAX_REMEMBERED = 1000
+
+
+class RepeatFilter(logging.Filter):
+    """Writes a warning or error that repeats (same logger, level, message, exception
+    type and text, or `error` field) once per window, then once more with `repeated`,
+    the number left out in between. INFO and below always pass: those are events, each
+    its own (a job submitted, a request served)."""
+
+    def __init__(self, window_seconds: float = REPEAT_WINDOW_SECONDS) -> None:
+        super().__init__()
+        self._window = window_seconds
+        self._lock = threading.Lock()
+        # key -> (when its window opened, how many were left out since)
+        self._seen: dict[Hashable, tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        key = _repeat_key(record)
+        now = time.monotonic()
+        with self._lock:
+            opened, left_out = self._seen.get(key, (None, 0))
+            if opened is not None and now - opened < self._window:
+                self._seen[key] = (opened, left_out + 1)
+                return False
+            if len(self._seen) >= _MAX_REMEMBERED:
+                self._forget(now)
+            self._seen[key] = (now, 0)
+        if left_out:
+            record.repeated = left_out
+        return True
+
+    def _forget(self, now: float) -> None:
+        expired = [key for key, (opened, _) in self._seen.items() if now - opened >= self._window]
+        for key in expired or list(self._seen)[: _MAX_REMEMBERED // 2]:
+            del self._seen[key]
+
+
+def _repeat_key(record: logging.LogRecord) -> Hashable:
+    error = record.exc_info[1] if record.exc_info else None
+    return (
+        record.name,
+        record.levelno,
+        str(record.msg),
+        type(error).__name__ if error is not None else None,
+        str(error) if error is not None else str(getattr(record, "error", "")),
+    )
+
+
+def log_failure(
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger],
+    message: str,
+    error: BaseException | None,
+    *args: object,
+    extra: dict[str, object] | None = None,
+) -> None:
+    """Log a step that failed with `error`: an outage (the store unavailable, a timeout,
+    a network error) as a WARNING that names it, since its traceback says nothing new
+    each poll; anything else as an ERROR with its traceback."""
+    fields = dict(extra or {})
+    if isinstance(error, StoreUnavailable | TimeoutError | OSError):
+        fields["error"] = f"{type(error).__name__}: {error}"
+        # stacklevel: the line is the caller's, as if it had logged it itself.
+        log.warning(message, *args, extra=fields, stacklevel=2)
+    else:
+        log.error(message, *args, exc_info=error, extra=fields, stacklevel=2)
+
+
+class LogFormat(enum.StrEnum):
+    JSON = "json"
+    TEXT = "text"
+
+
+def default_log_format(stream: TextIO) -> LogFormat:
+    """Text for a person at a terminal, JSON for anything collecting the output."""
+    try:
+        return LogFormat.TEXT if stream.isatty() else LogFormat.JSON
+    except ValueError:  # a closed stream
+        return LogFormat.JSON
+
+
 def _rfc3339(created: float) -> str:
     moment = datetime.fromtimestamp(created, tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z"
 
 
-def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None:
-    """Route every logger through one JSON handler on `stream` (stdout by default)."""
-    handler = logging.StreamHandler(stream if stream is not None else sys.stdout)
-    handler.setFormatter(JsonFormatter())
+def configure_logging(
+    level: str = "INFO", stream: TextIO | None = None, log_format: LogFormat | None = None
+) -> None:
+    """Route every logger through one handler on `stream` (stdout by default), writing
+    `log_format` (by default: text on a terminal, else JSON)."""
+    out = stream if stream is not None else sys.stdout
+    handler = logging.StreamHandler(out)
+    chosen = default_log_format(out) if log_format is None else log_format
+    handler.setFormatter(JsonFormatter() if chosen is LogFormat.JSON else TextFormatter())
+    handler.addFilter(RepeatFilter())
     handler.addFilter(RequestIdFilter())
     handler.addFilter(TraceContextFilter())
     root = logging.getLogger()

@@ -36,7 +36,7 @@ def context_from_traceparent(traceparent: str | None) -> Context:
     return _TRACE_CONTEXT.extract({_TRACEPARENT: traceparent}, context=Context())
 
 
-def annotate_current_span(attributes: Mapping[str, str | bool]) -> None:
+def annotate_current_span(attributes: Mapping[str, str | bool | int]) -> None:
     """Set `jobqueue.<name>` attributes on the span current here (the request's), so a
     trace says what the request did to which job: a no-op outside any recording span."""
     span = trace.get_current_span()

@@ -31,6 +31,7 @@ from jobqueue.entrypoints.http.health import (
     operations_dependencies,
 )
 from jobqueue.entrypoints.http.middleware import BearerTokenGuard, RequestContextMiddleware
+from jobqueue.entrypoints.http.openapi import DOCS_PATH, complete, docs_assets, docs_page
 from jobqueue.entrypoints.http.periodic_routes import PeriodicController, Schedules
 from jobqueue.entrypoints.http.queue_routes import QueuesController
 from jobqueue.entrypoints.http.routes import JobsController
@@ -54,6 +55,9 @@ class HttpConfig:
     default_max_attempts: int
     # How long requests still running when a listener closes get to finish.
     graceful_timeout: timedelta
+    # How long a request may take to arrive whole; connections per listener.
+    read_timeout: timedelta
+    max_connections: int
 
 
 class HttpMetrics(SubmissionMetrics, Exposition, Protocol):
@@ -103,7 +107,7 @@ def create_app(
             security_schemes={_BEARER: SecurityScheme(type="http", scheme="bearer")}
         )
     app = Litestar(
-        route_handlers=[*resources, *OPERATIONS],
+        route_handlers=[*resources, *OPERATIONS, docs_assets()],
         dependencies={
             "jobs": constant(service),
             "queues": constant(QueueService(store)),
@@ -120,13 +124,16 @@ def create_app(
             description="Submit jobs, follow them, retry dead letters, and pause queues. "
             "Every error "
             'is JSON: {"error": "…"}.',
-            path="/schema",
+            path=DOCS_PATH,
             components=components,
+            render_plugins=[docs_page()],
         ),
         # Our JSON formatter owns logging; Litestar's default config would install
         # handlers of its own.
         logging_config=None,
     )
+    # Built now, with the routes all registered, and completed once.
+    complete(app.openapi_schema)
     # Outside Litestar's stack on purpose: its middleware runs only for matched routes,
     # and every response, the router's 404 and 405 included, needs an id and a log line.
     app.asgi_handler = RequestContextMiddleware(app.asgi_handler)

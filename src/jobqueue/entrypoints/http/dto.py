@@ -1,4 +1,7 @@
-"""What goes over the wire: msgspec Structs for request and response bodies."""
+"""What goes over the wire: msgspec Structs for request and response bodies.
+
+msgspec and the domain only, no Litestar: the Python client (`jobqueue.client`) decodes
+the service's answers with these same Structs. Their OpenAPI schemas are `schemas.py`'s."""
 
 from __future__ import annotations
 
@@ -7,16 +10,11 @@ from typing import Annotated, Any, Self, TypeVar
 from uuid import UUID
 
 import msgspec
-from litestar.openapi.spec import Schema
-from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 
-from jobqueue.domain.bulk import MAX_BULK, SELECTABLE, Selection
+from jobqueue.domain.bulk import MAX_BATCH, MAX_BULK, Selection
 from jobqueue.domain.job import (
     MAX_ATTEMPTS,
-    MAX_DELAY,
     MAX_PRIORITY,
-    MAX_QUEUE_LENGTH,
-    MAX_TYPE_LENGTH,
     MIN_ATTEMPTS,
     MIN_PRIORITY,
     QUEUE_NAME,
@@ -25,7 +23,6 @@ from jobqueue.domain.job import (
 )
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
-from jobqueue.domain.unique import MAX_UNIQUE_KEY_LENGTH
 
 AttemptBudget = Annotated[int, msgspec.Meta(ge=MIN_ATTEMPTS, le=MAX_ATTEMPTS)]
 # An instant: a time without an offset would mean a different one on every machine.
@@ -64,6 +61,19 @@ class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     priority: Priority | msgspec.UnsetType = msgspec.UNSET
     # One job per key: a duplicate is answered with the job holding the key.
     unique: UniqueRequest | msgspec.UnsetType = msgspec.UNSET
+
+
+class BatchJob(CreateJobRequest, forbid_unknown_fields=True, frozen=True):
+    """One job of `POST /jobs/batch`: a `POST /jobs` body, with its own Idempotency-Key
+    (a batch has no header per job)."""
+
+    idempotency_key: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Body of `POST /jobs/batch`: every job is stored, or none."""
+
+    jobs: Annotated[list[BatchJob], msgspec.Meta(min_length=1, max_length=MAX_BATCH)]
 
 
 class AttemptView(msgspec.Struct, frozen=True):
@@ -155,6 +165,18 @@ class SubmittedRecord(JobRecord, frozen=True):
     duplicate: bool = False
 
 
+class BatchItem(SubmittedRecord, frozen=True):
+    """One job of a batch's answer: as `POST /jobs` would have answered it."""
+
+    # True when the job's idempotency_key replayed an earlier identical submission.
+    replayed: bool = False
+
+
+class BatchResult(msgspec.Struct, frozen=True):
+    # In the order the jobs were sent.
+    jobs: list[BatchItem]
+
+
 class JobStatusView(msgspec.Struct, frozen=True):
     id: UUID
     status: Status
@@ -221,6 +243,20 @@ class QueueList(msgspec.Struct, frozen=True):
     queues: list[QueueRecord]
 
 
+class PeriodicView(msgspec.Struct, frozen=True):
+    name: str
+    type: str
+    cron: str
+    timezone: str
+    # The next slot from now, in the schedule's time zone: its job is due then.
+    next_run_at: datetime
+    catch_up: bool
+
+
+class PeriodicList(msgspec.Struct, frozen=True):
+    periodic: list[PeriodicView]
+
+
 class ErrorBody(msgspec.Struct, frozen=True):
     """Every error response: what went wrong, in words a client can act on."""
 
@@ -255,132 +291,3 @@ def _shown(value: object) -> object:
 def _utc(moment: datetime | None) -> datetime | None:
     # Times are encoded as RFC 3339 with a `Z`, whatever zone the driver handed back.
     return None if moment is None else moment.astimezone(UTC)
-
-
-def _queue_schema(description: str) -> Schema:
-    return Schema(
-        type=OpenAPIType.STRING,
-        pattern=f"^{QUEUE_NAME.pattern}$",
-        max_length=MAX_QUEUE_LENGTH,
-        description=description,
-    )
-
-
-def _type_schema(description: str) -> Schema:
-    return Schema(
-        type=OpenAPIType.STRING, min_length=1, max_length=MAX_TYPE_LENGTH, description=description
-    )
-
-
-def create_job_request_schema() -> Schema:
-    """The OpenAPI schema of `CreateJobRequest`.
-
-    Written out because the route decodes the body itself (for its error messages), so
-    Litestar never sees the Struct; a test keeps this schema and the Struct in step.
-    """
-    return Schema(
-        type=OpenAPIType.OBJECT,
-        title="CreateJobRequest",
-        properties={
-            "type": _type_schema("A registered job type, e.g. 'sleep' or 'webhook'."),
-            "payload": Schema(
-                description="Any JSON value, checked against the handler's payload type. "
-                "Defaults to {}.",
-            ),
-            "max_attempts": Schema(
-                type=OpenAPIType.INTEGER,
-                minimum=MIN_ATTEMPTS,
-                maximum=MAX_ATTEMPTS,
-                description="Attempts before the job is dead-lettered; the server's "
-                "MAX_ATTEMPTS when absent.",
-            ),
-            "run_at": Schema(
-                type=OpenAPIType.STRING,
-                format=OpenAPIFormat.DATE_TIME,
-                description="Not before this instant (RFC 3339, with an offset), by the "
-                "database's clock; due at once when absent or past. Not with delay.",
-            ),
-            "queue": _queue_schema(
-                "The queue the job waits in; the job type's handler option, "
-                "else 'default', when absent."
-            ),
-            "priority": Schema(
-                type=OpenAPIType.INTEGER,
-                minimum=MIN_PRIORITY,
-                maximum=MAX_PRIORITY,
-                description=f"{MIN_PRIORITY} is the most urgent: within a queue, due jobs "
-                "are claimed by priority, then due time. The job type's handler option, "
-                f"else {MIN_PRIORITY}, when absent.",
-            ),
-            "delay": Schema(
-                type=OpenAPIType.STRING,
-                description="Not before this long after the job is stored, by the "
-                f"database's clock: a duration such as '90s' or '1h30m', at most "
-                f"{MAX_DELAY.days} days. Not with run_at.",
-            ),
-            "unique": _unique_schema(),
-        },
-        required=["type"],
-        additional_properties=False,
-    )
-
-
-def _unique_schema() -> Schema:
-    return Schema(
-        type=OpenAPIType.OBJECT,
-        title="UniqueRequest",
-        description="At most one job per key among the jobs in `states`: a duplicate is "
-        "answered 200 with the job holding the key and `duplicate: true`.",
-        properties={
-            "key": Schema(
-                type=OpenAPIType.STRING,
-                min_length=1,
-                max_length=MAX_UNIQUE_KEY_LENGTH,
-                description="The key; absent: derived from the type and the payload.",
-            ),
-            "by": Schema(
-                type=OpenAPIType.ARRAY,
-                items=Schema(type=OpenAPIType.STRING),
-                description="Derive the key from these payload fields only (with the type).",
-            ),
-            "states": Schema(
-                type=OpenAPIType.ARRAY,
-                items=Schema(type=OpenAPIType.STRING, enum=[s.value for s in Status]),
-                description="The statuses the key counts in; must include pending and "
-                "processing; those two when absent.",
-            ),
-            "period": Schema(
-                type=OpenAPIType.STRING,
-                description="At most one job per key per slot of this length, counted "
-                "from the Unix epoch by the database's clock, e.g. '1h'.",
-            ),
-        },
-        additional_properties=False,
-    )
-
-
-def bulk_request_schema(operation: Operation) -> Schema:
-    """The OpenAPI schema of `BulkRequest` for `operation`, written out for the same
-    reason as `create_job_request_schema`; a test keeps the two in step."""
-    return Schema(
-        type=OpenAPIType.OBJECT,
-        title=f"Bulk{operation.value.capitalize()}Request",
-        properties={
-            "status": Schema(
-                type=OpenAPIType.STRING,
-                enum=sorted(status.value for status in SELECTABLE[operation]),
-                description="Act on jobs of this status.",
-            ),
-            "queue": _queue_schema("Only jobs of this queue; any when absent."),
-            "type": _type_schema("Only jobs of this type; any when absent."),
-            "limit": Schema(
-                type=OpenAPIType.INTEGER,
-                minimum=1,
-                maximum=MAX_BULK,
-                default=MAX_BULK,
-                description="At most this many, the oldest first.",
-            ),
-        },
-        required=["status"],
-        additional_properties=False,
-    )

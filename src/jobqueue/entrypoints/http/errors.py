@@ -41,6 +41,7 @@ from jobqueue.domain.errors import (
     UniqueKeyHeld,
 )
 from jobqueue.entrypoints.http.dto import ErrorBody
+from jobqueue.entrypoints.http.middleware import CLIENT_GONE, client_went_away, method_sent
 
 _log = logging.getLogger("jobqueue.http")
 
@@ -109,6 +110,13 @@ def _internal_server_error() -> Response[ErrorBody]:
 def _http_error_handler(max_body_bytes: int) -> ExceptionHandler:
     def handle(request: Request[Any, Any, Any], error: HTTPException) -> Response[ErrorBody]:
         if error.status_code == HTTP_500_INTERNAL_SERVER_ERROR:
+            if client_went_away():
+                # Not the server's fault, and no one is left to read an answer.
+                _log.info(
+                    "client went away before sending its whole request",
+                    extra={"method": request.method, "path": request.url.path},
+                )
+                return error_response(CLIENT_GONE, "client closed the request")
             return _unexpected(request, error)
         headers = dict(error.headers or {})
         return error_response(
@@ -126,7 +134,8 @@ def _http_message(
     if isinstance(error, NotFoundException):
         return f"no route for {request.method} {_shown(request.url.path)}"
     if isinstance(error, MethodNotAllowedException):
-        return f"method {request.method} is not allowed on {_shown(request.url.path)}"
+        method = method_sent(request.method)
+        return f"method {method} is not allowed on {_shown(request.url.path)}"
     if isinstance(error, RequestEntityTooLarge):
         return f"request body too large: the limit is {max_body_bytes} bytes"
     return error.detail

@@ -111,7 +111,14 @@ async def readyz(readiness: NamedDependency[Readiness]) -> HealthBody:
     sync_to_thread=False,
 )
 def metrics_endpoint(metrics: NamedDependency[Exposition]) -> Response[bytes]:
-    return Response(metrics.render(), media_type=metrics.content_type)
+    return Response(metrics.render(), media_type=_without_charset(metrics.content_type))
+
+
+def _without_charset(media_type: str) -> str:
+    # Litestar appends "; charset=utf-8" to every text/ media type it is given: one that
+    # names it already would carry it twice.
+    kept = [part for part in media_type.split(";") if not part.strip().startswith("charset=")]
+    return ";".join(kept).strip()
 
 
 OPERATIONS = (healthz, readyz, metrics_endpoint)

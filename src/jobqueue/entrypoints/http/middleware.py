@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from collections.abc import Collection
+from contextvars import ContextVar
 from typing import Any
 
 from litestar.connection import ASGIConnection
@@ -19,6 +20,7 @@ from litestar.types import (
     HTTPResponseStartEvent,
     Message,
     Receive,
+    ReceiveMessage,
     Scope,
     Send,
 )
@@ -66,6 +68,11 @@ class RequestContextMiddleware:
         started = time.perf_counter()
         status = 500
         response_started = False
+        # HEAD is answered as GET is, headers (Content-Length included) and all, but with
+        # no body: what HTTP asks of it, for every route, with no route declaring it.
+        head = scope["method"] == "HEAD"
+        routed = {**scope, "method": "GET"} if head else scope
+        exchange = _Exchange(scope["method"], receive)
 
         async def send_with_id(message: Message) -> None:
             nonlocal status, response_started
@@ -79,11 +86,14 @@ class RequestContextMiddleware:
                 ]
                 headers.append((_HEADER_NAME, request_id.encode("latin-1")))
                 message = {**message, "headers": headers}
+            elif head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
             await send(message)
 
+        token = _exchanges.set(exchange)
         with request_context(request_id):
             try:
-                await self._app(scope, receive, send_with_id)
+                await self._app(routed, exchange.receive, send_with_id)
             except Exception:
                 # Litestar's exception handlers answer nearly everything; this is the
                 # last line for what escapes them (a bug in a handler for errors).
@@ -91,6 +101,7 @@ class RequestContextMiddleware:
                 if not response_started:
                     await _send_internal_error(send_with_id)
             finally:
+                _exchanges.reset(token)
                 # Checked first: the fields are built per request, and the access log is
                 # off below INFO.
                 if _access_log.isEnabledFor(logging.INFO):
@@ -99,10 +110,48 @@ class RequestContextMiddleware:
                         extra={
                             "method": scope.get("method", ""),
                             "path": scope.get("path", ""),
-                            "status": status,
+                            # As nginx logs it: no status was sent, the client left first.
+                            "status": CLIENT_GONE if exchange.gone else status,
                             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
                         },
                     )
+
+
+# The status the access log shows for a request whose client went away before its
+# response could be sent (nginx's 499, "client closed request").
+CLIENT_GONE = 499
+
+
+class _Exchange:
+    """One request as the client sent it: its method (HEAD is routed as GET), and whether
+    it went away before sending its body whole, for which Litestar raises a 500 that
+    would be logged as the server's fault."""
+
+    def __init__(self, method: str, receive: Receive) -> None:
+        self.method = method
+        self._receive = receive
+        self.gone = False
+
+    async def receive(self) -> ReceiveMessage:
+        message = await self._receive()
+        if message["type"] == "http.disconnect":
+            self.gone = True
+        return message
+
+
+_exchanges: ContextVar[_Exchange | None] = ContextVar("jobqueue_exchange", default=None)
+
+
+def client_went_away() -> bool:
+    """Whether the client of the request being served hung up before sending it whole."""
+    exchange = _exchanges.get()
+    return exchange is not None and exchange.gone
+
+
+def method_sent(routed: str) -> str:
+    """The method the client sent for the request being served (routed as `routed`)."""
+    exchange = _exchanges.get()
+    return routed if exchange is None else exchange.method
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
-import msgspec
 from litestar import Controller, get
 from litestar.di import NamedDependency
 
 from jobqueue.domain.periodic import PeriodicJob, Schedule
+from jobqueue.entrypoints.http.dto import PeriodicList, PeriodicView
 from jobqueue.entrypoints.worker.cron import next_slots
 
 
@@ -19,20 +18,6 @@ class Schedules:
 
     def __init__(self, entries: Sequence[tuple[PeriodicJob, Schedule]]) -> None:
         self.entries = list(entries)
-
-
-class PeriodicView(msgspec.Struct, frozen=True):
-    name: str
-    type: str
-    cron: str
-    timezone: str
-    # The next slot from now, in the schedule's time zone: its job is due then.
-    next_run_at: datetime
-    catch_up: bool
-
-
-class PeriodicList(msgspec.Struct, frozen=True):
-    periodic: list[PeriodicView]
 
 
 class PeriodicController(Controller):

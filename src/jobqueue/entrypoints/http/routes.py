@@ -8,6 +8,7 @@ from uuid import UUID
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
 from litestar.exceptions import ClientException
 from litestar.openapi.datastructures import ResponseSpec
@@ -15,12 +16,15 @@ from litestar.openapi.spec import OpenAPIMediaType, Operation, RequestBody
 from litestar.params import HeaderParameter, PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from jobqueue.domain.bulk import MAX_BULK, Selection
+from jobqueue.domain.bulk import MAX_BATCH, MAX_BULK, Selection
 from jobqueue.domain.job import MAX_QUEUE_LENGTH, MAX_TYPE_LENGTH, QUEUE_NAME
 from jobqueue.domain.job import Operation as JobOperation
 from jobqueue.domain.listing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MIN_LIST_LIMIT
 from jobqueue.domain.status import BY_QUEUE, TRAITS, Status
 from jobqueue.entrypoints.http.dto import (
+    BatchItem,
+    BatchRequest,
+    BatchResult,
     BulkRequest,
     Cancelled,
     CreateJobRequest,
@@ -31,13 +35,20 @@ from jobqueue.entrypoints.http.dto import (
     JobStatusView,
     Retried,
     SubmittedRecord,
+)
+from jobqueue.entrypoints.http.listing import encode_cursor, parse_list_query
+from jobqueue.entrypoints.http.schemas import (
+    batch_request_schema,
     bulk_request_schema,
     create_job_request_schema,
 )
-from jobqueue.entrypoints.http.listing import encode_cursor, parse_list_query
 from jobqueue.entrypoints.http.service import JobService
 
 _EXAMPLE_BODY = '{"type": "sleep", "payload": {"duration": "2s"}, "max_attempts": 3}'
+_EXAMPLE_BATCH = (
+    '{"jobs": [{"type": "sleep", "payload": {"duration": "2s"}, "idempotency_key": "a-1"}, '
+    '{"type": "sleep", "payload": {"duration": "5s"}}]}'
+)
 _EXAMPLE_BULK = {
     JobOperation.RETRY: '{"status": "dead_letter", "queue": "emails", "limit": 100}',
     JobOperation.CANCEL: '{"status": "pending", "type": "send_email", "limit": 100}',
@@ -93,8 +104,10 @@ ListQueue = Annotated[
         schema_extra={"pattern": f"^{QUEUE_NAME.pattern}$", "maxLength": MAX_QUEUE_LENGTH},
     ),
 ]
+# `Any`, so that the schema is only what is written here: an optional `str` would add a
+# `oneOf: [string, null]` that no integer, not even the default, satisfies.
 ListLimit = Annotated[
-    str | None,
+    Any,
     QueryParameter(
         name="limit",
         required=False,
@@ -164,6 +177,18 @@ class _CreateJobOperation(Operation):
         )
 
 
+@dataclass
+class _BatchOperation(Operation):
+    """Documents the body that `create_batch` decodes by hand."""
+
+    def __post_init__(self) -> None:
+        self.request_body = RequestBody(
+            required=True,
+            description=f"The jobs to run, e.g. {_EXAMPLE_BATCH}",
+            content={"application/json": OpenAPIMediaType(schema=batch_request_schema())},
+        )
+
+
 def parse_create_request(body: bytes) -> CreateJobRequest:
     """The body as a `CreateJobRequest`, or a 400 saying exactly what is wrong with it."""
     return _decoded(body, CreateJobRequest, _EXAMPLE_BODY)
@@ -181,6 +206,12 @@ def _decoded(body: bytes, kind: type[Body], example: str) -> Body:
         raise ClientException(detail=f"invalid request body: {error}") from None
     except msgspec.DecodeError as error:
         raise ClientException(detail=f"request body is not valid JSON: {error}") from None
+    except UnicodeDecodeError as error:
+        # msgspec validates UTF-8 only as it decodes a string: raised, not a DecodeError.
+        raise ClientException(
+            detail="request body is not valid UTF-8: a string holds the byte "
+            f"0x{error.object[error.start]:02x}"
+        ) from None
     except RecursionError:
         raise ClientException(detail="request body is nested too deeply") from None
 
@@ -213,6 +244,13 @@ class JobsController(Controller):
         "Idempotency-Key replays an identical earlier request, or with the job holding "
         "the submission's unique key (`duplicate: true`).",
         operation_class=_CreateJobOperation,
+        response_headers=[
+            ResponseHeader(
+                name="Location",
+                documentation_only=True,
+                description="The job's own URL: /jobs/{id}.",
+            )
+        ],
         responses={
             200: ResponseSpec(
                 SubmittedRecord,
@@ -243,6 +281,48 @@ class JobsController(Controller):
             SubmittedRecord.of(job, duplicate=submitted.duplicate),
             status_code=HTTP_201_CREATED if created else HTTP_200_OK,
             headers={"Location": f"/jobs/{job.id}"},
+        )
+
+    @post(
+        "/batch",
+        status_code=HTTP_201_CREATED,
+        summary="Submit many jobs at once, all or none",
+        response_description="Every job, in the order sent",
+        description=f"1 to {MAX_BATCH} jobs in one transaction: each is checked and "
+        "answered as POST /jobs would answer it (`duplicate`, and `replayed` for an "
+        "idempotency_key that replays an earlier identical job); one invalid job, or a key "
+        "reused with a different job, refuses the whole batch and stores nothing. 201 when "
+        "the batch created a job, 200 when every one was a replay or a duplicate.",
+        operation_class=_BatchOperation,
+        responses={
+            200: ResponseSpec(
+                BatchResult,
+                description="Nothing new: every job replayed an earlier one or was a duplicate",
+                generate_examples=False,
+            ),
+            400: error_spec(
+                "The body is not a valid batch, or one of its jobs is not a valid job "
+                "(the message names it: jobs[i])"
+            ),
+            409: error_spec("A job's idempotency_key was already used with a different job"),
+            413: error_spec("The body exceeds MAX_BODY_BYTES"),
+            503: STORE_DOWN,
+        },
+    )
+    async def create_batch(
+        self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
+    ) -> Response[BatchResult]:
+        body = _decoded(await request.body(), BatchRequest, _EXAMPLE_BATCH)
+        submitted = await jobs.submit_batch(body.jobs)
+        created = any(not (each.replayed or each.duplicate) for each in submitted)
+        return Response(
+            BatchResult(
+                jobs=[
+                    BatchItem.of(each.job, duplicate=each.duplicate, replayed=each.replayed)
+                    for each in submitted
+                ]
+            ),
+            status_code=HTTP_201_CREATED if created else HTTP_200_OK,
         )
 
     @get(

@@ -20,7 +20,7 @@ from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.registry import Registry
 from jobqueue.domain.unique import DEFAULT_UNIQUE_STATES, Unique
-from jobqueue.entrypoints.http.dto import CreateJobRequest, UniqueRequest
+from jobqueue.entrypoints.http.dto import BatchJob, CreateJobRequest, UniqueRequest
 
 _log = logging.getLogger("jobqueue.http")
 
@@ -88,24 +88,7 @@ class JobService:
     async def submit(self, request: CreateJobRequest, idempotency_key: str | None) -> Submitted:
         """Raises `InvalidJob` for a job that can never run, `IdempotencyConflict` for a
         key reused with a different request, `StoreUnavailable` when nothing was stored."""
-        new = NewJob.build(
-            type=request.type,
-            payload=request.payload,
-            max_attempts=None if request.max_attempts is msgspec.UNSET else request.max_attempts,
-            default_max_attempts=self._default_max_attempts,
-            run_at=None if request.run_at is msgspec.UNSET else request.run_at,
-            delay=None if request.delay is msgspec.UNSET else _delay(request.delay),
-            queue=None if request.queue is msgspec.UNSET else request.queue,
-            priority=None if request.priority is msgspec.UNSET else request.priority,
-            unique=None if request.unique is msgspec.UNSET else _unique(request.unique),
-            registered=self._registry,
-            idempotency_key=idempotency_key,
-            # The request's span: the job's attempts continue its trace.
-            traceparent=current_traceparent(),
-        )
-        spec = self._registry.get(new.type)
-        if spec.payload_type is not None:
-            self._decoder.decode(new.type, new.payload, spec.payload_type)
+        new = self._new_job(request, idempotency_key)
         submitted = await self._store.submit(new)
         job = submitted.job
         _log.info(
@@ -124,12 +107,68 @@ class JobService:
                 "duplicate": submitted.duplicate,
             }
         )
-        if submitted.duplicate:
-            self._metrics.job_duplicate()
-        elif not submitted.replayed:
-            self._metrics.job_submitted()
+        if self._counted(submitted):
             self._announce()
         return submitted
+
+    async def submit_batch(self, requests: Sequence[BatchJob]) -> Sequence[Submitted]:
+        """Every job of `requests`, or none: the first invalid one refuses the batch
+        (`InvalidJob` naming its index), a key reused with a different job too
+        (`IdempotencyConflict`). Idle workers are told once."""
+        news = []
+        for index, request in enumerate(requests):
+            key = None if request.idempotency_key is msgspec.UNSET else request.idempotency_key
+            try:
+                news.append(self._new_job(request, key))
+            except InvalidJob as error:
+                raise InvalidJob(f"jobs[{index}]: {error}") from None
+        submitted = await self._store.submit_many(news)
+        created = sum([self._counted(each) for each in submitted])
+        # One line for the batch: a thousand lines of the same request would bury it.
+        _log.info(
+            "jobs submitted",
+            extra={
+                # `created` is a LogRecord attribute of its own: hence the prefix.
+                "count": len(submitted),
+                "jobs_created": created,
+                "jobs_replayed": sum(each.replayed for each in submitted),
+                "jobs_duplicate": sum(each.duplicate for each in submitted),
+            },
+        )
+        annotate_current_span({"jobs.count": len(submitted), "jobs.created": created})
+        if created:
+            self._announce()
+        return submitted
+
+    def _counted(self, submitted: Submitted) -> bool:
+        """Count `submitted` in the metrics; whether it created a job."""
+        if submitted.duplicate:
+            self._metrics.job_duplicate()
+            return False
+        if submitted.replayed:
+            return False
+        self._metrics.job_submitted()
+        return True
+
+    def _new_job(self, request: CreateJobRequest, idempotency_key: str | None) -> NewJob:
+        """The job `request` asks for, checked as the worker will check it."""
+        new = NewJob.build(
+            type=request.type,
+            payload=request.payload,
+            max_attempts=None if request.max_attempts is msgspec.UNSET else request.max_attempts,
+            default_max_attempts=self._default_max_attempts,
+            run_at=None if request.run_at is msgspec.UNSET else request.run_at,
+            delay=None if request.delay is msgspec.UNSET else _delay(request.delay),
+            queue=None if request.queue is msgspec.UNSET else request.queue,
+            priority=None if request.priority is msgspec.UNSET else request.priority,
+            unique=None if request.unique is msgspec.UNSET else _unique(request.unique),
+            registered=self._registry,
+            idempotency_key=idempotency_key,
+            # The request's span: the job's attempts continue its trace.
+            traceparent=current_traceparent(),
+        )
+        self._registry.check(new.type, new.payload, self._decoder)
+        return new
 
     async def get(self, job_id: UUID) -> Job:
         return await self._store.get(job_id)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobqueue.domain.errors import is_permanent, retry_after
+from jobqueue.domain.errors import is_expected, is_permanent, retry_after
 from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import (
     Ending,
@@ -173,10 +173,16 @@ class Executor:
                     attempt.given_up = True
 
     def _errored(self, attempt: Attempt, error: BaseException, span: AttemptSpan) -> Errored:
-        _log.error("job raised %s", type(error).__name__, exc_info=error, extra=attempt.fields)
+        text = f"{type(error).__name__}: {error}"
+        if not is_expected(error):
+            _log.error("job raised %s", type(error).__name__, exc_info=error, extra=attempt.fields)
+        elif is_permanent(error):
+            _log.warning("job failed permanently: %s", text, extra=attempt.fields)
+        else:
+            _log.info("job failed, as its handler foresaw: %s", text, extra=attempt.fields)
         span.record_error(error)
         return Errored(
-            f"{type(error).__name__}: {error}",
+            text,
             permanent=is_permanent(error),
             retry_after=retry_after(error),
         )

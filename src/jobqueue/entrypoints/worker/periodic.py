@@ -7,6 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
+from jobqueue.adapters.telemetry.logging import log_failure
 from jobqueue.domain.durations import format_duration
 
 
@@ -14,8 +15,9 @@ class Periodic:
     """Runs `work` on start and then every `interval`, or sooner when `poke()`d, until
     `stop()`.
 
-    A failed pass is logged with its traceback and tried again next interval: a database
-    that is away for a while must not end the loop, nor the process with it.
+    A failed pass is logged (an outage without its traceback) and tried again next
+    interval: a database that is away for a while must not end the loop, nor the process
+    with it.
     """
 
     def __init__(
@@ -55,8 +57,8 @@ class Periodic:
             self._nudged.clear()
             try:
                 await self._work()
-            except Exception:
-                self._log.exception(self._failed)
+            except Exception as error:
+                log_failure(self._log, self._failed, error)
             try:
                 async with asyncio.timeout(self._interval.total_seconds()):
                     await self._nudged.wait()

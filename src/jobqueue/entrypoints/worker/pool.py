@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from uuid import UUID
 
+from jobqueue.adapters.telemetry.logging import log_failure
 from jobqueue.domain.attempts import CANCELLED
 from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision, decide
@@ -301,9 +302,9 @@ class WorkerPool:
         lease_until = sent + self._config.lease_duration.total_seconds()
         try:
             jobs = await self._claim(wanted)
-        except Exception:
+        except Exception as error:
             poll = self._config.poll_interval.total_seconds()
-            _log.exception("claiming jobs failed; trying again in %gs", poll)
+            log_failure(_log, "claiming jobs failed; trying again in %gs", error, poll)
             self._rest = (time.monotonic() + poll, False)
             return
         finally:
@@ -562,11 +563,12 @@ class WorkerPool:
             outcome = "lease_lost"
             self._observer.lease_lost(job)
         else:
-            _log.error(
+            log_failure(
+                _log,
                 "recording outcome %s failed after %d tries; the job is left to lease recovery",
+                result.error,
                 outcome,
                 result.tries,
-                exc_info=result.error,
                 extra=fields,
             )
             outcome = "unrecorded"
