@@ -138,6 +138,14 @@ def test_repeats_of_an_exception_count_by_its_type_and_text(clock: _Clock) -> No
     ]
 
 
+def test_the_same_warning_of_two_jobs_is_two_lines(clock: _Clock) -> None:
+    logger, stream = _logger(JsonFormatter(), RepeatFilter(window_seconds=10))
+    for job_id in ("j-1", "j-2", "j-2"):
+        logger.warning("job finished without an outcome", extra={"job_id": job_id})
+    written = [json.loads(line)["job_id"] for line in stream.getvalue().splitlines()]
+    assert written == ["j-1", "j-2"]
+
+
 def test_info_lines_are_never_held_back(clock: _Clock) -> None:
     logger, stream = _logger(JsonFormatter(), RepeatFilter(window_seconds=10))
     for _ in range(3):

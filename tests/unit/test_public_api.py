@@ -37,7 +37,9 @@ def test_readme_code_imports_only_the_public_api() -> None:
         line.strip()
         for block in blocks
         for line in block.splitlines()
+        # `jobqueue.client` is public too: the client of the HTTP API.
         if re.match(r"\s*(from|import)\s+jobqueue\.", line)
+        and not re.match(r"\s*(from|import)\s+jobqueue\.client\b", line)
     ]
     assert internal == []
     mentioned = {

@@ -1,4 +1,5 @@
-"""The `jobqueue` command: serve, api, worker, migrate, bench."""
+"""The `jobqueue` command: serve, api, worker, migrate, bench; and jobs, queues (an
+operator's commands against a running service, `operate.py`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from jobqueue.adapters.telemetry.logging import configure_logging
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.entrypoints import exit_codes
 from jobqueue.entrypoints.config import SETTINGS, TRACING_COMMANDS, ConfigError, Settings
+from jobqueue.entrypoints.operate import COMMANDS as OPERATOR_COMMANDS
+from jobqueue.entrypoints.operate import DEFAULT_URL, TOKEN_VARIABLE, URL_VARIABLE, add_commands
+from jobqueue.entrypoints.operate import run as run_operator
 from jobqueue.entrypoints.variables import Command, parse_modules, parse_queues, show_queues
+from jobqueue.release import package_version
 
 _log = logging.getLogger("jobqueue")
 
@@ -113,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"{_environment_help()}\n\n{_EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"jobqueue {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     handlers = argparse.ArgumentParser(add_help=False)
     handlers.add_argument(
@@ -177,7 +183,18 @@ def build_parser() -> argparse.ArgumentParser:
     # this parser leaves over; --help imports them.
     bench = commands.add_parser("bench", help=_BENCH_SUMMARY, add_help=False)
     bench.add_argument("-h", "--help", action=_BenchHelp)
+    add_commands(commands, _OPERATOR_EXIT_CODES)
     return parser
+
+
+_OPERATOR_EXIT_CODES = f"""\
+exit status:
+  0    done; the answer is on stdout (a table, or JSON with --json)
+  1    the service refused (its message on stderr) or could not be reached
+  2    invalid usage
+
+The service is the one at --url, ${URL_VARIABLE}, or {DEFAULT_URL}; a token for its
+API_TOKENS comes from --token or ${TOKEN_VARIABLE}."""
 
 
 def load_settings(
@@ -223,6 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench_options = _bench_options(rest)
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command in OPERATOR_COMMANDS:
+        # Talks to a service over HTTP: none of the service's own settings apply.
+        return run_operator(args)
     try:
         settings = load_settings(
             dict(os.environ), getattr(args, "handlers", None), getattr(args, "queue", None)

@@ -27,8 +27,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from jobqueue.adapters.telemetry.trace_context import context_from_traceparent
-from jobqueue.adapters.telemetry.tracing import package_version
 from jobqueue.domain.job import Job
+from jobqueue.release import package_version
 
 ATTEMPT_SPAN = "job.attempt"
 CLAIM_SPAN = "job.claim"

@@ -148,7 +148,7 @@ _MAX_REMEMBERED = 1000
 
 class RepeatFilter(logging.Filter):
     """Writes a warning or error that repeats (same logger, level, message, exception
-    type and text, or `error` field) once per window, then once more with `repeated`,
+    type and text, or `error` field, and job) once per window, then once more with `repeated`,
     the number left out in between. INFO and below always pass: those are events, each
     its own (a job submitted, a request served)."""
 
@@ -190,6 +190,9 @@ def _repeat_key(record: logging.LogRecord) -> Hashable:
         str(record.msg),
         type(error).__name__ if error is not None else None,
         str(error) if error is not None else str(getattr(record, "error", "")),
+        # A job's own warning (it timed out, it was abandoned) is that job's event: two
+        # jobs alike are two lines. An outage's are no job's.
+        getattr(record, "job_id", None),
     )
 
 

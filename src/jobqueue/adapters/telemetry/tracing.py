@@ -43,15 +43,9 @@ from jobqueue.adapters.telemetry.tracing_config import (
     Sampler,
     TracingConfig,
 )
+from jobqueue.release import package_version
 
 _log = logging.getLogger("jobqueue.tracing")
-
-
-def package_version() -> str:
-    try:
-        return version("jobqueue")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
-        return "0+unknown"
 
 
 class Tracing:

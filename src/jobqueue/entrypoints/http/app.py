@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import timedelta
-from importlib.metadata import PackageNotFoundError, version
 from typing import Protocol
 
 from litestar import Litestar, Router
@@ -38,6 +37,7 @@ from jobqueue.entrypoints.http.routes import JobsController
 from jobqueue.entrypoints.http.service import JobService, QueueService, SubmissionMetrics
 from jobqueue.entrypoints.http.tracing import traced
 from jobqueue.entrypoints.worker.cron import schedules
+from jobqueue.release import package_version
 
 Lifespan = Callable[[Litestar], AbstractAsyncContextManager[None]]
 
@@ -120,7 +120,7 @@ def create_app(
         lifespan=list(lifespan),
         openapi_config=OpenAPIConfig(
             title="jobqueue",
-            version=_package_version(),
+            version=package_version(),
             description="Submit jobs, follow them, retry dead letters, and pause queues. "
             "Every error "
             'is JSON: {"error": "…"}.',
@@ -140,10 +140,3 @@ def create_app(
     if tracer_provider is not None:
         app.asgi_handler = traced(app.asgi_handler, tracer_provider)
     return app
-
-
-def _package_version() -> str:
-    try:
-        return version("jobqueue")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
-        return "0+unknown"

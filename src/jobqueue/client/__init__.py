@@ -1,0 +1,76 @@
+"""A Python client of the jobqueue HTTP API, sync (`Client`) and async (`AsyncClient`).
+
+    from jobqueue.client import Client
+
+    with Client("http://127.0.0.1:8080", token="…") as jobs:
+        job = jobs.submit("sleep", {"duration": "2s"}, queue="reports")
+        print(jobs.status(job.id).status)
+
+Every route of the API is a method; answers are the service's own records (msgspec
+Structs: `JobRecord`, `JobStatusView`, …), failures one exception per status
+(`BadRequest`, `NotFound`, `Conflict`, …, all `ApiError`). A submission carries an
+Idempotency-Key (a new one per call unless given), so the client can send it again
+after a broken connection; 502/503/504 (with their `Retry-After`) and failed
+connections are tried again with jittered exponential backoff (`Retries`), for every
+call that is safe to repeat.
+"""
+
+from __future__ import annotations
+
+from jobqueue.client.calls import Retries, job_request
+from jobqueue.client.errors import (
+    ApiError,
+    BadRequest,
+    ClientError,
+    Conflict,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    RequestTimeout,
+    ServerError,
+    ServiceUnreachable,
+    Unauthorized,
+    Unavailable,
+)
+from jobqueue.client.sessions import AsyncClient, Client
+from jobqueue.entrypoints.http.dto import (
+    AttemptView,
+    BatchItem,
+    BatchJob,
+    JobList,
+    JobRecord,
+    JobStatusView,
+    PeriodicView,
+    QueueRecord,
+    QueueStateView,
+    SubmittedRecord,
+)
+
+__all__ = [
+    "ApiError",
+    "AsyncClient",
+    "AttemptView",
+    "BadRequest",
+    "BatchItem",
+    "BatchJob",
+    "Client",
+    "ClientError",
+    "Conflict",
+    "JobList",
+    "JobRecord",
+    "JobStatusView",
+    "MethodNotAllowed",
+    "NotFound",
+    "PayloadTooLarge",
+    "PeriodicView",
+    "QueueRecord",
+    "QueueStateView",
+    "RequestTimeout",
+    "Retries",
+    "ServerError",
+    "ServiceUnreachable",
+    "SubmittedRecord",
+    "Unauthorized",
+    "Unavailable",
+    "job_request",
+]

@@ -1,0 +1,330 @@
+"""Every call of the API as data (`Call`), and the rules both clients follow to send one:
+how its answer is decoded, which failures are tried again and after how long.
+
+The sync and the async client differ only in how they wait; what a call is, and what
+an answer means, is written once, here.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+import httpx
+import msgspec
+from msgspec.structs import replace
+
+from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable, Unavailable
+from jobqueue.domain.durations import format_duration
+from jobqueue.domain.status import Status
+from jobqueue.domain.unique import Unique
+from jobqueue.entrypoints.http.dto import (
+    BatchJob,
+    BatchResult,
+    Cancelled,
+    CreateJobRequest,
+    Discarded,
+    ErrorBody,
+    HealthBody,
+    JobList,
+    JobRecord,
+    JobStatusView,
+    PeriodicList,
+    QueueList,
+    QueueStateView,
+    Retried,
+    SubmittedRecord,
+    UniqueRequest,
+)
+
+T = TypeVar("T")
+
+_IDEMPOTENCY_KEY = "Idempotency-Key"
+# Statuses a proxy or the service answers when trying again later may succeed.
+_TRANSIENT = frozenset({502, 503, 504})
+# What `/readyz` answers while the service takes no work: an answer, not a failure.
+NOT_READY = Unavailable
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request, and the Struct its successful answer decodes into."""
+
+    method: str
+    path: str
+    answer: type[T]
+    body: Any = None
+    params: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    # Whether sending it again after a broken connection is harmless: reads, submissions
+    # (their Idempotency-Key replays the first), a single job's retry or cancel (a second
+    # is a 409). Not so a bulk action, which would act on more jobs.
+    repeatable: bool = True
+    # The statuses after which it is tried again.
+    retried_on: frozenset[int] = _TRANSIENT
+
+    def encoded(self) -> bytes | None:
+        return None if self.body is None else msgspec.json.encode(self.body)
+
+
+@dataclass(frozen=True)
+class Retries:
+    """How often, and how far apart, a call is tried again after a 503 or a failed
+    connection: full-jitter exponential backoff from `base` to `cap`, and never sooner
+    than a `Retry-After` asks."""
+
+    attempts: int = 4  # tries in all; 1: never again
+    base: timedelta = timedelta(milliseconds=200)
+    cap: timedelta = timedelta(seconds=5)
+
+    def delay(self, tries: int, retry_after: float | None = None) -> float:
+        ceiling = min(self.cap.total_seconds(), self.base.total_seconds() * 2**tries)
+        return max(retry_after or 0.0, random.uniform(0, ceiling))
+
+
+def judged(call: Call[T], response: httpx.Response, tries: int, retries: Retries) -> T | float:
+    """The decoded answer, or the delay before trying again; raises the status's
+    `ApiError` once trying again cannot help."""
+    if response.is_success:
+        return msgspec.json.decode(response.content, type=call.answer)
+    if response.status_code in call.retried_on and tries + 1 < retries.attempts:
+        return retries.delay(tries, _retry_after(response.headers.get("retry-after")))
+    raise _error(response)
+
+
+def after_failure(
+    call: Call[Any], error: httpx.TransportError, tries: int, retries: Retries
+) -> float:
+    """The delay before trying `call` again after `error`; raises `ServiceUnreachable`
+    when it must not be (the request may have arrived) or may not be tried any more."""
+    # A connection never made sent nothing: any call may go again.
+    unsent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+    if (unsent or call.repeatable) and tries + 1 < retries.attempts:
+        return retries.delay(tries)
+    raise ServiceUnreachable(
+        f"{call.method} {call.path}: {type(error).__name__}: {error or 'no answer'}"
+    ) from error
+
+
+def _error(response: httpx.Response) -> ApiError:
+    kind = BY_STATUS.get(response.status_code, ApiError)
+    try:
+        message = msgspec.json.decode(response.content, type=ErrorBody).error
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        # Not the service's own answer (a proxy's page): its first line says enough.
+        message = response.text.strip().splitlines()[0][:200] if response.text.strip() else ""
+    return kind(response.status_code, message, response.headers.get("x-request-id"))
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    if value.strip().isdigit():
+        return float(value.strip())
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max((moment - datetime.now(moment.tzinfo)).total_seconds(), 0.0)
+
+
+# --- the calls ------------------------------------------------------------------------------
+
+
+def submit(
+    job_type: str,
+    payload: Any,
+    *,
+    queue: str | None,
+    priority: int | None,
+    max_attempts: int | None,
+    run_at: datetime | None,
+    delay: timedelta | str | None,
+    unique: Unique | None,
+    idempotency_key: str | None,
+) -> Call[SubmittedRecord]:
+    body = _job(
+        CreateJobRequest,
+        job_type,
+        payload,
+        queue=queue,
+        priority=priority,
+        max_attempts=max_attempts,
+        run_at=run_at,
+        delay=delay,
+        unique=unique,
+    )
+    key = idempotency_key if idempotency_key is not None else _new_key()
+    return Call("POST", "/jobs", SubmittedRecord, body=body, headers={_IDEMPOTENCY_KEY: key})
+
+
+def job_request(
+    job_type: str,
+    payload: Any = None,
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    run_at: datetime | None = None,
+    delay: timedelta | str | None = None,
+    unique: Unique | None = None,
+    idempotency_key: str | None = None,
+) -> BatchJob:
+    """One job of a batch (`submit_batch`), as `submit` takes its arguments."""
+    job = _job(
+        BatchJob,
+        job_type,
+        payload,
+        queue=queue,
+        priority=priority,
+        max_attempts=max_attempts,
+        run_at=run_at,
+        delay=delay,
+        unique=unique,
+    )
+    return job if idempotency_key is None else replace(job, idempotency_key=idempotency_key)
+
+
+def submit_batch(jobs: Sequence[BatchJob]) -> Call[BatchResult]:
+    # Every job gets a key, so that the batch can be sent again after a broken connection
+    # and replay rather than double.
+    keyed = [
+        job
+        if job.idempotency_key is not msgspec.UNSET
+        else replace(job, idempotency_key=_new_key())
+        for job in jobs
+    ]
+    return Call("POST", "/jobs/batch", BatchResult, body={"jobs": keyed})
+
+
+def job(job_id: UUID | str) -> Call[JobRecord]:
+    return Call("GET", f"/jobs/{job_id}", JobRecord)
+
+
+def status(job_id: UUID | str) -> Call[JobStatusView]:
+    return Call("GET", f"/jobs/{job_id}/status", JobStatusView)
+
+
+def jobs(
+    status: Status | str,
+    *,
+    job_type: str | None = None,
+    queue: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call[JobList]:
+    given = {"status": str(status), "type": job_type, "queue": queue, "limit": limit}
+    params = {name: str(value) for name, value in given.items() if value is not None}
+    if cursor is not None:
+        params["cursor"] = cursor
+    return Call("GET", "/jobs", JobList, params=params)
+
+
+def retry(job_id: UUID | str) -> Call[JobRecord]:
+    return Call("POST", f"/jobs/{job_id}/retry", JobRecord)
+
+
+def cancel(job_id: UUID | str) -> Call[JobRecord]:
+    return Call("POST", f"/jobs/{job_id}/cancel", JobRecord)
+
+
+def _selection(
+    status: Status | str, queue: str | None, job_type: str | None, limit: int | None
+) -> dict[str, object]:
+    given = {"status": str(status), "queue": queue, "type": job_type, "limit": limit}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def retry_many(
+    status: Status | str, queue: str | None, job_type: str | None, limit: int | None
+) -> Call[Retried]:
+    body = _selection(status, queue, job_type, limit)
+    return Call("POST", "/jobs/retry", Retried, body=body, repeatable=False)
+
+
+def discard_many(
+    status: Status | str, queue: str | None, job_type: str | None, limit: int | None
+) -> Call[Discarded]:
+    body = _selection(status, queue, job_type, limit)
+    return Call("POST", "/jobs/discard", Discarded, body=body, repeatable=False)
+
+
+def cancel_many(
+    status: Status | str, queue: str | None, job_type: str | None, limit: int | None
+) -> Call[Cancelled]:
+    body = _selection(status, queue, job_type, limit)
+    return Call("POST", "/jobs/cancel", Cancelled, body=body, repeatable=False)
+
+
+def queues() -> Call[QueueList]:
+    return Call("GET", "/queues", QueueList)
+
+
+def pause(name: str) -> Call[QueueStateView]:
+    return Call("POST", f"/queues/{name}/pause", QueueStateView)
+
+
+def resume(name: str) -> Call[QueueStateView]:
+    return Call("POST", f"/queues/{name}/resume", QueueStateView)
+
+
+def periodic() -> Call[PeriodicList]:
+    return Call("GET", "/periodic", PeriodicList)
+
+
+def health() -> Call[HealthBody]:
+    return Call("GET", "/healthz", HealthBody)
+
+
+def ready() -> Call[HealthBody]:
+    # Its 503 says "not now", which the caller asked about: not tried again.
+    return Call("GET", "/readyz", HealthBody, retried_on=frozenset())
+
+
+# --- building bodies --------------------------------------------------------------------
+
+
+def _new_key() -> str:
+    return uuid.uuid4().hex
+
+
+Body = TypeVar("Body", CreateJobRequest, BatchJob)
+
+
+def _job(
+    kind: type[Body],
+    job_type: str,
+    payload: Any,
+    *,
+    queue: str | None,
+    priority: int | None,
+    max_attempts: int | None,
+    run_at: datetime | None,
+    delay: timedelta | str | None,
+    unique: Unique | None,
+) -> Body:
+    given: dict[str, Any] = {
+        "queue": queue,
+        "priority": priority,
+        "max_attempts": max_attempts,
+        "run_at": run_at,
+        "delay": format_duration(delay) if isinstance(delay, timedelta) else delay,
+        "unique": None if unique is None else _unique(unique),
+    }
+    fields = {name: value for name, value in given.items() if value is not None}
+    return kind(type=job_type, payload={} if payload is None else payload, **fields)
+
+
+def _unique(unique: Unique) -> UniqueRequest:
+    return UniqueRequest(
+        key=msgspec.UNSET if unique.key is None else unique.key,
+        by=msgspec.UNSET if unique.by is None else list(unique.by),
+        states=sorted(unique.states),
+        period=msgspec.UNSET if unique.period is None else format_duration(unique.period),
+    )

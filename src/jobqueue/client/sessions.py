@@ -1,0 +1,406 @@
+"""`Client` and `AsyncClient`: the calls of `calls.py`, sent over one httpx connection
+pool, tried again as `Retries` says. The two differ only in how they wait."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from uuid import UUID
+
+import httpx
+
+from jobqueue.client import calls
+from jobqueue.client.calls import Call, Retries
+from jobqueue.domain.status import Status
+from jobqueue.domain.unique import Unique
+from jobqueue.entrypoints.http.dto import (
+    BatchItem,
+    BatchJob,
+    JobList,
+    JobRecord,
+    JobStatusView,
+    PeriodicView,
+    QueueRecord,
+    QueueStateView,
+    SubmittedRecord,
+)
+
+T = TypeVar("T")
+DEFAULT_RETRIES = Retries()
+
+
+def _options(
+    base_url: str, token: str | None, timeout: float, headers: Mapping[str, str] | None
+) -> dict[str, Any]:
+    sent = {"Accept": "application/json", **(headers or {})}
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    return {"base_url": base_url.rstrip("/"), "timeout": timeout, "headers": sent}
+
+
+def _request(call: Call[Any]) -> dict[str, Any]:
+    headers = dict(call.headers)
+    content = call.encoded()
+    if content is not None:
+        headers["Content-Type"] = "application/json"
+    return {
+        "method": call.method,
+        "url": call.path,
+        "params": call.params,
+        "headers": headers,
+        "content": content,
+    }
+
+
+class Client:
+    """The API, synchronously. `base_url` is the service (`http://host:8080`); `token`
+    one of its API_TOKENS; `timeout` each request's, in seconds. Use it as a context
+    manager, or `close()` it."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 10.0,
+        retries: Retries = DEFAULT_RETRIES,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.Client(
+            **_options(base_url, token, timeout, headers), transport=transport
+        )
+        self._retries = retries
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: Call[T]) -> T:
+        tries = 0
+        while True:
+            try:
+                verdict = calls.judged(
+                    call, self._http.request(**_request(call)), tries, self._retries
+                )
+            except httpx.TransportError as error:
+                verdict = calls.after_failure(call, error, tries, self._retries)
+            if not isinstance(verdict, float):
+                return verdict
+            time.sleep(verdict)
+            tries += 1
+
+    def submit(
+        self,
+        job_type: str,
+        payload: Any = None,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | str | None = None,
+        unique: Unique | None = None,
+        idempotency_key: str | None = None,
+    ) -> SubmittedRecord:
+        """`POST /jobs`: the new job, or (`duplicate`) the job holding its unique key, or
+        the job an earlier call with this `idempotency_key` made."""
+        return self._send(
+            calls.submit(
+                job_type,
+                payload,
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                run_at=run_at,
+                delay=delay,
+                unique=unique,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:
+        """`POST /jobs/batch`: all of `jobs` (made with `job_request`) or none."""
+        return self._send(calls.submit_batch(jobs)).jobs
+
+    def job(self, job_id: UUID | str) -> JobRecord:
+        return self._send(calls.job(job_id))
+
+    def status(self, job_id: UUID | str) -> JobStatusView:
+        return self._send(calls.status(job_id))
+
+    def jobs(
+        self,
+        status: Status | str,
+        *,
+        job_type: str | None = None,
+        queue: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobList:
+        """One page of `GET /jobs`; `next_cursor` asks for the next."""
+        return self._send(
+            calls.jobs(status, job_type=job_type, queue=queue, limit=limit, cursor=cursor)
+        )
+
+    def iter_jobs(
+        self,
+        status: Status | str,
+        *,
+        job_type: str | None = None,
+        queue: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[JobRecord]:
+        """Every job of `status` (narrowed by type and queue), page after page."""
+        cursor = None
+        while True:
+            page = self.jobs(status, job_type=job_type, queue=queue, limit=page_size, cursor=cursor)
+            yield from page.jobs
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def retry(self, job_id: UUID | str) -> JobRecord:
+        return self._send(calls.retry(job_id))
+
+    def cancel(self, job_id: UUID | str) -> JobRecord:
+        return self._send(calls.cancel(job_id))
+
+    def retry_many(
+        self,
+        status: Status | str,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        limit: int | None = None,
+    ) -> int:
+        return self._send(calls.retry_many(status, queue, job_type, limit)).retried
+
+    def discard_many(
+        self,
+        status: Status | str,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        limit: int | None = None,
+    ) -> int:
+        return self._send(calls.discard_many(status, queue, job_type, limit)).discarded
+
+    def cancel_many(
+        self,
+        status: Status | str,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        limit: int | None = None,
+    ) -> int:
+        return self._send(calls.cancel_many(status, queue, job_type, limit)).cancelled
+
+    def queues(self) -> list[QueueRecord]:
+        return self._send(calls.queues()).queues
+
+    def pause(self, queue: str) -> QueueStateView:
+        return self._send(calls.pause(queue))
+
+    def resume(self, queue: str) -> QueueStateView:
+        return self._send(calls.resume(queue))
+
+    def periodic(self) -> list[PeriodicView]:
+        return self._send(calls.periodic()).periodic
+
+    def healthy(self) -> bool:
+        """Whether the process answers `/healthz`."""
+        return self._send(calls.health()).status == "ok"
+
+    def ready(self) -> bool:
+        """Whether `/readyz` says the service takes work (False on its 503)."""
+        try:
+            return self._send(calls.ready()).status == "ready"
+        except calls.NOT_READY:
+            return False
+
+
+class AsyncClient:
+    """The API, for asyncio: `Client`'s methods, awaited. `async with`, or `aclose()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 10.0,
+        retries: Retries = DEFAULT_RETRIES,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            **_options(base_url, token, timeout, headers), transport=transport
+        )
+        self._retries = retries
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: Call[T]) -> T:
+        tries = 0
+        while True:
+            try:
+                verdict = calls.judged(
+                    call, await self._http.request(**_request(call)), tries, self._retries
+                )
+            except httpx.TransportError as error:
+                verdict = calls.after_failure(call, error, tries, self._retries)
+            if not isinstance(verdict, float):
+                return verdict
+            await asyncio.sleep(verdict)
+            tries += 1
+
+    async def submit(
+        self,
+        job_type: str,
+        payload: Any = None,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | str | None = None,
+        unique: Unique | None = None,
+        idempotency_key: str | None = None,
+    ) -> SubmittedRecord:
+        return await self._send(
+            calls.submit(
+                job_type,
+                payload,
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                run_at=run_at,
+                delay=delay,
+                unique=unique,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    async def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:
+        return (await self._send(calls.submit_batch(jobs))).jobs
+
+    async def job(self, job_id: UUID | str) -> JobRecord:
+        return await self._send(calls.job(job_id))
+
+    async def status(self, job_id: UUID | str) -> JobStatusView:
+        return await self._send(calls.status(job_id))
+
+    async def jobs(
+        self,
+        status: Status | str,
+        *,
+        job_type: str | None = None,
+        queue: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobList:
+        return await self._send(
+            calls.jobs(status, job_type=job_type, queue=queue, limit=limit, cursor=cursor)
+        )
+
+    async def iter_jobs(
+        self,
+        status: Status | str,
+        *,
+        job_type: str | None = None,
+        queue: str | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[JobRecord]:
+        cursor = None
+        while True:
+            page = await self.jobs(
+                status, job_type=job_type, queue=queue, limit=page_size, cursor=cursor
+            )
+            for each in page.jobs:
+                yield each
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def retry(self, job_id: UUID | str) -> JobRecord:
+        return await self._send(calls.retry(job_id))
+
+    async def cancel(self, job_id: UUID | str) -> JobRecord:
+        return await self._send(calls.cancel(job_id))
+
+    async def retry_many(
+        self,
+        status: Status | str,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        limit: int | None = None,
+    ) -> int:
+        return (await self._send(calls.retry_many(status, queue, job_type, limit))).retried
+
+    async def discard_many(
+        self,
+        status: Status | str,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        limit: int | None = None,
+    ) -> int:
+        return (await self._send(calls.discard_many(status, queue, job_type, limit))).discarded
+
+    async def cancel_many(
+        self,
+        status: Status | str,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        limit: int | None = None,
+    ) -> int:
+        return (await self._send(calls.cancel_many(status, queue, job_type, limit))).cancelled
+
+    async def queues(self) -> list[QueueRecord]:
+        return (await self._send(calls.queues())).queues
+
+    async def pause(self, queue: str) -> QueueStateView:
+        return await self._send(calls.pause(queue))
+
+    async def resume(self, queue: str) -> QueueStateView:
+        return await self._send(calls.resume(queue))
+
+    async def periodic(self) -> list[PeriodicView]:
+        return (await self._send(calls.periodic())).periodic
+
+    async def healthy(self) -> bool:
+        return (await self._send(calls.health())).status == "ok"
+
+    async def ready(self) -> bool:
+        try:
+            return (await self._send(calls.ready())).status == "ready"
+        except calls.NOT_READY:
+            return False

@@ -1,0 +1,226 @@
+"""`jobqueue.client` (sync and async) and the operator's `jobqueue jobs|queues` commands,
+against a real `jobqueue serve` that requires a token."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from jobqueue import Unique
+from jobqueue.client import (
+    AsyncClient,
+    BadRequest,
+    Client,
+    Conflict,
+    NotFound,
+    Unauthorized,
+    job_request,
+)
+from tests.support.processes import Service, free_port, run, start
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
+
+TOKEN = "operator-token"
+
+
+@pytest.fixture(scope="module")
+def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    running = start(
+        ["serve"],
+        free_port(),
+        tmp_path_factory.mktemp("client"),
+        DATABASE_URL=database_url,
+        API_TOKENS=TOKEN,
+        WORKERS="2",
+        POLL_INTERVAL="200ms",
+        QUEUES="default",
+    )
+    try:
+        running.wait_until_healthy()
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def client(service: Service) -> Iterator[Client]:
+    with Client(service.base_url, token=TOKEN) as client:
+        yield client
+
+
+def _later(queue: str) -> dict[str, object]:
+    """Options of a job that stays pending for the test's length: due in an hour, in a
+    queue no worker of this service consumes."""
+    return {"queue": queue, "delay": timedelta(hours=1)}
+
+
+def test_a_submitted_job_is_run_and_read_back(client: Client) -> None:
+    job = client.submit("sleep", {"duration": "1ms"}, priority=2)
+
+    deadline = time.monotonic() + 30
+    while (status := client.status(job.id)).status != "completed":
+        assert time.monotonic() < deadline, status
+        time.sleep(0.05)
+    record = client.job(job.id)
+    assert (record.priority, record.attempts, len(record.history)) == (2, 1, 1)
+    assert record.history[0].outcome == "completed"
+
+
+def test_a_submission_with_a_key_replays_and_a_different_one_conflicts(client: Client) -> None:
+    key = f"client-{uuid.uuid4()}"
+    first = client.submit("sleep", {"duration": "1ms"}, idempotency_key=key, **_later("k"))
+    again = client.submit("sleep", {"duration": "1ms"}, idempotency_key=key, **_later("k"))
+    assert again.id == first.id
+    with pytest.raises(Conflict) as raised:
+        client.submit("sleep", {"duration": "2ms"}, idempotency_key=key, **_later("k"))
+    assert raised.value.status == 409
+    assert key in raised.value.message
+
+
+def test_refusals_are_their_status_exceptions_with_the_services_message(
+    client: Client, service: Service
+) -> None:
+    with pytest.raises(BadRequest) as bad:
+        client.submit("no_such_type")
+    assert bad.value.message.startswith("unknown job type 'no_such_type'")
+    assert bad.value.request_id
+    with pytest.raises(NotFound):
+        client.job(uuid.uuid4())
+    with Client(service.base_url, token="wrong") as stranger, pytest.raises(Unauthorized):
+        stranger.queues()
+    # The probes are open: no token needed.
+    with Client(service.base_url) as anyone:
+        assert anyone.healthy()
+        assert anyone.ready()
+
+
+def test_a_batch_pages_cancel_retry_and_bulk_cancel(client: Client) -> None:
+    queue = f"q{uuid.uuid4().hex[:8]}"
+    made = client.submit_batch(
+        [job_request("sleep", {"duration": f"{n}ms"}, **_later(queue)) for n in range(120)]
+    )
+    assert [each.payload for each in made] == [{"duration": f"{n}ms"} for n in range(120)]
+
+    listed = list(client.iter_jobs("pending", queue=queue, page_size=50))
+    assert {job.id for job in listed} == {job.id for job in made}
+
+    cancelled = client.cancel(made[0].id)
+    assert cancelled.status == "cancelled"
+    with pytest.raises(Conflict):
+        client.cancel(made[0].id)
+    assert client.retry(made[0].id).status == "pending"
+    assert client.cancel_many("pending", queue=queue, limit=1000) == 120
+    assert client.retry_many("cancelled", queue=queue) == 120
+    assert client.discard_many("cancelled", queue=queue) == 0
+
+
+def test_unique_jobs_through_the_client(client: Client) -> None:
+    unique = Unique(key=f"report-{uuid.uuid4()}")
+    first = client.submit("sleep", {"duration": "1ms"}, unique=unique, **_later("u"))
+    second = client.submit("sleep", {"duration": "2ms"}, unique=unique, **_later("u"))
+    assert (first.duplicate, second.duplicate, second.id) == (False, True, first.id)
+
+
+def test_queues_pause_and_resume(client: Client) -> None:
+    queue = f"p{uuid.uuid4().hex[:8]}"
+    client.submit("sleep", {"duration": "1ms"}, **_later(queue))
+
+    assert client.pause(queue).paused
+    [summary] = [each for each in client.queues() if each.name == queue]
+    assert summary.paused
+    assert summary.scheduled == 1
+    assert not client.resume(queue).paused
+    assert client.periodic() == []
+
+
+async def test_the_async_client_against_the_service(service: Service) -> None:
+    async with AsyncClient(service.base_url, token=TOKEN) as client:
+        queue = f"a{uuid.uuid4().hex[:8]}"
+        made = await client.submit_batch(
+            [job_request("sleep", {"duration": "1ms"}, **_later(queue)) for _ in range(3)]
+        )
+        one = await client.submit("sleep", {"duration": "1ms"}, **_later(queue))
+        assert (await client.job(one.id)).queue == queue
+        listed = [job.id async for job in client.iter_jobs("pending", queue=queue, page_size=2)]
+        assert set(listed) == {job.id for job in made} | {one.id}
+        with pytest.raises(NotFound):
+            await client.status(uuid.uuid4())
+
+
+# --- the operator's commands -----------------------------------------------------------
+
+
+def _cli(service: Service, *args: str, token: str = TOKEN) -> tuple[int, str, str]:
+    done = run(list(args), JOBQUEUE_URL=service.base_url, JOBQUEUE_TOKEN=token)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_jobs_list_show_cancel_and_retry_from_the_command_line(
+    service: Service, client: Client
+) -> None:
+    queue = f"c{uuid.uuid4().hex[:8]}"
+    made = client.submit_batch(
+        [job_request("sleep", {"duration": f"{n}s"}, **_later(queue)) for n in range(3)]
+    )
+
+    code, out, err = _cli(
+        service, "jobs", "list", "--status", "pending", "--queue", queue, "--json"
+    )
+    assert code == 0, err
+    assert [job["id"] for job in json.loads(out)] == [str(job.id) for job in made]
+
+    code, out, _ = _cli(service, "jobs", "list", "--status", "pending", "--queue", queue)
+    assert code == 0
+    header, *rows = out.strip().splitlines()
+    assert header.split()[:5] == ["id", "type", "queue", "pri", "status"]
+    assert [row.split()[0] for row in rows] == [str(job.id) for job in made]
+
+    code, out, _ = _cli(service, "jobs", "show", str(made[1].id))
+    assert code == 0
+    assert queue in out
+    assert '{"duration":"1s"}' in out.replace(" ", "")
+
+    assert _cli(service, "jobs", "cancel", str(made[1].id))[0] == 0
+    code, _, err = _cli(service, "jobs", "cancel", str(made[1].id))
+    assert code == 1
+    assert "409: cannot cancel job" in err
+    code, out, _ = _cli(service, "jobs", "retry", str(made[1].id), "--json")
+    assert (code, json.loads(out)["status"]) == (0, "pending")
+
+
+def test_queues_from_the_command_line(service: Service, client: Client) -> None:
+    queue = f"cq{uuid.uuid4().hex[:8]}"
+    client.submit("sleep", {"duration": "1ms"}, **_later(queue))
+
+    assert _cli(service, "queues", "pause", queue)[0] == 0
+    code, out, _ = _cli(service, "queues", "list")
+    assert code == 0
+    [row] = [line for line in out.splitlines() if line.startswith(queue)]
+    assert row.split()[:2] == [queue, "paused"]
+    code, out, _ = _cli(service, "queues", "resume", queue, "--json")
+    assert (code, json.loads(out)["paused"]) == (0, False)
+
+
+def test_the_command_line_says_why_it_failed(service: Service, tmp_path: Path) -> None:
+    code, _, err = _cli(service, "queues", "list", token="wrong")
+    assert code == 1
+    assert "401: invalid bearer token" in err
+    code, _, err = _cli(service, "jobs", "show", "not-a-uuid")
+    assert code == 1
+    assert "400: job id must be a UUID" in err
+    done = run(["jobs", "list", "--status", "pending", "--url", "http://127.0.0.1:9"])
+    assert done.returncode == 1
+    assert "could not" in done.stderr or "Connect" in done.stderr
+    assert run(["jobs", "list"]).returncode == 2  # --status is required
+
+
+def test_version() -> None:
+    done = run(["--version"])
+    assert done.returncode == 0
+    assert done.stdout.startswith("jobqueue 0.")

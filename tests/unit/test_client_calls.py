@@ -1,0 +1,227 @@
+"""The client's rules, against a scripted transport: which failures are tried again, how
+long it waits, which exception each status is, and what a submission sends."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from jobqueue import Unique
+from jobqueue.client import (
+    AsyncClient,
+    BadRequest,
+    Client,
+    Conflict,
+    NotFound,
+    Retries,
+    ServerError,
+    ServiceUnreachable,
+    Unauthorized,
+    Unavailable,
+    job_request,
+)
+from jobqueue.client import calls as calls_module
+
+NOW = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
+RECORD: dict[str, Any] = {
+    "id": str(uuid.uuid4()),
+    "type": "sleep",
+    "queue": "default",
+    "priority": 0,
+    "payload": {"duration": "1s"},
+    "status": "pending",
+    "attempts": 0,
+    "max_attempts": 5,
+    "run_at": NOW.isoformat(),
+    "last_error": None,
+    "idempotency_key": "k",
+    "created_at": NOW.isoformat(),
+    "updated_at": NOW.isoformat(),
+    "locked_until": None,
+    "started_at": None,
+    "finished_at": None,
+    "history": [],
+    "snoozes": 0,
+    "unique_key": None,
+}
+FAST = Retries(attempts=4, base=timedelta(milliseconds=1), cap=timedelta(milliseconds=2))
+
+
+class Script:
+    """A transport answering each request with the next of `answers`: a response's
+    (status, body, headers), or an exception to raise."""
+
+    def __init__(self, *answers: tuple[int, Any, dict[str, str]] | Exception) -> None:
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        status, body, headers = answer
+        return httpx.Response(status, json=body, headers=headers)
+
+
+def client(script: Script, **options: Any) -> Client:
+    return Client(
+        "http://jobs.test/", transport=httpx.MockTransport(script), retries=FAST, **options
+    )
+
+
+def ok(body: Any = None, status: int = 200) -> tuple[int, Any, dict[str, str]]:
+    return (status, RECORD if body is None else body, {})
+
+
+def error(status: int, message: str = "no", **headers: str) -> tuple[int, Any, dict[str, str]]:
+    return (status, {"error": message}, {"X-Request-ID": "req-1", **headers})
+
+
+def test_a_submission_sends_its_fields_and_a_fresh_idempotency_key() -> None:
+    script = Script(
+        ok({**RECORD, "duplicate": False}, 201), ok({**RECORD, "duplicate": False}, 201)
+    )
+    with client(script) as jobs:
+        job = jobs.submit(
+            "sleep",
+            {"duration": "1s"},
+            queue="reports",
+            priority=3,
+            delay=timedelta(minutes=1, seconds=30),
+            unique=Unique(key="r-1", period=timedelta(hours=1)),
+        )
+        jobs.submit("sleep", {"duration": "1s"})
+
+    assert job.type == "sleep"
+    assert not job.duplicate
+    first = script.requests[0]
+    assert (first.method, first.url.path) == ("POST", "/jobs")
+    assert json.loads(first.content) == {
+        "type": "sleep",
+        "payload": {"duration": "1s"},
+        "delay": "1m30s",
+        "queue": "reports",
+        "priority": 3,
+        "unique": {"key": "r-1", "states": ["pending", "processing"], "period": "1h"},
+    }
+    keys = {request.headers["idempotency-key"] for request in script.requests}
+    assert len(keys) == 2
+
+
+def test_a_503_is_tried_again_with_the_same_key_after_its_retry_after() -> None:
+    script = Script(error(503, "down", **{"Retry-After": "0"}), error(503), ok(status=201))
+    with client(script) as jobs:
+        jobs.submit("sleep", {"duration": "1s"})
+
+    assert len(script.requests) == 3
+    assert len({request.headers["idempotency-key"] for request in script.requests}) == 1
+
+
+def test_a_503_that_outlasts_the_retries_is_unavailable() -> None:
+    script = Script(*[error(503, "the job store is unavailable")] * 4)
+    with client(script) as jobs, pytest.raises(Unavailable) as raised:
+        jobs.job(uuid.uuid4())
+    assert raised.value.status == 503
+    assert raised.value.message == "the job store is unavailable"
+    assert raised.value.request_id == "req-1"
+    assert len(script.requests) == FAST.attempts
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(400, BadRequest), (401, Unauthorized), (404, NotFound), (409, Conflict), (500, ServerError)],
+)
+def test_each_error_status_is_its_exception_and_is_not_tried_again(
+    status: int, kind: type[Exception]
+) -> None:
+    script = Script(error(status, "why"))
+    with client(script) as jobs, pytest.raises(kind) as raised:
+        jobs.cancel(uuid.uuid4())
+    assert str(raised.value) == f"{status}: why"
+    assert len(script.requests) == 1
+
+
+def test_a_connection_never_made_is_tried_again_for_any_call() -> None:
+    refused = httpx.ConnectError("connection refused")
+    script = Script(refused, refused, ok({"retried": 3}))
+    with client(script) as jobs:
+        assert jobs.retry_many("dead_letter", queue="emails") == 3
+    assert json.loads(script.requests[-1].content) == {"status": "dead_letter", "queue": "emails"}
+
+
+def test_a_broken_answer_is_tried_again_only_where_repeating_is_harmless() -> None:
+    broken = httpx.ReadError("connection reset")
+    with client(Script(broken, ok(status=201))) as jobs:
+        jobs.submit("sleep")  # its key replays the first, should it have arrived
+    with (
+        client(Script(broken, ok({"cancelled": 1}))) as jobs,
+        pytest.raises(ServiceUnreachable) as raised,
+    ):
+        jobs.cancel_many("pending")  # a second would cancel more jobs
+    assert "POST /jobs/cancel" in str(raised.value)
+
+
+def test_a_token_is_sent_as_a_bearer() -> None:
+    script = Script(ok({"status": "ok"}))
+    with client(script, token="s3cret") as jobs:
+        assert jobs.healthy()
+    assert script.requests[0].headers["authorization"] == "Bearer s3cret"
+
+
+def test_not_ready_is_an_answer_not_retried() -> None:
+    script = Script(error(503, "not ready: draining"))
+    with client(script) as jobs:
+        assert jobs.ready() is False
+    assert len(script.requests) == 1
+
+
+def test_a_batch_gives_every_job_a_key_and_keeps_those_given() -> None:
+    item = {**RECORD, "duplicate": False, "replayed": False}
+    script = Script(ok({"jobs": [item, item]}, 201))
+    with client(script) as jobs:
+        jobs.submit_batch(
+            [job_request("sleep", {"duration": "1s"}, idempotency_key="mine"), job_request("sleep")]
+        )
+    sent = json.loads(script.requests[0].content)["jobs"]
+    assert sent[0]["idempotency_key"] == "mine"
+    assert len(sent[1]["idempotency_key"]) == 32
+
+
+def test_pages_are_followed_to_the_last() -> None:
+    script = Script(
+        ok({"jobs": [RECORD], "next_cursor": "c1"}), ok({"jobs": [RECORD], "next_cursor": None})
+    )
+    with client(script) as jobs:
+        assert len(list(jobs.iter_jobs("pending", job_type="sleep", page_size=1))) == 2
+    assert [dict(request.url.params) for request in script.requests] == [
+        {"status": "pending", "type": "sleep", "limit": "1"},
+        {"status": "pending", "type": "sleep", "limit": "1", "cursor": "c1"},
+    ]
+
+
+async def test_the_async_client_follows_the_same_rules() -> None:
+    script = Script(httpx.ConnectError("refused"), error(503), ok(status=201), error(404))
+    async with AsyncClient(
+        "http://jobs.test", transport=httpx.MockTransport(script), retries=FAST
+    ) as jobs:
+        created = await jobs.submit("sleep")
+        with pytest.raises(NotFound):
+            await jobs.job(created.id)
+    assert len({r.headers.get("idempotency-key") for r in script.requests[:3]}) == 1
+
+
+def test_retry_after_is_a_floor_of_the_wait_in_seconds_or_as_a_date() -> None:
+    retries = Retries(attempts=2, base=timedelta(milliseconds=1), cap=timedelta(milliseconds=1))
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    for header, at_least, at_most in (("3", 3.0, 3.0), (later, 25.0, 30.0), ("soon", 0.0, 0.001)):
+        response = httpx.Response(503, json={"error": "down"}, headers={"Retry-After": header})
+        delay = calls_module.judged(calls_module.health(), response, 0, retries)
+        assert isinstance(delay, float)
+        assert at_least <= delay <= at_most, header
