@@ -17,7 +17,7 @@ call that is safe to repeat.
 
 from __future__ import annotations
 
-from jobqueue.client.calls import Retries, job_request
+from jobqueue.client.calls import JobOptions, Retries, job_request
 from jobqueue.client.errors import (
     ApiError,
     BadRequest,
@@ -57,6 +57,7 @@ __all__ = [
     "ClientError",
     "Conflict",
     "JobList",
+    "JobOptions",
     "JobRecord",
     "JobStatusView",
     "MethodNotAllowed",

@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 from uuid import UUID
 
 import httpx
 import msgspec
 from msgspec.structs import replace
 
-from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable, Unavailable
+from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.status import Status
 from jobqueue.domain.unique import Unique
@@ -28,7 +28,6 @@ from jobqueue.entrypoints.http.dto import (
     BatchJob,
     BatchResult,
     Cancelled,
-    CreateJobRequest,
     Discarded,
     ErrorBody,
     HealthBody,
@@ -48,8 +47,6 @@ T = TypeVar("T")
 _IDEMPOTENCY_KEY = "Idempotency-Key"
 # Statuses a proxy or the service answers when trying again later may succeed.
 _TRANSIENT = frozenset({502, 503, 504})
-# What `/readyz` answers while the service takes no work: an answer, not a failure.
-NOT_READY = Unavailable
 
 
 @dataclass(frozen=True)
@@ -137,58 +134,42 @@ def _retry_after(value: str | None) -> float | None:
 # --- the calls ------------------------------------------------------------------------------
 
 
-def submit(
-    job_type: str,
-    payload: Any,
-    *,
-    queue: str | None,
-    priority: int | None,
-    max_attempts: int | None,
-    run_at: datetime | None,
-    delay: timedelta | str | None,
-    unique: Unique | None,
-    idempotency_key: str | None,
-) -> Call[SubmittedRecord]:
-    body = _job(
-        CreateJobRequest,
-        job_type,
-        payload,
-        queue=queue,
-        priority=priority,
-        max_attempts=max_attempts,
-        run_at=run_at,
-        delay=delay,
-        unique=unique,
-    )
-    key = idempotency_key if idempotency_key is not None else _new_key()
+class JobOptions(TypedDict, total=False):
+    """What a submission may say besides its type and payload (`POST /jobs`'s fields):
+    the keywords of `job_request`, and of both clients' `submit`."""
+
+    queue: str
+    priority: int
+    max_attempts: int
+    # Not before this instant (aware), or this long after it is stored ("90s" or a
+    # timedelta): at most one of them.
+    run_at: datetime
+    delay: timedelta | str
+    unique: Unique
+    # Given: replays an earlier identical submission with it. Absent: a new key per
+    # call (per job of a batch), so that the call can be sent again safely.
+    idempotency_key: str
+
+
+def job_request(job_type: str, payload: Any = None, **options: Unpack[JobOptions]) -> BatchJob:
+    """A job to submit (`submit`) or one of a batch (`submit_batch`), as the API's body
+    holds it."""
+    delay = options.get("delay")
+    unique = options.get("unique")
+    given: dict[str, Any] = {
+        **options,
+        "delay": format_duration(delay) if isinstance(delay, timedelta) else delay,
+        "unique": None if unique is None else _unique(unique),
+    }
+    fields = {name: value for name, value in given.items() if value is not None}
+    return BatchJob(type=job_type, payload={} if payload is None else payload, **fields)
+
+
+def submit(job: BatchJob) -> Call[SubmittedRecord]:
+    # The key goes in the header; the body is what POST /jobs takes without it.
+    key = _new_key() if job.idempotency_key is msgspec.UNSET else job.idempotency_key
+    body = replace(job, idempotency_key=msgspec.UNSET)
     return Call("POST", "/jobs", SubmittedRecord, body=body, headers={_IDEMPOTENCY_KEY: key})
-
-
-def job_request(
-    job_type: str,
-    payload: Any = None,
-    *,
-    queue: str | None = None,
-    priority: int | None = None,
-    max_attempts: int | None = None,
-    run_at: datetime | None = None,
-    delay: timedelta | str | None = None,
-    unique: Unique | None = None,
-    idempotency_key: str | None = None,
-) -> BatchJob:
-    """One job of a batch (`submit_batch`), as `submit` takes its arguments."""
-    job = _job(
-        BatchJob,
-        job_type,
-        payload,
-        queue=queue,
-        priority=priority,
-        max_attempts=max_attempts,
-        run_at=run_at,
-        delay=delay,
-        unique=unique,
-    )
-    return job if idempotency_key is None else replace(job, idempotency_key=idempotency_key)
 
 
 def submit_batch(jobs: Sequence[BatchJob]) -> Call[BatchResult]:
@@ -292,33 +273,6 @@ def ready() -> Call[HealthBody]:
 
 def _new_key() -> str:
     return uuid.uuid4().hex
-
-
-Body = TypeVar("Body", CreateJobRequest, BatchJob)
-
-
-def _job(
-    kind: type[Body],
-    job_type: str,
-    payload: Any,
-    *,
-    queue: str | None,
-    priority: int | None,
-    max_attempts: int | None,
-    run_at: datetime | None,
-    delay: timedelta | str | None,
-    unique: Unique | None,
-) -> Body:
-    given: dict[str, Any] = {
-        "queue": queue,
-        "priority": priority,
-        "max_attempts": max_attempts,
-        "run_at": run_at,
-        "delay": format_duration(delay) if isinstance(delay, timedelta) else delay,
-        "unique": None if unique is None else _unique(unique),
-    }
-    fields = {name: value for name, value in given.items() if value is not None}
-    return kind(type=job_type, payload={} if payload is None else payload, **fields)
 
 
 def _unique(unique: Unique) -> UniqueRequest:

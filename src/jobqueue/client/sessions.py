@@ -6,17 +6,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack
 from uuid import UUID
 
 import httpx
 
 from jobqueue.client import calls
-from jobqueue.client.calls import Call, Retries
+from jobqueue.client.calls import Call, JobOptions, Retries
+from jobqueue.client.errors import Unavailable
 from jobqueue.domain.status import Status
-from jobqueue.domain.unique import Unique
 from jobqueue.entrypoints.http.dto import (
     BatchItem,
     BatchJob,
@@ -105,33 +104,11 @@ class Client:
             tries += 1
 
     def submit(
-        self,
-        job_type: str,
-        payload: Any = None,
-        *,
-        queue: str | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | str | None = None,
-        unique: Unique | None = None,
-        idempotency_key: str | None = None,
+        self, job_type: str, payload: Any = None, **options: Unpack[JobOptions]
     ) -> SubmittedRecord:
         """`POST /jobs`: the new job, or (`duplicate`) the job holding its unique key, or
         the job an earlier call with this `idempotency_key` made."""
-        return self._send(
-            calls.submit(
-                job_type,
-                payload,
-                queue=queue,
-                priority=priority,
-                max_attempts=max_attempts,
-                run_at=run_at,
-                delay=delay,
-                unique=unique,
-                idempotency_key=idempotency_key,
-            )
-        )
+        return self._send(calls.submit(calls.job_request(job_type, payload, **options)))
 
     def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:
         """`POST /jobs/batch`: all of `jobs` (made with `job_request`) or none."""
@@ -230,7 +207,7 @@ class Client:
         """Whether `/readyz` says the service takes work (False on its 503)."""
         try:
             return self._send(calls.ready()).status == "ready"
-        except calls.NOT_READY:
+        except Unavailable:
             return False
 
 
@@ -281,31 +258,9 @@ class AsyncClient:
             tries += 1
 
     async def submit(
-        self,
-        job_type: str,
-        payload: Any = None,
-        *,
-        queue: str | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | str | None = None,
-        unique: Unique | None = None,
-        idempotency_key: str | None = None,
+        self, job_type: str, payload: Any = None, **options: Unpack[JobOptions]
     ) -> SubmittedRecord:
-        return await self._send(
-            calls.submit(
-                job_type,
-                payload,
-                queue=queue,
-                priority=priority,
-                max_attempts=max_attempts,
-                run_at=run_at,
-                delay=delay,
-                unique=unique,
-                idempotency_key=idempotency_key,
-            )
-        )
+        return await self._send(calls.submit(calls.job_request(job_type, payload, **options)))
 
     async def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:
         return (await self._send(calls.submit_batch(jobs))).jobs
@@ -402,5 +357,5 @@ class AsyncClient:
     async def ready(self) -> bool:
         try:
             return (await self._send(calls.ready())).status == "ready"
-        except calls.NOT_READY:
+        except Unavailable:
             return False

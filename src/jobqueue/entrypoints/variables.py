@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -183,11 +184,7 @@ def parse_log_level(raw: str) -> str:
 
 
 def parse_log_format(raw: str) -> LogFormat:
-    try:
-        return LogFormat(raw.lower())
-    except ValueError:
-        choices = " or ".join(each.value for each in LogFormat)
-        raise ValueError(f"{raw!r} is not a log format; use {choices}") from None
+    return _choice(LogFormat, raw, "a log format")
 
 
 def parse_database_url(raw: str) -> str:
@@ -203,11 +200,19 @@ def parse_database_url(raw: str) -> str:
 
 
 def parse_pooler(raw: str) -> Pooler:
+    return _choice(Pooler, raw, "a pooler")
+
+
+Choice = TypeVar("Choice", bound=StrEnum)
+
+
+def _choice(kind: type[Choice], raw: str, what: str) -> Choice:
+    """`raw` as one of `kind`'s values, in any case."""
     try:
-        return Pooler(raw.lower())
+        return kind(raw.lower())
     except ValueError:
-        choices = " or ".join(pooler.value for pooler in Pooler)
-        raise ValueError(f"{raw!r} is not a pooler; use {choices}") from None
+        choices = " or ".join(each.value for each in kind)
+        raise ValueError(f"{raw!r} is not {what}; use {choices}") from None
 
 
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
