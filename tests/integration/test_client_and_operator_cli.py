@@ -214,6 +214,15 @@ def test_the_command_line_says_why_it_failed(service: Service, tmp_path: Path) -
     code, _, err = _cli(service, "jobs", "show", "not-a-uuid")
     assert code == 1
     assert "400: job id must be a UUID" in err
+    # A path in place of an id reaches the job's route, not another one whose record the
+    # command would fail to read with a traceback.
+    code, _, err = _cli(service, "jobs", "show", "../queues")
+    assert code == 1
+    assert err.startswith("jobqueue: 404: ")
+    assert "Traceback" not in err
+    code, _, err = _cli(service, "queues", "list", token="")  # JOBQUEUE_TOKEN= (empty)
+    assert code == 1
+    assert "401: missing bearer token" in err
     done = run(["jobs", "list", "--status", "pending", "--url", "http://127.0.0.1:9"])
     assert done.returncode == 1
     assert "could not" in done.stderr or "Connect" in done.stderr

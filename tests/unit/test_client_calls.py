@@ -24,6 +24,7 @@ from jobqueue.client import (
     ServiceUnreachable,
     Unauthorized,
     Unavailable,
+    UnexpectedAnswer,
     job_request,
 )
 from jobqueue.client import calls as calls_module
@@ -173,6 +174,51 @@ def test_a_token_is_sent_as_a_bearer() -> None:
     with client(script, token="s3cret") as jobs:
         assert jobs.healthy()
     assert script.requests[0].headers["authorization"] == "Bearer s3cret"
+
+
+def test_an_empty_token_is_no_token() -> None:
+    # `JOBQUEUE_TOKEN=` in a shell: the service says a token is missing, rather than
+    # httpx refusing the header "Bearer " and the call failing as if unreachable.
+    script = Script(ok({"status": "ok"}))
+    with client(script, token="") as jobs:
+        assert jobs.healthy()
+    assert "authorization" not in script.requests[0].headers
+
+
+def test_an_id_or_a_name_is_one_segment_of_the_path() -> None:
+    script = Script(*[error(400)] * 5, ok({"name": "emails.eu", "paused": True, "paused_at": None}))
+    with client(script) as jobs:
+        for call in (
+            lambda: jobs.job("../queues"),
+            lambda: jobs.job(".."),
+            lambda: jobs.cancel("a?b#c"),
+            lambda: jobs.pause("a/b"),
+            lambda: jobs.resume("."),
+        ):
+            with pytest.raises(BadRequest):
+                call()
+        jobs.pause("emails.eu")
+    assert [request.url.raw_path for request in script.requests] == [
+        b"/jobs/..%2Fqueues",
+        b"/jobs/%2E%2E",
+        b"/jobs/a%3Fb%23c/cancel",
+        b"/queues/a%2Fb/pause",
+        b"/queues/%2E/resume",
+        b"/queues/emails.eu/pause",
+    ]
+
+
+def test_a_success_that_is_not_the_apis_answer_is_an_unexpected_answer() -> None:
+    # Another server at the URL (a page for every path), or another route's record.
+    page = httpx.MockTransport(lambda request: httpx.Response(200, text="<html>hello</html>"))
+    with (
+        Client("http://jobs.test", transport=page, retries=FAST) as jobs,
+        pytest.raises(UnexpectedAnswer) as raised,
+    ):
+        jobs.queues()
+    assert str(raised.value).startswith("GET /queues: 200, but not an answer of the jobqueue API")
+    with client(Script(ok({"queues": []}))) as jobs, pytest.raises(UnexpectedAnswer):
+        jobs.job(uuid.uuid4())
 
 
 def test_not_ready_is_an_answer_not_retried() -> None:

@@ -31,6 +31,7 @@ from jobqueue.client.errors import (
     ServiceUnreachable,
     Unauthorized,
     Unavailable,
+    UnexpectedAnswer,
 )
 from jobqueue.client.sessions import AsyncClient, Client
 from jobqueue.entrypoints.http.dto import (
@@ -73,5 +74,6 @@ __all__ = [
     "SubmittedRecord",
     "Unauthorized",
     "Unavailable",
+    "UnexpectedAnswer",
     "job_request",
 ]

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypedDict, TypeVar, Unpack
+from urllib.parse import quote
 from uuid import UUID
 
 import httpx
 import msgspec
 from msgspec.structs import replace
 
-from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable
+from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable, UnexpectedAnswer
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.status import Status
 from jobqueue.domain.unique import Unique
@@ -89,7 +90,13 @@ def judged(call: Call[T], response: httpx.Response, tries: int, retries: Retries
     """The decoded answer, or the delay before trying again; raises the status's
     `ApiError` once trying again cannot help."""
     if response.is_success:
-        return msgspec.json.decode(response.content, type=call.answer)
+        try:
+            return msgspec.json.decode(response.content, type=call.answer)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            raise UnexpectedAnswer(
+                f"{call.method} {call.path}: {response.status_code}, but not an answer of the "
+                f"jobqueue API ({error}); is the URL the service's?"
+            ) from error
     if response.status_code in call.retried_on and tries + 1 < retries.attempts:
         return retries.delay(tries, _retry_after(response.headers.get("retry-after")))
     raise _error(response)
@@ -185,11 +192,11 @@ def submit_batch(jobs: Sequence[BatchJob]) -> Call[BatchResult]:
 
 
 def job(job_id: UUID | str) -> Call[JobRecord]:
-    return Call("GET", f"/jobs/{job_id}", JobRecord)
+    return Call("GET", f"/jobs/{_segment(job_id)}", JobRecord)
 
 
 def status(job_id: UUID | str) -> Call[JobStatusView]:
-    return Call("GET", f"/jobs/{job_id}/status", JobStatusView)
+    return Call("GET", f"/jobs/{_segment(job_id)}/status", JobStatusView)
 
 
 def jobs(
@@ -208,11 +215,11 @@ def jobs(
 
 
 def retry(job_id: UUID | str) -> Call[JobRecord]:
-    return Call("POST", f"/jobs/{job_id}/retry", JobRecord)
+    return Call("POST", f"/jobs/{_segment(job_id)}/retry", JobRecord)
 
 
 def cancel(job_id: UUID | str) -> Call[JobRecord]:
-    return Call("POST", f"/jobs/{job_id}/cancel", JobRecord)
+    return Call("POST", f"/jobs/{_segment(job_id)}/cancel", JobRecord)
 
 
 def _selection(
@@ -248,11 +255,11 @@ def queues() -> Call[QueueList]:
 
 
 def pause(name: str) -> Call[QueueStateView]:
-    return Call("POST", f"/queues/{name}/pause", QueueStateView)
+    return Call("POST", f"/queues/{_segment(name)}/pause", QueueStateView)
 
 
 def resume(name: str) -> Call[QueueStateView]:
-    return Call("POST", f"/queues/{name}/resume", QueueStateView)
+    return Call("POST", f"/queues/{_segment(name)}/resume", QueueStateView)
 
 
 def periodic() -> Call[PeriodicList]:
@@ -269,6 +276,15 @@ def ready() -> Call[HealthBody]:
 
 
 # --- building bodies --------------------------------------------------------------------
+
+
+def _segment(value: UUID | str) -> str:
+    """`value` as one segment of a path: an id or a name given by a person ("../queues",
+    "a/b") reaches the route it was meant for, whose answer says what is wrong with it,
+    never another route."""
+    quoted = quote(str(value), safe="")
+    # Whole dot segments would be resolved away by the URL ("/jobs/.." is "/").
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 def _new_key() -> str:

@@ -17,6 +17,12 @@ class ServiceUnreachable(ClientError):
     carry an Idempotency-Key, so submitting again is safe."""
 
 
+class UnexpectedAnswer(ClientError):
+    """A success status whose body is not the record the call expects: the URL is not a
+    jobqueue service's API (another server, a proxy's page), or one whose records differ
+    from this client's."""
+
+
 class ApiError(ClientError):
     """The service answered with an error status."""
 

@@ -36,7 +36,9 @@ def _options(
     base_url: str, token: str | None, timeout: float, headers: Mapping[str, str] | None
 ) -> dict[str, Any]:
     sent = {"Accept": "application/json", **(headers or {})}
-    if token is not None:
+    # An empty token (JOBQUEUE_TOKEN= in a shell) is no token, not an empty Bearer that
+    # httpx refuses to send.
+    if token:
         sent["Authorization"] = f"Bearer {token}"
     return {"base_url": base_url.rstrip("/"), "timeout": timeout, "headers": sent}
 
