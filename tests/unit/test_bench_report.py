@@ -169,3 +169,21 @@ def test_a_seeded_round_that_did_not_run_has_no_ratios_and_no_line_in_the_header
     ]
     assert "scheduled: 2,000 scheduled rows, jobs table 1 MB (built in 1.5s)" in header
     assert "history:" not in header
+
+
+def test_batch_submission_over_http_is_compared_with_enqueue_many_and_single_posts() -> None:
+    run = a_run(
+        Measurement("enqueue.bulk.many", "many", Throughput(1_000, 0.02, 0.01)),
+        Measurement("enqueue.http.c8", "single", Throughput(1_000, 0.5, 0.1, 0.3)),
+        Measurement("enqueue.http_batch.c1", "batch 1", Throughput(1_000, 0.1, 0.1, 0.05)),
+        Measurement("enqueue.http_batch.c4", "batch 4", Throughput(1_000, 0.04, 0.1, 0.03)),
+    )
+
+    found = {each.name: each.value for each in ratios(run)}
+
+    # The most clients of the batch runs: the API's ceiling, not one producer's pace.
+    assert found == {
+        "enqueue_http_batch_c4_vs_many": pytest.approx(0.5),
+        "enqueue_http_batch_c4_vs_http_c8": pytest.approx(12.5),
+        "enqueue_cpu_per_job_http_batch_c4_vs_http_c8": pytest.approx(0.1),
+    }

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from jobqueue.domain.bulk import MAX_BATCH
 from jobqueue.entrypoints import cli
 from jobqueue.entrypoints.bench.command import parse_options, sizes_of
 from jobqueue.entrypoints.bench.sizes import DEFAULT_SIZES, QUICK_SIZES, parse_processes
@@ -66,6 +67,14 @@ def test_sizes_refuse_process_counts_out_of_order() -> None:
         replace(DEFAULT_SIZES, processes=(2, 1))
     with pytest.raises(ValueError, match="at least 1"):
         replace(DEFAULT_SIZES, processes=(0, 1))
+
+
+def test_sizes_refuse_a_batch_that_post_jobs_batch_would_refuse() -> None:
+    assert DEFAULT_SIZES.batch == MAX_BATCH
+    with pytest.raises(ValueError, match=f"1 to {MAX_BATCH} jobs"):
+        replace(DEFAULT_SIZES, batch=MAX_BATCH + 1)
+    with pytest.raises(ValueError, match=f"1 to {MAX_BATCH} jobs"):
+        replace(DEFAULT_SIZES, batch=0)
 
 
 @pytest.mark.parametrize(

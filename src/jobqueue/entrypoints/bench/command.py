@@ -23,15 +23,15 @@ from jobqueue.entrypoints.bench.sizes import DEFAULT_SIZES, QUICK_SIZES, Sizes, 
 
 DESCRIPTION = textwrap.fill(
     "Benchmark jobqueue on PostgreSQL: worker start-up; enqueue throughput (enqueue() one "
-    "per call, in batches, enqueue_many(), and POST /jobs to a jobqueue api process); drain "
-    "throughput (in-process pools, and 1, 2, 4 jobqueue worker processes with their CPU "
-    "time); pickup latency p50/p95/p99 (in-process, and into a worker process after an "
-    "in-process enqueue or an HTTP submission); and the in-process runs again with many "
-    "jobs scheduled for later, then with many finished rows. It runs on DATABASE_URL's "
-    "server, in a database of its own (jobqueue_bench_<random>) that it creates and drops, "
-    "so its role needs CREATEDB; it never writes into the database in DATABASE_URL. Unset, "
-    "a temporary embedded PostgreSQL is used (not the one in JOBQUEUE_DATA_DIR). Progress "
-    "goes to stderr, the report to stdout.",
+    "per call, in batches, enqueue_many(), POST /jobs and POST /jobs/batch to a jobqueue api "
+    "process); drain throughput (in-process pools, and 1, 2, 4 jobqueue worker processes "
+    "with their CPU time); pickup latency p50/p95/p99 (in-process, and into a worker "
+    "process after an in-process enqueue or an HTTP submission); and the in-process runs "
+    "again with many jobs scheduled for later, then with many finished rows. It runs on "
+    "DATABASE_URL's server, in a database of its own (jobqueue_bench_<random>) that it "
+    "creates and drops, so its role needs CREATEDB; it never writes into the database in "
+    "DATABASE_URL. Unset, a temporary embedded PostgreSQL is used (not the one in "
+    "JOBQUEUE_DATA_DIR). Progress goes to stderr, the report to stdout.",
     width=88,
     # Never "in-" at a line's end and "process" at the next one's start.
     break_on_hyphens=False,

@@ -110,6 +110,15 @@ async def unfinished(engine: AsyncEngine) -> int:
         return int(result.scalar_one())
 
 
+async def noop_jobs(engine: AsyncEngine) -> int:
+    """No-op jobs in the table, whatever their status: what an enqueue run stored."""
+    async with engine.connect() as connection:
+        result = await connection.execute(
+            text("SELECT count(*) FROM jobs WHERE type = :type"), {"type": NOOP_TYPE}
+        )
+        return int(result.scalar_one())
+
+
 @dataclass(frozen=True, slots=True)
 class Drained:
     """What became of a drain's no-op jobs."""

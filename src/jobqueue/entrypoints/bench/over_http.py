@@ -1,5 +1,6 @@
 """A real `jobqueue api` process on a free loopback port, and jobs submitted to it over
-keep-alive HTTP connections, one job per request, as a client of the service would."""
+keep-alive HTTP connections, as a client of the service would: one job per POST /jobs, or
+many per POST /jobs/batch."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,27 +125,85 @@ async def submit(connection: Connection, job_type: str, payload: JsonValue) -> U
     return UUID(json.loads(answer)["id"])
 
 
-async def submit_over_http(api: Api, total: int, clients: int, label: str) -> Throughput:
+async def submit_batch(connection: Connection, job_type: str, payloads: list[JsonValue]) -> None:
+    """POST one batch of jobs; anything but 201 Created with one answer per job sent stops
+    the run."""
+    body = json.dumps({"jobs": [{"type": job_type, "payload": each} for each in payloads]})
+    status, answer = await connection.request("POST", "/jobs/batch", body.encode())
+    if status != _CREATED:
+        raise BenchError(f"POST /jobs/batch answered {status}: {answer[:500]!r}")
+    answered = len(json.loads(answer)["jobs"])
+    if answered != len(payloads):
+        raise BenchError(f"POST /jobs/batch of {len(payloads)} jobs answered {answered}")
+
+
+async def submit_over_http(
+    api: Api, total: int, clients: int, stored: Callable[[], Awaitable[int]], label: str
+) -> Throughput:
     """`clients` concurrent clients, each on one keep-alive connection, POSTing one no-op
-    job per request until `total` jobs exist; the API process's CPU time is measured."""
+    job per request until `total` jobs exist; the API process's CPU time is measured, and
+    the run checked to have stored every job (`stored` counts them)."""
+
+    async def one(connection: Connection, size: int) -> None:
+        await submit(connection, NOOP_TYPE, {})
+
+    return await _timed_clients(api, total, 1, clients, one, stored, label)
+
+
+async def submit_batches_over_http(
+    api: Api,
+    total: int,
+    batch: int,
+    clients: int,
+    stored: Callable[[], Awaitable[int]],
+    label: str,
+) -> Throughput:
+    """As `submit_over_http`, with `batch` no-op jobs per POST /jobs/batch."""
+
+    async def many(connection: Connection, size: int) -> None:
+        await submit_batch(connection, NOOP_TYPE, [{}] * size)
+
+    return await _timed_clients(api, total, batch, clients, many, stored, label)
+
+
+async def _timed_clients(
+    api: Api,
+    total: int,
+    per_request: int,
+    clients: int,
+    send: Callable[[Connection, int], Awaitable[None]],
+    stored: Callable[[], Awaitable[int]],
+    label: str,
+) -> Throughput:
+    """`clients` connections taking turns at the next request of up to `per_request` jobs
+    (`send` sends one) until `total` are sent, timed with the API process's CPU time."""
     async with AsyncExitStack() as stack:
         connections = [await stack.enter_async_context(api.connect()) for _ in range(clients)]
-        # Untimed: opens the API's pool connections behind the clients' own.
-        await asyncio.gather(*(submit(each, NOOP_TYPE, {}) for each in connections))
-        tickets = iter(range(total))  # shared: each client takes the next job to send
+        # Untimed: opens the API's pool connections behind the clients' own, and prepares
+        # the request's statements on them.
+        await asyncio.gather(*(send(each, 1) for each in connections))
+        before = await stored()
+        # Shared: each client takes the next request's first job and sends from there.
+        tickets = iter(range(0, total, per_request))
         async with progress(label, total) as shown:
 
             async def client(connection: Connection) -> None:
-                for _ in tickets:
-                    await submit(connection, NOOP_TYPE, {})
-                    shown.advance()
+                for first in tickets:
+                    size = min(per_request, total - first)
+                    await send(connection, size)
+                    shown.advance(size)
 
-            before = api.process.cpu_seconds()
+            cpu_before = api.process.cpu_seconds()
             stopwatch = Stopwatch()
             await asyncio.gather(*(client(each) for each in connections))
-            after = api.process.cpu_seconds()
-            spent = None if before is None or after is None else after - before
-            return stopwatch.throughput(total, spent)
+            cpu_after = api.process.cpu_seconds()
+            spent = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+            result = stopwatch.throughput(total, spent)
+    # An answer says the job was stored; the table says it stayed stored.
+    added = await stored() - before
+    if added != total:
+        raise BenchError(f"{label}: {total:,} jobs sent and answered, {added:,} stored")
+    return result
 
 
 async def _ready(api: Api, label: str) -> None:

@@ -70,10 +70,14 @@ def ratios(run: Run) -> list[Ratio]:
         return cpu_per_job(top) / cpu_per_job(bottom)
 
     def has_cpu(name: str) -> bool:
+        # Zero: the run took less than one clock tick of it, too little to compare.
         result = found.get(name)
-        return isinstance(result, Throughput) and result.service_cpu_seconds is not None
+        return isinstance(result, Throughput) and bool(result.service_cpu_seconds)
 
     lowest, highest = min(run.sizes.submitters), max(run.sizes.submitters)
+    most = max(run.sizes.http_batch_clients)
+    single_http = f"enqueue.http.c{run.sizes.http_clients}"
+    batch_http = f"enqueue.http_batch.c{most}"
     slowdown = "slowdown factor, 1.00 = none"
     candidates: list[tuple[str, str, Callable[[], float], tuple[str, ...]]] = [
         (
@@ -102,6 +106,19 @@ def ratios(run: Run) -> list[Ratio]:
                 rate(f"enqueue.http.c{run.sizes.http_clients}") / rate(f"enqueue.single.c{highest}")
             ),
             (f"enqueue.http.c{run.sizes.http_clients}", f"enqueue.single.c{highest}"),
+        ),
+        (
+            f"enqueue_http_batch_c{most}_vs_many",
+            f"enqueue: POST /jobs/batch, {most} clients, vs enqueue_many() (throughput)",
+            partial(rate_ratio, batch_http, "enqueue.bulk.many"),
+            (batch_http, "enqueue.bulk.many"),
+        ),
+        (
+            f"enqueue_http_batch_c{most}_vs_http_c{run.sizes.http_clients}",
+            f"enqueue: POST /jobs/batch vs POST /jobs, {most} vs {run.sizes.http_clients} "
+            "clients (throughput)",
+            partial(rate_ratio, batch_http, single_http),
+            (batch_http, single_http),
         ),
         (
             "drain_2pools_vs_1pool",
@@ -153,6 +170,16 @@ def ratios(run: Run) -> list[Ratio]:
                 (f"pickup.{phase}.poll", "pickup.empty.poll"),
             ),
         ]
+    if has_cpu(batch_http) and has_cpu(single_http):
+        candidates.append(
+            (
+                f"enqueue_cpu_per_job_http_batch_c{most}_vs_http_c{run.sizes.http_clients}",
+                f"enqueue: API CPU per job, POST /jobs/batch vs POST /jobs, {most} vs "
+                f"{run.sizes.http_clients} clients",
+                partial(cpu_ratio, batch_http, single_http),
+                (batch_http, single_http),
+            )
+        )
     for fewer, more in pairwise(run.sizes.processes):
         top, bottom = f"drain.processes.{more}", f"drain.processes.{fewer}"
         candidates.append(

@@ -32,6 +32,7 @@ from jobqueue.entrypoints.bench.enqueue import (
     enqueue_one_per_call,
 )
 from jobqueue.entrypoints.bench.jobs_table import (
+    noop_jobs,
     remove_scheduled,
     reset,
     seed_history,
@@ -39,7 +40,11 @@ from jobqueue.entrypoints.bench.jobs_table import (
     server_facts,
     table_size,
 )
-from jobqueue.entrypoints.bench.over_http import running_api, submit_over_http
+from jobqueue.entrypoints.bench.over_http import (
+    running_api,
+    submit_batches_over_http,
+    submit_over_http,
+)
 from jobqueue.entrypoints.bench.pickup import pickup
 from jobqueue.entrypoints.bench.pools import POLL_INTERVAL
 from jobqueue.entrypoints.bench.probe import noop_job
@@ -210,8 +215,20 @@ async def _processes(engine: AsyncEngine, url: str, sizes: Sizes, into: list[Mea
                     f"enqueue: POST /jobs to a jobqueue api process, 1 job per request, "
                     f"{sizes.http_clients} keep-alive clients"
                 )
-                result = await submit_over_http(api, sizes.jobs, sizes.http_clients, label)
+                stored = partial(noop_jobs, engine)
+                result = await submit_over_http(api, sizes.jobs, sizes.http_clients, stored, label)
                 into.append(Measurement(f"enqueue.http.c{sizes.http_clients}", label, result))
+                for clients in sizes.http_batch_clients:
+                    await reset(engine)
+                    noun = "client" if clients == 1 else "clients"
+                    label = (
+                        f"enqueue: POST /jobs/batch to a jobqueue api process, "
+                        f"{sizes.batch:,} jobs per request, {clients} keep-alive {noun}"
+                    )
+                    result = await submit_batches_over_http(
+                        api, sizes.jobs, sizes.batch, clients, stored, label
+                    )
+                    into.append(Measurement(f"enqueue.http_batch.c{clients}", label, result))
 
                 await fleet.grow_to(1, engine, "pickup")
                 await reset(engine)

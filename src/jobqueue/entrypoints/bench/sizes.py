@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jobqueue.domain.bulk import MAX_BATCH
+
 
 @dataclass(frozen=True, slots=True)
 class Sizes:
@@ -20,7 +22,13 @@ class Sizes:
     process_workers: int  # WORKERS of each `jobqueue worker` process
     submitters: tuple[int, ...] = (1, 8)
     http_clients: int = 8
-    batch: int = 1_000  # jobs per transaction in the bulk enqueues
+    # Clients of POST /jobs/batch. One: a lone producer, each request's decoding, insert
+    # and answer one after the other. Four, twice the cores of the machines this runs on:
+    # the one API process always has the next batch to decode while PostgreSQL writes
+    # another, so it shows the API's ceiling (more clients would only queue).
+    http_batch_clients: tuple[int, ...] = (1, 4)
+    # Jobs per transaction in the bulk enqueues, in-process and per POST /jobs/batch.
+    batch: int = 1_000
     # Jobs per second submitted in the pickup runs into a worker process; the gaps between
     # them are drawn at random around 1 / rate.
     pickup_rate: float = 200.0
@@ -30,6 +38,10 @@ class Sizes:
             raise ValueError(f"processes must be ascending and distinct, got {self.processes}")
         if self.processes[0] < 1:
             raise ValueError(f"a drain needs at least 1 worker process, got {self.processes}")
+        if not 1 <= self.batch <= MAX_BATCH:
+            raise ValueError(
+                f"a batch is 1 to {MAX_BATCH} jobs (POST /jobs/batch), got {self.batch}"
+            )
 
 
 DEFAULT_SIZES = Sizes(
