@@ -1,5 +1,6 @@
 """`jobqueue bench --quick` end to end: every metric and ratio reported with sane values,
-in a scratch database of its own that it drops, never in the database it was given."""
+in a scratch database of its own that it drops, never in the database it was given, and
+set against an earlier report given with --baseline."""
 
 from __future__ import annotations
 
@@ -77,6 +78,13 @@ RATIOS = {
 # API CPU per job, batch against single: only when the batch run took a clock tick of it,
 # which --quick's few batches may not.
 CPU_RATIOS = {"enqueue_cpu_per_job_http_batch_c4_vs_http_c8"}
+# An earlier report as an older `jobqueue bench` may have written it: one scenario this
+# run has too, with no service CPU; one it no longer has; one without kind or label.
+BASELINE_METRICS = {
+    "enqueue.http.c8": {"kind": "throughput", "label": "over HTTP", "jobs_per_second": 50.0},
+    "drain.retired": {"kind": "throughput", "label": "retired drain", "jobs_per_second": 9.0},
+    "pickup.empty.wake": {"p50_ms": 1000.0, "p99_ms": 2000.0},
+}
 
 
 @dataclass(frozen=True)
@@ -118,9 +126,11 @@ def tables(url: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def quick_run(postgres_server: Server, tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
-    output = tmp_path_factory.mktemp("bench") / "bench.json"
+    folder = tmp_path_factory.mktemp("bench")
+    output, baseline = folder / "bench.json", folder / "before.json"
+    baseline.write_text(json.dumps({"metrics": BASELINE_METRICS}))
     before = tables(postgres_server.url)
-    result = run_bench(postgres_server.url, "--json", str(output))
+    result = run_bench(postgres_server.url, "--json", str(output), "--baseline", str(baseline))
     assert result.returncode == 0, result.stderr
     return QuickRun(result, json.loads(output.read_text()), before, tables(postgres_server.url))
 
@@ -278,3 +288,38 @@ def test_refuses_clearly_when_it_cannot_create_a_scratch_database(
     assert "cannot create a scratch database" in result.stderr
     assert "permission denied" in result.stderr
     assert tables(postgres_server.url) == before
+
+
+@pytest.mark.slow
+def test_quick_run_sets_its_figures_against_the_baseline_where_both_have_them(
+    quick_run: QuickRun,
+) -> None:
+    metrics = quick_run.report["metrics"]
+    against = quick_run.report["baseline"]
+    printed = quick_run.result.stdout.split("Throughput against the baseline", 1)[1]
+
+    def row(label: str) -> list[str]:
+        [line] = [line for line in printed.splitlines() if line.strip().startswith(label)]
+        return line.split()[len(label.split()) :]
+
+    http = metrics["enqueue.http.c8"]["jobs_per_second"]
+    wake = metrics["pickup.empty.wake"]
+    assert against["ratios"]["enqueue.http.c8"] == {"jobs_per_second": pytest.approx(http / 50)}
+    assert against["ratios"]["pickup.empty.wake"] == {
+        "p50_ms": pytest.approx(wake["p50_ms"] / 1000),
+        "p99_ms": pytest.approx(wake["p99_ms"] / 2000),
+    }
+    assert set(against["ratios"]) == {"enqueue.http.c8", "pickup.empty.wake"}
+    # This run's label, both rates and their ratio; no service CPU in the baseline.
+    assert row(metrics["enqueue.http.c8"]["label"])[:3] == [
+        "50",
+        f"{http:,.0f}",
+        f"{http / 50:.2f}×",
+    ]
+    assert row(metrics["enqueue.http.c8"]["label"])[3] == "–"
+    assert row(metrics["enqueue.http_batch.c4"]["label"])[:3] == [
+        "–",
+        f"{metrics['enqueue.http_batch.c4']['jobs_per_second']:,.0f}",
+        "–",
+    ]
+    assert row("retired drain") == ["9", "–", "–", "–", "–", "–"]

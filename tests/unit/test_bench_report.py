@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jobqueue.entrypoints.bench.report import as_json, ratios, render
+from jobqueue.entrypoints.bench.baseline import Baseline, Pair, compare, load
+from jobqueue.entrypoints.bench.report import as_json, metrics, ratios, render
 from jobqueue.entrypoints.bench.results import Latency, Measurement, StartupTime, Throughput
 from jobqueue.entrypoints.bench.runner import Run
 from jobqueue.entrypoints.bench.sizes import QUICK_SIZES
@@ -187,3 +190,144 @@ def test_batch_submission_over_http_is_compared_with_enqueue_many_and_single_pos
         "enqueue_http_batch_c4_vs_http_c8": pytest.approx(12.5),
         "enqueue_cpu_per_job_http_batch_c4_vs_http_c8": pytest.approx(0.1),
     }
+
+
+def rows_of(text: str, title: str) -> dict[str, list[str]]:
+    """The rows of the table titled `title`: each label (words before the first figure or
+    dash, labels here being single words) and its cells."""
+    lines = text.split(title + "\n", 1)[1].split("\n\n\n", 1)[0].splitlines()
+    found = {}
+    for line in lines[3:]:  # blank, header, rule
+        label, *cells = line.split()
+        found[label] = cells
+    return found
+
+
+def earlier_report(tmp_path: Path, metrics: dict[str, Any], **extra: Any) -> Baseline:
+    path = tmp_path / "before.json"
+    path.write_text(json.dumps({"metrics": metrics, **extra}))
+    return load(path)
+
+
+def test_with_a_baseline_each_scenario_shows_both_figures_and_their_ratio_or_a_dash(
+    tmp_path: Path,
+) -> None:
+    run = a_run(
+        Measurement("enqueue.http.c8", "single", Throughput(2_000, 2.0, 0.5, 1.5)),
+        Measurement("enqueue.http_batch.c4", "batch", Throughput(1_000, 0.1, 0.1, 0.2)),
+        Measurement("pickup.empty.wake", "wake", Latency.of([0.002, 0.002])),
+    )
+    baseline = earlier_report(
+        tmp_path,
+        {
+            "enqueue.http.c8": {
+                "kind": "throughput",
+                "label": "single, then",
+                "jobs_per_second": 800.0,
+                "service_cpu_us_per_job": 600.0,
+            },
+            "pickup.empty.wake": {"kind": "latency", "p50_ms": 4.0, "p99_ms": 1.0},
+            "drain.gone": {"kind": "throughput", "label": "gone", "jobs_per_second": 5_000},
+        },
+        environment={"jobqueue_package": "/old/src/jobqueue", "postgresql": "15.17"},
+    )
+
+    shown = render(run, baseline)
+    throughput = rows_of(shown, "Throughput against the baseline")
+    latency = rows_of(shown, "Pickup latency against the baseline")
+
+    # jobs/s before, now, ratio; µs/job before, now, ratio. Above 1: faster, costlier.
+    assert throughput["single"] == ["800", "1,000", "1.25×", "600", "750", "1.25×"]
+    assert throughput["batch"] == ["–", "10,000", "–", "–", "200", "–"]
+    assert throughput["gone"] == ["5,000", "–", "–", "–", "–", "–"]
+    assert list(throughput) == ["single", "batch", "gone"]  # this run's order, then the rest
+    assert latency["wake"] == ["4.0", "2.0", "0.50×", "1.0", "2.0", "2.00×"]
+    assert "Start-up against the baseline" not in shown  # neither run has one
+    assert f"Baseline: {baseline.path} (jobqueue from /old/src/jobqueue, PostgreSQL 15.17)" in shown
+    assert all(line == line.rstrip() for line in shown.splitlines())
+    # Without a baseline, none of it.
+    assert "against the baseline" not in render(run)
+
+
+def test_an_older_baseline_lacking_figures_kinds_or_labels_is_compared_as_far_as_it_goes(
+    tmp_path: Path,
+) -> None:
+    run = a_run(
+        Measurement("enqueue.http.c8", "single", Throughput(2_000, 2.0, 0.5, 1.5)),
+        Measurement("startup.worker", "start", StartupTime.of([0.4])),
+    )
+    baseline = earlier_report(
+        tmp_path,
+        {
+            # No service CPU measured then, no kind, no label: matched by name all the same.
+            "enqueue.http.c8": {"jobs_per_second": 500},
+            "startup.worker": {"median_ms": "fast"},  # not a number: no figure
+            "pickup.old": {"p50_ms": 1.0},  # no label: its name stands for it
+            "mystery": {"jobs": 3},  # nothing says what it is: left out
+            "broken": [1, 2],
+        },
+    )
+
+    compared = {each.name: each for each in compare(metrics(run), baseline)}
+    shown = render(run, baseline)
+
+    assert set(compared) == {"enqueue.http.c8", "startup.worker", "pickup.old"}
+    assert compared["enqueue.http.c8"].pairs == (Pair(500.0, 1_000.0), Pair(None, 750.0))
+    assert compared["enqueue.http.c8"].pairs[0].ratio == pytest.approx(2.0)
+    assert compared["enqueue.http.c8"].pairs[1].ratio is None
+    assert compared["startup.worker"].pairs == (Pair(None, 400.0),)
+    assert compared["pickup.old"].label == "pickup.old"
+    assert rows_of(shown, "Start-up against the baseline")["start"] == ["–", "400", "–"]
+    assert rows_of(shown, "Pickup latency against the baseline")["pickup.old"] == [
+        "1.0",
+        "–",
+        "–",
+        "–",
+        "–",
+        "–",
+    ]
+    # Figures of an older run, and nothing said about settings it did not record.
+    assert "settings that differ" not in shown
+
+
+def test_a_baseline_of_other_sizes_says_which_and_its_ratios_go_into_the_json(
+    tmp_path: Path,
+) -> None:
+    run = a_run(Measurement("enqueue.http.c8", "single", Throughput(2_000, 2.0, 0.5, 1.5)))
+    settings = json.loads(json.dumps(run.settings()))
+    baseline = earlier_report(
+        tmp_path,
+        {"enqueue.http.c8": {"kind": "throughput", "jobs_per_second": 500.0}},
+        settings={**settings, "jobs": 10_000, "processes": [1, 2, 4], "retired": 3},
+    )
+
+    shown = render(run, baseline)
+    found = json.loads(json.dumps(as_json(run, baseline)))
+
+    line = next(line for line in shown.splitlines() if line.startswith("settings that differ"))
+    assert "jobs: 10000 → 100" in line
+    assert "processes" not in line  # the same counts, a list in the file and a tuple here
+    assert "retired" not in line  # a setting this run does not have
+    assert found["baseline"]["path"] == str(baseline.path)
+    assert found["baseline"]["ratios"] == {"enqueue.http.c8": {"jobs_per_second": 2.0}}
+    assert "baseline" not in as_json(run)
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "cannot read"),
+        ("{not json", "is not JSON"),
+        ('["a list"]', "no metrics"),
+        ('{"metrics": []}', "no metrics"),
+    ],
+)
+def test_a_baseline_that_is_not_a_report_is_refused_saying_why(
+    tmp_path: Path, content: str | None, reason: str
+) -> None:
+    path = tmp_path / "before.json"
+    if content is not None:
+        path.write_text(content)
+
+    with pytest.raises(ValueError, match=reason):
+        load(path)

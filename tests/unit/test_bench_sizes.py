@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -97,6 +99,23 @@ def test_a_bad_option_is_a_usage_error_naming_it(
     assert argv[0] in capsys.readouterr().err
 
 
+def test_a_baseline_is_read_with_the_options_and_one_that_is_no_report_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "before.json"
+    report.write_text(json.dumps({"metrics": {"enqueue.http.c8": {"jobs_per_second": 1.0}}}))
+
+    options = parse_options(["--quick", "--baseline", str(report)], epilog="")
+    with pytest.raises(SystemExit) as exited:
+        # Refused before a run that would take minutes, not after it.
+        parse_options(["--baseline", str(tmp_path / "missing.json")], epilog="")
+
+    assert options.baseline.metrics == {"enqueue.http.c8": {"jobs_per_second": 1.0}}
+    assert parse_options([], epilog="").baseline is None
+    assert exited.value.code == 2
+    assert "--baseline: cannot read" in capsys.readouterr().err
+
+
 def test_jobqueue_bench_help_shows_its_options_and_the_variables_it_reads(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -113,6 +132,7 @@ def test_jobqueue_bench_help_shows_its_options_and_the_variables_it_reads(
         "--drain-jobs",
         "--processes",
         "--scheduled-rows",
+        "--baseline",
     ):
         assert option in shown
     variables = [line.split()[0] for line in shown.splitlines() if line.startswith("  ")]

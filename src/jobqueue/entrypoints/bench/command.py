@@ -18,6 +18,8 @@ from pathlib import Path
 
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.entrypoints import exit_codes
+from jobqueue.entrypoints.bench.baseline import Baseline
+from jobqueue.entrypoints.bench.baseline import load as load_baseline
 from jobqueue.entrypoints.bench.errors import BenchError
 from jobqueue.entrypoints.bench.sizes import DEFAULT_SIZES, QUICK_SIZES, Sizes, parse_processes
 
@@ -83,9 +85,10 @@ def run_bench(options: argparse.Namespace, database_url: str | None) -> int:
     except KeyboardInterrupt:
         print("jobqueue bench: interrupted", file=sys.stderr)
         return exit_codes.FORCED
-    print(report.render(result))
+    print(report.render(result, options.baseline))
     if options.json is not None:
-        options.json.write_text(json.dumps(report.as_json(result), indent=2) + "\n")
+        found = report.as_json(result, options.baseline)
+        options.json.write_text(json.dumps(found, indent=2) + "\n")
     return exit_codes.OK
 
 
@@ -173,7 +176,22 @@ def _parser(epilog: str) -> argparse.ArgumentParser:
         help="small sizes: well under a minute, to check that it works (figures meaningless)",
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
+    parser.add_argument(
+        "--baseline",
+        type=_baseline,
+        metavar="PATH",
+        help="a file an earlier run's --json wrote: show each scenario's figures of both "
+        "runs side by side, with their ratio",
+    )
     return parser
+
+
+def _baseline(text: str) -> Baseline:
+    # Read before the run, not after it: a wrong path must not cost minutes of benchmark.
+    try:
+        return load_baseline(Path(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _listed(counts: tuple[int, ...]) -> str:

@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from jobqueue.entrypoints.bench import baseline as earlier
+from jobqueue.entrypoints.bench.baseline import FIGURES, Baseline, Compared
 from jobqueue.entrypoints.bench.results import Latency, Measurement, StartupTime, Throughput
 from jobqueue.entrypoints.bench.runner import Run, seeded_rounds
 
@@ -214,23 +216,30 @@ def ratios(run: Run) -> list[Ratio]:
     ]
 
 
-def as_json(run: Run) -> dict[str, Any]:
-    return {
+def as_json(run: Run, baseline: Baseline | None = None) -> dict[str, Any]:
+    found = {
         "environment": run.environment,
         "settings": run.settings(),
-        "metrics": {
-            each.name: {"label": each.label, **each.result.as_json()} for each in run.measurements
-        },
+        "metrics": metrics(run),
         "ratios": {each.name: each.value for each in ratios(run)},
         "note": NOISE_NOTE,
     }
+    if baseline is not None:
+        found["baseline"] = earlier.as_json(earlier.compare(metrics(run), baseline), baseline)
+    return found
+
+
+def metrics(run: Run) -> dict[str, dict[str, Any]]:
+    """Every figure as the JSON holds it: also what a baseline's figures are matched with."""
+    return {each.name: {"label": each.label, **each.result.as_json()} for each in run.measurements}
 
 
 # Wide enough that no table ever wraps: a table takes only the width it needs.
 _WIDTH = 400
 
 
-def render(run: Run) -> str:
+def render(run: Run, baseline: Baseline | None = None) -> str:
+    """The report; with `baseline`, followed by this run's figures against that one's."""
     env = run.environment
     sizes = run.sizes
     lines = [
@@ -256,7 +265,69 @@ def render(run: Run) -> str:
         latency_table([m for m in measured if isinstance(m.result, Latency)]),
         ratio_table(ratios(run)),
     ]
-    return "\n".join(lines) + "\n" + "".join(_text(table) for table in tables).rstrip()
+    text = "\n".join(lines) + "\n" + "".join(_text(table) for table in tables)
+    if baseline is not None:
+        text += _against(run, baseline)
+    return text.rstrip()
+
+
+_TITLES = {
+    "throughput": "Throughput against the baseline",
+    "latency": "Pickup latency against the baseline",
+    "startup": "Start-up against the baseline",
+}
+_AGAINST_NOTE = (
+    "ratio: this run's figure over the baseline's, so above 1.00 is faster for jobs/s and "
+    "slower for µs/job and ms; – where a run lacks the scenario or the figure. Across runs "
+    "the machine's load moves every figure: believe a change that repeats, not one run's."
+)
+
+
+def _against(run: Run, baseline: Baseline) -> str:
+    """This run set against `baseline`: what the baseline was, then one table per kind."""
+    env = baseline.environment
+    lines = [
+        "",
+        f"Baseline: {baseline.path} (jobqueue from {env.get('jobqueue_package', '?')}, "
+        f"PostgreSQL {env.get('postgresql', '?')})",
+    ]
+    differing = earlier.differing_settings(run.settings(), baseline)
+    if differing:
+        lines.append("settings that differ (baseline → this run): " + "; ".join(differing))
+    lines.append(_AGAINST_NOTE)
+    compared = earlier.compare(metrics(run), baseline)
+    tables = [
+        against_table(
+            _TITLES[kind], FIGURES[kind], [each for each in compared if each.kind == kind]
+        )
+        for kind in FIGURES
+        if any(each.kind == kind for each in compared)
+    ]
+    return "\n".join(lines) + "\n" + "".join(_text(table) for table in tables)
+
+
+def against_table(title: str, figures: Sequence[earlier.Figure], rows: Sequence[Compared]) -> Table:
+    """Each figure as baseline, this run, and the ratio, side by side."""
+    headers = [
+        header
+        for figure in figures
+        for header in (f"{figure.header} before", f"{figure.header} now", "ratio")
+    ]
+    table = _table(title, headers)
+    for row in rows:
+        cells = []
+        for figure, pair in zip(figures, row.pairs, strict=True):
+            cells += [
+                _figure(pair.before, figure.digits),
+                _figure(pair.now, figure.digits),
+                _figure(pair.ratio, 2, "×"),
+            ]
+        table.add_row(Text(row.label), *cells)
+    return table
+
+
+def _figure(value: float | None, digits: int, unit: str = "") -> str:
+    return "–" if value is None else f"{value:,.{digits}f}{unit}"
 
 
 def startup_table(rows: Sequence[Measurement]) -> Table:
