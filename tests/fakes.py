@@ -50,6 +50,7 @@ from jobqueue.domain.job import (
     sources,
     targets,
 )
+from jobqueue.domain.job_types import JobType, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision, Outcome
 from jobqueue.domain.ports import Submitted
@@ -626,3 +627,28 @@ class RecordingObserver:
 
     def recovered(self, jobs: Sequence[Job]) -> None:
         self.recoveries.append(list(jobs))
+
+
+class InMemoryJobTypes:
+    """`JobTypeCatalog` in memory: the latest publication of each type, by name. `reads`
+    counts the reads; `failing` makes the next calls raise it."""
+
+    def __init__(self, clock: Clock = wall_clock) -> None:
+        self._clock = clock
+        self._types: dict[str, PublishedType] = {}
+        self.reads = 0
+        self.failing: Exception | None = None
+
+    async def publish(self, types: Sequence[JobType], by: str) -> None:
+        if self.failing is not None:
+            raise self.failing
+        for each in types:
+            self._types[each.name] = PublishedType(each, self._clock(), by)
+
+    async def published(self) -> list[PublishedType]:
+        self.reads += 1
+        if self.failing is not None:
+            raise self.failing
+        # Yields, as a real read does: concurrent readers interleave here.
+        await asyncio.sleep(0)
+        return [self._types[name] for name in sorted(self._types)]

@@ -135,5 +135,10 @@ async def test_openapi_documents_the_batch_body_exactly_as_the_struct_decodes_it
     assert schema["required"] == ["jobs"]
     items = schema["properties"]["jobs"]
     assert (items["minItems"], items["maxItems"]) == (1, MAX_BATCH)
-    assert set(items["items"]["properties"]) == set(BatchJob.__struct_fields__)
+    variants = items["items"]["oneOf"]
+    assert {variant["allOf"][0]["$ref"] for variant in variants} == {
+        "#/components/schemas/BatchJob"
+    }
+    job = document["components"]["schemas"]["BatchJob"]
+    assert set(job["properties"]) == set(BatchJob.__struct_fields__)
     assert {"200", "201", "400", "409", "413", "503"} <= set(operation["responses"])

@@ -247,6 +247,7 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("POST", "/jobs/cancel"),
         ("GET", "/queues"),
         ("GET", "/periodic"),
+        ("GET", "/types"),
         ("POST", "/queues/{name}/pause"),
         ("POST", "/queues/{name}/resume"),
         ("GET", "/healthz"),
@@ -267,6 +268,7 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("post", "/jobs/cancel"): {"400", "503"},
         ("get", "/queues"): {"503"},
         ("get", "/periodic"): set(),
+        ("get", "/types"): {"503"},
         ("post", "/queues/{name}/pause"): {"400", "503"},
         ("post", "/queues/{name}/resume"): {"400", "503"},
         ("get", "/readyz"): {"503"},
@@ -289,7 +291,15 @@ async def test_openapi_documents_the_create_body_exactly_as_the_struct_decodes_i
     document = (await client.get("/schema/openapi.json")).json()
 
     body = document["paths"]["/jobs"]["post"]["requestBody"]
-    schema = body["content"]["application/json"]["schema"]
+    # One variant per job type, each the body with its type and payload.
+    variants = body["content"]["application/json"]["schema"]["oneOf"]
+    assert [variant["title"] for variant in variants] == ["sleep", "webhook"]
+    for variant in variants:
+        assert variant["allOf"][0] == {"$ref": "#/components/schemas/CreateJobRequest"}
+    sleep = variants[0]["allOf"][1]["properties"]["payload"]
+    assert sleep == {"$ref": "#/components/schemas/sleep.SleepPayload"}
+    assert document["components"]["schemas"]["sleep.SleepPayload"]["required"] == ["duration"]
+    schema = document["components"]["schemas"]["CreateJobRequest"]
     assert body["required"] is True
     assert set(schema["properties"]) == set(CreateJobRequest.__struct_fields__)
     assert schema["required"] == ["type"]

@@ -139,6 +139,21 @@ def test_queues_pause_and_resume(client: Client) -> None:
     assert client.periodic() == []
 
 
+def test_the_job_types_with_their_payload_schemas(client: Client) -> None:
+    types = {each.name: each for each in client.types()}
+
+    assert set(types) == {"sleep", "webhook"}
+    sleep = types["sleep"]
+    assert (sleep.source, sleep.queue, sleep.priority, sleep.unique) == (
+        "local",
+        "default",
+        0,
+        None,
+    )
+    assert sleep.payload_schema is not None
+    assert sleep.payload_schema["$defs"]["SleepPayload"]["required"] == ["duration"]
+
+
 async def test_the_async_client_against_the_service(service: Service) -> None:
     async with AsyncClient(service.base_url, token=TOKEN) as client:
         queue = f"a{uuid.uuid4().hex[:8]}"
@@ -205,6 +220,25 @@ def test_queues_from_the_command_line(service: Service, client: Client) -> None:
     assert row.split()[:2] == [queue, "paused"]
     code, out, _ = _cli(service, "queues", "resume", queue, "--json")
     assert (code, json.loads(out)["paused"]) == (0, False)
+
+
+def test_types_from_the_command_line(service: Service) -> None:
+    code, out, err = _cli(service, "types", "list")
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert header.split()[:4] == ["type", "source", "queue", "pri"]
+    assert all(line == line.rstrip() for line in out.splitlines()), "no padding at the ends"
+    assert [row.split()[:4] for row in rows] == [
+        ["sleep", "local", "default", "0"],
+        ["webhook", "local", "default", "0"],
+    ]
+    code, out, _ = _cli(service, "types", "list", "--json")
+    assert code == 0
+    assert [each["payload_schema"]["$ref"] for each in json.loads(out)] == [
+        "#/$defs/SleepPayload",
+        # WEBHOOK_ALLOW_PRIVATE is off: the payload type that refuses private addresses.
+        "#/$defs/PublicWebhookPayload",
+    ]
 
 
 def test_the_command_line_says_why_it_failed(service: Service, tmp_path: Path) -> None:

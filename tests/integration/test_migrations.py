@@ -172,6 +172,7 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_database_url: str) 
     assert logs.count("Running upgrade 0007 -> 0008") == 1, logs
     assert logs.count("Running upgrade 0008 -> 0009") == 1, logs
     assert logs.count("Running upgrade 0009 -> 0010") == 1, logs
+    assert logs.count("Running upgrade 0010 -> 0011") == 1, logs
     assert _versions(empty_database_url) == [HEAD]
 
 
@@ -402,6 +403,34 @@ async def test_unique_jobs_arrive_on_a_filled_table_without_blocking_writes(
         assert {"unique_key", "unique_states"}.isdisjoint(
             await asyncio.to_thread(_job_columns, url)
         )
+        await asyncio.to_thread(upgrade, url)
+        assert await asyncio.to_thread(_drift, url, metadata) == []
+    finally:
+        await connection.close()
+
+
+async def test_published_job_types_arrive_on_a_filled_table_without_blocking_writes(
+    empty_database_url: str,
+) -> None:
+    """0011 creates a table of its own: writes to `jobs` with a short lock timeout go on,
+    and it undoes itself."""
+    url = empty_database_url
+    await asyncio.to_thread(upgrade, url, "0010")
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        written = await _migrate_a_filled_table_while_writing(connection, url, "0011")
+        assert written > 0
+        await connection.execute(
+            "INSERT INTO job_types (name, options, published_by) VALUES ('t', '{}', 'w')"
+        )
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await connection.execute(
+                "INSERT INTO job_types (name, options, published_by) VALUES ('t', '{}', 'v')"
+            )
+
+        await asyncio.to_thread(downgrade, url, "0010")
+        assert await connection.fetchval("SELECT to_regclass('job_types')") is None
+        assert await connection.fetchval("SELECT count(*) FROM jobs") == FILLED_ROWS + written
         await asyncio.to_thread(upgrade, url)
         assert await asyncio.to_thread(_drift, url, metadata) == []
     finally:

@@ -53,8 +53,10 @@ async def test_serve_with_a_metrics_listener_runs_every_component(
     assert names == [
         ("worker pool (default)", SIGNAL),
         ("queue pauses", SIGNAL),
+        ("job types publisher", SIGNAL),
         ("lease recovery", SIGNAL),
         ("retention", SIGNAL),
+        ("job types", LAST),
         ("readiness", SIGNAL),
         ("http", DRAINED),
         ("metrics server", LAST),
@@ -72,6 +74,7 @@ async def test_an_api_runs_no_worker_component(
     names = built(Settings(), Roles(http=True, workers=False), Listeners(api, None))
 
     assert names == [
+        ("job types", LAST),
         ("readiness", SIGNAL),
         ("http", DRAINED),
         ("queue depth", LAST),
@@ -88,6 +91,7 @@ async def test_a_worker_without_listener_notify_or_retention_runs_only_its_loops
     assert names == [
         ("worker pool (default)", SIGNAL),
         ("queue pauses", SIGNAL),
+        ("job types publisher", SIGNAL),
         ("lease recovery", SIGNAL),
     ]
 
@@ -109,6 +113,7 @@ async def test_a_worker_runs_one_pool_per_queue_in_the_order_given() -> None:
         ("worker pool (emails)", SIGNAL),
         ("worker pool (bulk)", SIGNAL),
         ("queue pauses", SIGNAL),
+        ("job types publisher", SIGNAL),
         ("lease recovery", SIGNAL),
     ]
     configs = settings.pool_configs()
@@ -125,7 +130,14 @@ def fresh_interpreter_modules(code: str) -> list[str]:
     return result.stdout.split()
 
 
-HTTP_MIGRATIONS_AND_TRACING_SDK = ("litestar", "uvicorn", "alembic", "opentelemetry.sdk")
+# jsonschema too: only an API checks payloads by the schemas workers published.
+HTTP_MIGRATIONS_AND_TRACING_SDK = (
+    "litestar",
+    "uvicorn",
+    "alembic",
+    "opentelemetry.sdk",
+    "jsonschema",
+)
 
 
 def under(modules: list[str], roots: tuple[str, ...]) -> list[str]:

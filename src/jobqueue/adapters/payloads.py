@@ -8,6 +8,7 @@ import msgspec
 
 from jobqueue.domain.errors import InvalidPayload
 from jobqueue.domain.job import JsonValue
+from jobqueue.domain.job_types import JsonSchema
 
 
 class MsgspecPayloadDecoder:
@@ -24,3 +25,15 @@ class MsgspecPayloadDecoder:
             # msgspec's message names the expected type and the path ("at `$.duration`"),
             # which is what a client needs to fix the request.
             raise InvalidPayload(job_type, str(error)) from error
+
+    def schema(self, job_type: str, payload_type: type[Any]) -> JsonSchema | None:
+        """msgspec's JSON Schema (2020-12) of `payload_type`, self-contained (its `$defs`
+        inside), or None for a type msgspec converts but cannot describe (one that only
+        a custom hook reads). What `__post_init__` checks (a duration's syntax) is not in
+        it: an API checking by the schema alone lets such a payload through, and the
+        worker refuses it at run time."""
+        try:
+            schema: JsonSchema = msgspec.json.schema(payload_type)
+        except (TypeError, ValueError):
+            return None
+        return schema

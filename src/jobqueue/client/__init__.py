@@ -41,10 +41,12 @@ from jobqueue.entrypoints.http.dto import (
     JobList,
     JobRecord,
     JobStatusView,
+    JobTypeView,
     PeriodicView,
     QueueRecord,
     QueueStateView,
     SubmittedRecord,
+    UniqueView,
 )
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "JobOptions",
     "JobRecord",
     "JobStatusView",
+    "JobTypeView",
     "MethodNotAllowed",
     "NotFound",
     "PayloadTooLarge",
@@ -75,5 +78,6 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "UnexpectedAnswer",
+    "UniqueView",
     "job_request",
 ]

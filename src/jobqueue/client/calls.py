@@ -35,6 +35,7 @@ from jobqueue.entrypoints.http.dto import (
     JobList,
     JobRecord,
     JobStatusView,
+    JobTypeList,
     PeriodicList,
     QueueList,
     QueueStateView,
@@ -264,6 +265,10 @@ def resume(name: str) -> Call[QueueStateView]:
 
 def periodic() -> Call[PeriodicList]:
     return Call("GET", "/periodic", PeriodicList)
+
+
+def types() -> Call[JobTypeList]:
+    return Call("GET", "/types", JobTypeList)
 
 
 def health() -> Call[HealthBody]:

@@ -22,6 +22,7 @@ from jobqueue.entrypoints.http.dto import (
     JobList,
     JobRecord,
     JobStatusView,
+    JobTypeView,
     PeriodicView,
     QueueRecord,
     QueueStateView,
@@ -201,6 +202,10 @@ class Client:
     def periodic(self) -> list[PeriodicView]:
         return self._send(calls.periodic()).periodic
 
+    def types(self) -> list[JobTypeView]:
+        """The job types the API accepts, with their payload schemas and defaults."""
+        return self._send(calls.types()).types
+
     def healthy(self) -> bool:
         """Whether the process answers `/healthz`."""
         return self._send(calls.health()).status == "ok"
@@ -352,6 +357,9 @@ class AsyncClient:
 
     async def periodic(self) -> list[PeriodicView]:
         return (await self._send(calls.periodic())).periodic
+
+    async def types(self) -> list[JobTypeView]:
+        return (await self._send(calls.types())).types
 
     async def healthy(self) -> bool:
         return (await self._send(calls.health())).status == "ok"

@@ -14,6 +14,7 @@ from uuid import UUID
 
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.job import DEFAULT_QUEUE, Job, JsonValue, Lease, NewJob
+from jobqueue.domain.job_types import JobType, JsonSchema, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.queues import QueueState, QueueSummary
@@ -159,3 +160,20 @@ class PayloadDecoder(Protocol):
     """
 
     def decode(self, job_type: str, payload: JsonValue, into: type[Any]) -> Any: ...
+
+    def schema(self, job_type: str, payload_type: type[Any]) -> JsonSchema | None:
+        """The JSON Schema of what `decode` accepts into `payload_type`; None when it
+        cannot say (the type is then published as taking any JSON)."""
+        ...
+
+
+class JobTypeCatalog(Protocol):
+    """Where workers publish the job types they run, and API processes read them."""
+
+    async def publish(self, types: Sequence[JobType], by: str) -> None:
+        """Write `types` as worker `by`'s; each replaces what was published of it."""
+        ...
+
+    async def published(self) -> Sequence[PublishedType]:
+        """Every type ever published (the latest publication of each), by name."""
+        ...

@@ -15,6 +15,7 @@ from uuid import UUID
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, NO_OPTIONS, JobOptions, JsonValue
+from jobqueue.domain.job_types import JobType
 from jobqueue.domain.periodic import PeriodicJob
 from jobqueue.domain.unique import Unique
 
@@ -261,6 +262,21 @@ class Registry:
         if spec.payload_type is not None:
             decoder.decode(job_type, payload, spec.payload_type)
 
+    def described(self, decoder: PayloadDecoder) -> list[JobType]:
+        """Each type as a worker publishes it (`domain/job_types.py`): its payload's
+        JSON Schema as `decoder` converts payloads, its options, its docstring's summary."""
+        return [
+            JobType(
+                name=spec.name,
+                payload_schema=None
+                if spec.payload_type is None
+                else decoder.schema(spec.name, spec.payload_type),
+                options=spec.options,
+                description=_summary(spec.func),
+            )
+            for spec in self.specs()
+        ]
+
     def options_for(self, name: str) -> JobOptions:
         """The options of `name`'s handler; the defaults for a type without one."""
         spec = self._specs.get(name)
@@ -287,6 +303,14 @@ class Registry:
 
     def specs(self) -> list[HandlerSpec]:
         return [self._specs[name] for name in sorted(self._specs)]
+
+
+def _summary(func: Handler) -> str | None:
+    """The first paragraph of `func`'s docstring, on one line."""
+    text = inspect.getdoc(func)
+    if not text:
+        return None
+    return " ".join(text.split("\n\n", 1)[0].split())
 
 
 def _is_async(func: Handler) -> bool:

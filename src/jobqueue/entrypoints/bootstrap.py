@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.cancels import CANCELS_CHANNEL
 from jobqueue.adapters.postgres.database import create_engine
+from jobqueue.adapters.postgres.job_types import PostgresJobTypes
 from jobqueue.adapters.postgres.notify import (
     CHANNEL,
     Listener,
@@ -61,6 +62,7 @@ from jobqueue.entrypoints.provisioning import (
     run_migrate,
     warn_unless_statements_bounded,
 )
+from jobqueue.entrypoints.published_types import Published, TypeCatalogue, TypePublisher
 from jobqueue.entrypoints.runtime import Listeners, Signals, bind_listeners, installed
 from jobqueue.entrypoints.wakeups import Announcing, Listening, announcer
 from jobqueue.entrypoints.worker.cancels import CancelRouter
@@ -220,6 +222,9 @@ def build_components(
             pools.append(pool)
         pauses = QueuePauses(store, {pool.queue: pool for pool in pools})
         components.append(Loop("queue pauses", Phase.SIGNAL, pauses))
+        # So that API processes without this code accept these types.
+        publisher = TypePublisher(PostgresJobTypes(engine), registry, decoder, store.worker)
+        components.append(Loop("job types publisher", Phase.SIGNAL, publisher))
         periodic = schedules(registry)
         if periodic:
             scheduler = PeriodicScheduler(
@@ -247,11 +252,16 @@ def build_components(
         from jobqueue.adapters.postgres.stats import PostgresQueueStats
         from jobqueue.adapters.telemetry.metrics import QueueDepthRefresher
 
+        types = _catalogue(registry, decoder, engine) if listeners.api is not None else None
+        if types is not None:
+            # Kept current while the API serves: stopped last, like the listener.
+            components.append(Loop("job types", Phase.LAST, types))
         components += _http_components(
             http_config(settings),
             listeners,
             store=store,
             registry=registry,
+            types=types,
             decoder=decoder,
             metrics=metrics,
             on_enqueued=announcer(_waking(pools), notifier),
@@ -276,6 +286,18 @@ def build_components(
         )
         components.append(Listening(listener))
     return components
+
+
+def _catalogue(
+    registry: Registry, decoder: MsgspecPayloadDecoder, engine: AsyncEngine
+) -> TypeCatalogue:
+    """The types the API accepts: its own, then those workers published. `jsonschema`
+    is imported here, by processes serving the API only."""
+    from jobqueue.adapters.payload_schemas import JsonSchemaCompiler
+
+    return TypeCatalogue(
+        registry, decoder, Published(PostgresJobTypes(engine), JsonSchemaCompiler())
+    )
 
 
 def _waking(pools: Sequence[WorkerPool]) -> Callable[[], None] | None:
@@ -318,6 +340,7 @@ def _http_components(
     *,
     store: JobStore,
     registry: Registry,
+    types: TypeCatalogue | None,
     decoder: MsgspecPayloadDecoder,
     metrics: Metrics,
     on_enqueued: Callable[[], None] | None,
@@ -342,6 +365,7 @@ def _http_components(
             readiness=readiness,
             on_enqueued=on_enqueued,
             tracer_provider=tracer_provider,
+            types=types,
         )
         components.append(HttpServer("http", Phase.DRAINED, app, listeners.api, config))
     if listeners.metrics is not None:

@@ -1,6 +1,6 @@
-"""`jobqueue jobs …` and `jobqueue queues …`: an operator's look at a running service, and
-the actions they take on it, through its HTTP API (`jobqueue.client`), so the same
-commands reach a service on another host, token and all.
+"""`jobqueue jobs …`, `jobqueue queues …` and `jobqueue types list`: an operator's look
+at a running service, and the actions they take on it, through its HTTP API
+(`jobqueue.client`), so the same commands reach a service on another host, token and all.
 
 Tables for people (rich, which the benchmark report uses too), `--json` for scripts: the
 records exactly as the API sends them. Exit status 0, 1 when the service refused or could
@@ -25,18 +25,18 @@ if TYPE_CHECKING:
     # neither the HTTP client nor the tables.
     from rich.table import Table
 
-    from jobqueue.client import Client, JobRecord, QueueRecord
+    from jobqueue.client import Client, JobRecord, JobTypeView, QueueRecord
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 URL_VARIABLE = "JOBQUEUE_URL"
 TOKEN_VARIABLE = "JOBQUEUE_TOKEN"
-COMMANDS = ("jobs", "queues")
+COMMANDS = ("jobs", "queues", "types")
 # How much of an error a table cell shows; `show` and --json give it whole.
 _ERROR_WIDTH = 60
 
 
 def add_commands(commands: Any, epilog: str) -> None:
-    """The `jobs` and `queues` commands, on the `jobqueue` parser's subparsers."""
+    """The `jobs`, `queues` and `types` commands, on the `jobqueue` parser's subparsers."""
     service = argparse.ArgumentParser(add_help=False)
     service.add_argument(
         "--url",
@@ -88,9 +88,19 @@ def add_commands(commands: Any, epilog: str) -> None:
         one = actions.add_parser(action, help=summary, parents=[service], **made)
         one.add_argument("name", metavar="QUEUE")
 
+    types = commands.add_parser("types", help="list the job types the API accepts", **made)
+    actions = types.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser(
+        "list",
+        help="every job type: where the API knows it from, its defaults (--json: its "
+        "payload schema too)",
+        parents=[service],
+        **made,
+    )
+
 
 def run(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
-    """Carry out the parsed `jobs`/`queues` command; its exit status."""
+    """Carry out the parsed `jobs`/`queues`/`types` command; its exit status."""
     import msgspec
     from rich.console import Console
 
@@ -108,7 +118,11 @@ def run(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
     if args.json:
         console.file.write(msgspec.json.encode(answer).decode() + "\n")
     else:
-        console.print(_rendered(answer))
+        with console.capture() as captured:
+            console.print(_rendered(answer))
+        # Without the padding of a table's last column, which a script would have to strip.
+        lines = captured.get().splitlines()
+        console.file.write("".join(line.rstrip() + "\n" for line in lines))
     return exit_codes.OK
 
 
@@ -134,6 +148,7 @@ _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {
     ("queues", "list"): lambda client, args: client.queues(),
     ("queues", "pause"): lambda client, args: client.pause(args.name),
     ("queues", "resume"): lambda client, args: client.resume(args.name),
+    ("types", "list"): lambda client, args: client.types(),
 }
 
 
@@ -141,11 +156,13 @@ _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {
 
 
 def _rendered(answer: Any) -> Any:
-    from jobqueue.client import JobRecord, QueueRecord
+    from jobqueue.client import JobRecord, JobTypeView, QueueRecord
 
     if isinstance(answer, list):
         if answer and isinstance(answer[0], QueueRecord):
             return _queue_table(answer)
+        if answer and isinstance(answer[0], JobTypeView):
+            return _type_table(answer)
         return _job_table(answer)
     if isinstance(answer, JobRecord):
         return _job_card(answer)
@@ -216,6 +233,28 @@ def _queue_table(queues: Sequence[QueueRecord]) -> Table:
             str(queue.due),
             str(queue.scheduled),
             "" if age is None else f"{age:.1f}s",
+        )
+    return table
+
+
+def _type_table(types: Sequence[JobTypeView]) -> Table:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    columns = ("type", "source", "queue", "pri", "attempts", "unique", "published", "description")
+    for column in columns:
+        table.add_column(column)
+    for each in types:
+        unique = each.unique
+        table.add_row(
+            each.name,
+            each.source,
+            each.queue,
+            str(each.priority),
+            _shown(each.max_attempts),
+            "" if unique is None else _shown(unique.key or unique.by or "payload"),
+            "" if each.published_at is None else f"{_when(each.published_at)} {each.published_by}",
+            _cut(each.description or ""),
         )
     return table
 

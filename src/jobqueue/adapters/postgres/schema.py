@@ -165,6 +165,21 @@ queues = Table(
 )
 
 
+# What workers published about the job types they run (`adapters/postgres/job_types.py`),
+# so that an API process without their code can check submissions.
+job_types = Table(
+    "job_types",
+    metadata,
+    Column("name", Text, primary_key=True),
+    # A JSON Schema; NULL: the type takes any JSON payload.
+    Column("payload_schema", JSONB, nullable=True),
+    Column("options", JSONB, nullable=False),
+    Column("description", Text, nullable=True),
+    Column("published_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("published_by", Text, nullable=False),
+)
+
+
 def status_literal(status: Status) -> ColumnElement[str]:
     """`status` written into the SQL text, never bound: a partial index (`WHERE status =
     'pending'`) serves a statement only when its predicate visibly implies the index's,

@@ -397,6 +397,11 @@ class PostgresJobStore:
         self._cursors: defaultdict[str, ClaimCursor] = defaultdict(ClaimCursor)
         self._queues = PostgresQueues(engine)
 
+    @property
+    def worker(self) -> str:
+        """This process as the attempt log names it (and its published job types)."""
+        return self._worker
+
     async def submit(self, new: NewJob) -> Submitted:
         # Announced by the caller (the API's coalescing notifier), not per statement.
         return await submit_pooled(self._engine, new)

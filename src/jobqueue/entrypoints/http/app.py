@@ -31,11 +31,14 @@ from jobqueue.entrypoints.http.health import (
 )
 from jobqueue.entrypoints.http.middleware import BearerTokenGuard, RequestContextMiddleware
 from jobqueue.entrypoints.http.openapi import DOCS_PATH, complete, docs_assets, docs_page
+from jobqueue.entrypoints.http.openapi_types import TypedDocument
 from jobqueue.entrypoints.http.periodic_routes import PeriodicController, Schedules
 from jobqueue.entrypoints.http.queue_routes import QueuesController
 from jobqueue.entrypoints.http.routes import JobsController
 from jobqueue.entrypoints.http.service import JobService, QueueService, SubmissionMetrics
 from jobqueue.entrypoints.http.tracing import traced
+from jobqueue.entrypoints.http.type_routes import TypesController
+from jobqueue.entrypoints.published_types import TypeCatalogue
 from jobqueue.entrypoints.worker.cron import schedules
 from jobqueue.release import package_version
 
@@ -76,18 +79,21 @@ def create_app(
     on_enqueued: Callable[[], None] | None = None,
     lifespan: Sequence[Lifespan] = (),
     tracer_provider: TracerProvider | None = None,
+    types: TypeCatalogue | None = None,
 ) -> Litestar:
     """The HTTP API over `store`.
 
     `readiness` is shared with whoever runs the shutdown (it flips `/readyz` to 503);
     `on_enqueued` is told about every job that became pending (a local pool's `wake`);
     `lifespan` adds context managers entered at startup;
-    `tracer_provider`, when given, traces every request but the probes (none otherwise).
+    `tracer_provider`, when given, traces every request but the probes (none otherwise);
+    `types` are the job types it accepts (default: `registry`'s only).
     """
+    types = types if types is not None else TypeCatalogue(registry, decoder)
     readiness = readiness if readiness is not None else Readiness(store)
     service = JobService(
         store,
-        registry,
+        types,
         decoder,
         metrics,
         default_max_attempts=config.default_max_attempts,
@@ -97,6 +103,7 @@ def create_app(
         JobsController,
         QueuesController,
         PeriodicController,
+        TypesController,
     ]
     components = Components()
     if config.api_tokens:
@@ -112,6 +119,7 @@ def create_app(
             "jobs": constant(service),
             "queues": constant(QueueService(store)),
             "periodic": constant(Schedules(schedules(registry))),
+            "types": constant(types),
             **operations_dependencies(readiness, metrics),
         },
         guards=[BearerTokenGuard(config.api_tokens)] if config.api_tokens else [],
@@ -126,7 +134,7 @@ def create_app(
             'is JSON: {"error": "…"}.',
             path=DOCS_PATH,
             components=components,
-            render_plugins=[docs_page()],
+            render_plugins=[docs_page(), TypedDocument(types)],
         ),
         # Our JSON formatter owns logging; Litestar's default config would install
         # handlers of its own.

@@ -6,12 +6,13 @@ the service's answers with these same Structs. Their OpenAPI schemas are `schema
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Self, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar
 from uuid import UUID
 
 import msgspec
 
 from jobqueue.domain.bulk import MAX_BATCH, MAX_BULK, Selection
+from jobqueue.domain.durations import format_duration
 from jobqueue.domain.job import (
     MAX_ATTEMPTS,
     MAX_PRIORITY,
@@ -21,6 +22,7 @@ from jobqueue.domain.job import (
     Job,
     Operation,
 )
+from jobqueue.domain.job_types import KnownType
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
 
@@ -255,6 +257,64 @@ class PeriodicView(msgspec.Struct, frozen=True):
 
 class PeriodicList(msgspec.Struct, frozen=True):
     periodic: list[PeriodicView]
+
+
+class UniqueView(msgspec.Struct, frozen=True):
+    key: str | None
+    by: list[str] | None
+    states: list[str]
+    # A Go duration ("1h"); None: no period.
+    period: str | None
+
+
+class JobTypeView(msgspec.Struct, frozen=True):
+    name: str
+    # "local": this process runs or imports its handler and checks payloads by its
+    # payload type; "published": known from a worker's publication, checked by the schema.
+    source: Literal["local", "published"]
+    # The JSON Schema (2020-12) a payload must satisfy; None: any JSON value.
+    payload_schema: dict[str, Any] | None
+    # What a submission that leaves them out gets.
+    queue: str
+    priority: int
+    max_attempts: int | None
+    unique: UniqueView | None
+    description: str | None
+    # The latest publication by a worker; None for a local type no worker published.
+    published_at: datetime | None
+    published_by: str | None
+
+    @classmethod
+    def of(cls, known: KnownType) -> Self:
+        declared = known.type
+        options = declared.options
+        unique = options.unique
+        published = known.published
+        return cls(
+            name=declared.name,
+            source="local" if known.local else "published",
+            payload_schema=None
+            if declared.payload_schema is None
+            else dict(declared.payload_schema),
+            queue=options.queue,
+            priority=options.priority,
+            max_attempts=options.max_attempts,
+            unique=None
+            if unique is None
+            else UniqueView(
+                key=unique.key,
+                by=None if unique.by is None else list(unique.by),
+                states=sorted(status.value for status in unique.states),
+                period=None if unique.period is None else format_duration(unique.period),
+            ),
+            description=declared.description,
+            published_at=None if published is None else published.published_at,
+            published_by=None if published is None else published.published_by,
+        )
+
+
+class JobTypeList(msgspec.Struct, frozen=True):
+    types: list[JobTypeView]
 
 
 class ErrorBody(msgspec.Struct, frozen=True):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import timedelta
 from typing import Protocol
 from uuid import UUID
@@ -15,10 +15,10 @@ from jobqueue.domain.bulk import Selection
 from jobqueue.domain.durations import parse_duration
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.job_types import KnownTypes
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
-from jobqueue.domain.registry import Registry
 from jobqueue.domain.unique import DEFAULT_UNIQUE_STATES, Unique
 from jobqueue.entrypoints.http.dto import BatchJob, CreateJobRequest, UniqueRequest
 
@@ -60,18 +60,27 @@ class SubmissionMetrics(Protocol):
         ...
 
 
+class TypeSource(Protocol):
+    """What knows the types a submission may name (`published_types.TypeCatalogue`)."""
+
+    async def knowing(self, names: Collection[str]) -> KnownTypes:
+        """The known types, looked up again first if one of `names` is missing."""
+        ...
+
+
 class JobService:
     """Submits, reads, lists, retries and cancels jobs; counts and announces those entering
     the queue.
 
-    A job is validated against the same registry and payload types the workers use,
-    so a job the worker would refuse at once is refused here, with a 400, instead.
+    A job is validated against the same registry and payload types the workers use (or
+    the JSON Schemas they published), so a job the worker would refuse at once is refused
+    here, with a 400, instead.
     """
 
     def __init__(
         self,
         store: JobStore,
-        registry: Registry,
+        types: TypeSource,
         decoder: PayloadDecoder,
         metrics: SubmissionMetrics,
         *,
@@ -79,7 +88,7 @@ class JobService:
         on_enqueued: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
-        self._registry = registry
+        self._types = types
         self._decoder = decoder
         self._metrics = metrics
         self._default_max_attempts = default_max_attempts
@@ -88,7 +97,8 @@ class JobService:
     async def submit(self, request: CreateJobRequest, idempotency_key: str | None) -> Submitted:
         """Raises `InvalidJob` for a job that can never run, `IdempotencyConflict` for a
         key reused with a different request, `StoreUnavailable` when nothing was stored."""
-        new = self._new_job(request, idempotency_key)
+        known = await self._types.knowing((request.type,))
+        new = self._new_job(request, idempotency_key, known)
         submitted = await self._store.submit(new)
         job = submitted.job
         _log.info(
@@ -115,11 +125,12 @@ class JobService:
         """Every job of `requests`, or none: the first invalid one refuses the batch
         (`InvalidJob` naming its index), a key reused with a different job too
         (`IdempotencyConflict`). Idle workers are told once."""
+        known = await self._types.knowing({request.type for request in requests})
         news = []
         for index, request in enumerate(requests):
             key = None if request.idempotency_key is msgspec.UNSET else request.idempotency_key
             try:
-                news.append(self._new_job(request, key))
+                news.append(self._new_job(request, key, known))
             except InvalidJob as error:
                 raise InvalidJob(f"jobs[{index}]: {error}") from None
         submitted = await self._store.submit_many(news)
@@ -150,7 +161,9 @@ class JobService:
         self._metrics.job_submitted()
         return True
 
-    def _new_job(self, request: CreateJobRequest, idempotency_key: str | None) -> NewJob:
+    def _new_job(
+        self, request: CreateJobRequest, idempotency_key: str | None, known: KnownTypes
+    ) -> NewJob:
         """The job `request` asks for, checked as the worker will check it."""
         new = NewJob.build(
             type=request.type,
@@ -162,12 +175,12 @@ class JobService:
             queue=None if request.queue is msgspec.UNSET else request.queue,
             priority=None if request.priority is msgspec.UNSET else request.priority,
             unique=None if request.unique is msgspec.UNSET else _unique(request.unique),
-            registered=self._registry,
+            registered=known,
             idempotency_key=idempotency_key,
             # The request's span: the job's attempts continue its trace.
             traceparent=current_traceparent(),
         )
-        self._registry.check(new.type, new.payload, self._decoder)
+        known.check(new.type, new.payload, self._decoder)
         return new
 
     async def get(self, job_id: UUID) -> Job:

@@ -1,0 +1,130 @@
+"""The job types workers published, on PostgreSQL: a row of `job_types` per type.
+
+A worker writes all of its types in one statement at start, in name order, so workers
+starting together wait for each other's rows instead of deadlocking. Options are kept
+as JSON with room for more: a row written by a newer version, with keys this one does
+not know, is read for what it does know, and a row it cannot read at all is skipped
+with a warning rather than taking the API down.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from jobqueue.adapters.postgres.database import autocommit
+from jobqueue.adapters.postgres.failures import store_failures
+from jobqueue.adapters.postgres.schema import job_types
+from jobqueue.domain.errors import InvalidJob
+from jobqueue.domain.job import JobOptions, JsonValue
+from jobqueue.domain.job_types import JobType, PublishedType
+from jobqueue.domain.status import Status
+from jobqueue.domain.unique import Unique
+
+_log = logging.getLogger("jobqueue")
+
+
+class PostgresJobTypes:
+    """`JobTypeCatalog` on PostgreSQL."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._autocommit = autocommit(engine)
+
+    async def publish(self, types: Sequence[JobType], by: str) -> None:
+        """Write `types` as `by`'s: each replaces what an earlier worker said of it."""
+        if not types:
+            return
+        rows = [
+            {
+                "name": each.name,
+                "payload_schema": each.payload_schema,
+                "options": options_json(each.options),
+                "description": each.description,
+                "published_by": by,
+            }
+            for each in sorted(types, key=lambda each: each.name)
+        ]
+        upsert = insert(job_types).values(rows)
+        statement = upsert.on_conflict_do_update(
+            index_elements=[job_types.c.name],
+            set_={
+                "payload_schema": upsert.excluded.payload_schema,
+                "options": upsert.excluded.options,
+                "description": upsert.excluded.description,
+                "published_by": upsert.excluded.published_by,
+                "published_at": func.now(),
+            },
+        )
+        with store_failures():
+            async with self._autocommit.connect() as connection:
+                await connection.execute(statement)
+
+    async def published(self) -> list[PublishedType]:
+        """Every published type, by name."""
+        statement = select(job_types).order_by(job_types.c.name)
+        with store_failures():
+            async with self._autocommit.connect() as connection:
+                rows = (await connection.execute(statement)).all()
+        found = []
+        for row in rows:
+            try:
+                options = options_from_json(row.options)
+            except (InvalidJob, TypeError, ValueError) as error:
+                _log.warning(
+                    "a published job type cannot be read; it is left out",
+                    extra={"job_type": row.name, "error": str(error)},
+                )
+                continue
+            found.append(
+                PublishedType(
+                    JobType(row.name, row.payload_schema, options, row.description),
+                    published_at=row.published_at,
+                    published_by=row.published_by,
+                )
+            )
+        return found
+
+
+def options_json(options: JobOptions) -> dict[str, JsonValue]:
+    """`options` as the JSON a row keeps (and `GET /types` shows)."""
+    unique = options.unique
+    return {
+        "queue": options.queue,
+        "priority": options.priority,
+        "max_attempts": options.max_attempts,
+        "unique": None
+        if unique is None
+        else {
+            "key": unique.key,
+            "by": None if unique.by is None else [*unique.by],
+            "states": [*sorted(status.value for status in unique.states)],
+            "period_seconds": None if unique.period is None else int(unique.period.total_seconds()),
+        },
+    }
+
+
+def options_from_json(value: Mapping[str, Any]) -> JobOptions:
+    """The options `options_json` wrote. Raises `InvalidJob`, `TypeError` or `ValueError`
+    for a value it did not write."""
+    unique: Mapping[str, Any] | None = value.get("unique")
+    period = None if unique is None else unique.get("period_seconds")
+    by = None if unique is None else unique.get("by")
+    return JobOptions(
+        queue=value["queue"],
+        priority=value["priority"],
+        max_attempts=value.get("max_attempts"),
+        unique=None
+        if unique is None
+        else Unique(
+            key=unique.get("key"),
+            by=None if by is None else tuple(by),
+            states=frozenset(Status(state) for state in unique["states"]),
+            period=None if period is None else timedelta(seconds=period),
+        ),
+    )
