@@ -16,19 +16,9 @@ import httpx
 import pytest
 
 from tests.integration.cancel_handlers import MODULE
-from tests.support.processes import Service, free_port, start
+from tests.support.processes import Service, free_port, start, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
-
-
-def _wait_for(condition: Any, what: str, within: float = 60) -> Any:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting until {what}")
 
 
 def _running(workers: list[Service]) -> bool:
@@ -55,14 +45,14 @@ def _cancel_running_job(
         )
         assert submitted.status_code == 201, submitted.text
         job_id = submitted.json()["id"]
-        _wait_for(
+        until(
             lambda: client.get(f"/jobs/{job_id}").json()["status"] == "processing",
             "the job runs",
         )
         sent = time.time()
         cancelled = client.post(f"/jobs/{job_id}/cancel")
         assert cancelled.status_code == 200, cancelled.text
-        (stopped,) = _wait_for(lambda: _told_to_stop(workers, job_id), "the handler stops", 10)
+        (stopped,) = until(lambda: _told_to_stop(workers, job_id), "the handler stops", 10)
         assert datetime.fromisoformat(stopped["ts"]).timestamp() - sent <= within
         # Past the handler's late return: nothing was written over the cancellation.
         time.sleep(2.5)
@@ -94,7 +84,7 @@ def test_a_running_job_is_cancelled_within_a_second_in_the_process_running_it(
     api, *workers = _services(tmp_path, database_url)
     try:
         api.wait_until_healthy()
-        _wait_for(lambda: _running(workers), "the workers run")
+        until(lambda: _running(workers), "the workers run")
 
         answer, _, stopped = _cancel_running_job(api, workers, within=1.0)
 
@@ -135,7 +125,7 @@ def test_without_notifications_a_cancel_stops_the_handler_at_the_next_renewal(
     )
     try:
         api.wait_until_healthy()
-        _wait_for(lambda: _running(workers), "the workers run")
+        until(lambda: _running(workers), "the workers run")
 
         answer, _, stopped = _cancel_running_job(api, workers, within=2.0)
 
@@ -154,7 +144,7 @@ def test_a_snoozing_job_run_by_a_worker_process_keeps_its_attempts(
     api, *workers = _services(tmp_path, database_url, POLL_INTERVAL="100ms")
     try:
         api.wait_until_healthy()
-        _wait_for(lambda: _running(workers), "the workers run")
+        until(lambda: _running(workers), "the workers run")
         with httpx.Client(base_url=api.base_url, timeout=10) as client:
             submitted = client.post(
                 "/jobs",
@@ -165,7 +155,7 @@ def test_a_snoozing_job_run_by_a_worker_process_keeps_its_attempts(
                 },
             )
             job_id = submitted.json()["id"]
-            done = _wait_for(
+            done = until(
                 lambda: (
                     (job := client.get(f"/jobs/{job_id}").json())["status"] == "completed" and job
                 ),

@@ -18,7 +18,7 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.status import Status
-from tests.support.processes import Service, free_port, start
+from tests.support.processes import Service, free_port, start, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
@@ -62,15 +62,6 @@ async def _set_paused(database_url: str, paused: bool) -> None:
         await engine.dispose()
 
 
-def _wait_for(condition: object, what: str, within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting until {what}")
-
-
 def _logged_at(worker: Service, message: str) -> list[float]:
     return [
         datetime.fromisoformat(record["ts"]).timestamp()
@@ -98,14 +89,14 @@ def test_a_paused_queue_claims_nothing_in_any_of_three_processes_within_a_second
         for n in range(3)
     ]
     try:
-        _wait_for(
+        until(
             lambda: all(
                 any(r["message"] == "jobqueue worker running" for r in w.log()) for w in workers
             ),
             "the three workers run",
         )
         asyncio.run(_enqueue(database_url))
-        _wait_for(
+        until(
             lambda: asyncio.run(_statuses(database_url)) == {Status.COMPLETED: BATCH},
             "the first batch is done",
         )
@@ -127,12 +118,12 @@ def test_a_paused_queue_claims_nothing_in_any_of_three_processes_within_a_second
 
         asyncio.run(_set_paused(database_url, False))
         resumed_at = time.time()
-        _wait_for(
+        until(
             lambda: asyncio.run(_statuses(database_url)) == {Status.COMPLETED: 2 * BATCH},
             "the second batch is done after the resume",
         )
         # The other two may have taken it all before the third polled again.
-        _wait_for(
+        until(
             lambda: all(_logged_at(worker, "queue resumed") for worker in workers),
             "every worker resumed",
             within=10,

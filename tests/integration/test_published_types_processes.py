@@ -4,7 +4,6 @@ options, lists them at GET /types and in its OpenAPI document; the worker runs t
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,21 +12,11 @@ import pytest
 from openapi_spec_validator import validate
 
 from tests.integration.published_handlers import MODULE
-from tests.support.processes import Service, free_port, start
+from tests.support.processes import Service, free_port, start, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
 _INVOICE = {"customer": 7, "amount": 12.5, "ship_to": {"city": "Lyon", "postcode": "69001"}}
-
-
-def _wait_for(condition: Any, what: str, within: float = 60) -> Any:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting until {what}")
 
 
 def _published(worker: Service) -> bool:
@@ -55,10 +44,10 @@ def test_an_api_without_the_worker_code_accepts_and_checks_its_published_types(
                 METRICS_ADDR="off",
                 QUEUES="billing=2",
             )
-            _wait_for(lambda: _published(worker), "the worker runs")
+            until(lambda: _published(worker), "the worker runs")
             # At once, not at the API's next periodic read: the unknown type sends it to
             # the table (once the last look is a second old).
-            created = _wait_for(
+            created = until(
                 lambda: (
                     response
                     if (
@@ -116,7 +105,7 @@ def test_an_api_without_the_worker_code_accepts_and_checks_its_published_types(
             ship_to = schemas["invoice.Invoice"]["properties"]["ship_to"]
             assert ship_to == {"$ref": "#/components/schemas/invoice.Address"}
 
-            ran = _wait_for(
+            ran = until(
                 lambda: client.get(f"/jobs/{job['id']}").json()["status"] == "completed",
                 "the worker runs the job",
             )

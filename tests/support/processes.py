@@ -9,9 +9,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -19,6 +20,8 @@ from jobqueue.entrypoints.config import SETTINGS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBQUEUE = Path(sys.executable).with_name("jobqueue")
+
+T = TypeVar("T")
 
 # Variables of ours the test runner may have set; a subprocess gets only what a test gives.
 _OURS = {setting.env for setting in SETTINGS}
@@ -126,3 +129,15 @@ def start(args: list[str], port: int, logs: Path, **settings: str) -> Service:
             stderr=err,
         )
     return Service(process, f"http://127.0.0.1:{port}", stdout, stderr)
+
+
+def until(condition: Callable[[], T | None], what: str, within: float = 60) -> T:
+    """What `condition` returns once it is truthy, looked at every 20 ms; fails the test
+    saying `what` did not happen within `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting until {what}")
