@@ -204,6 +204,33 @@ async def test_when_the_round_trip_limits_the_pool_two_claims_are_on_their_way_a
     assert store.most_held <= (1 + AHEAD_PER_WORKER) * 4
 
 
+async def test_a_wake_up_from_idle_sends_one_claim_though_a_backlog_sent_two() -> None:
+    store = OverlapRecordingStore(claim_seconds=0.01)
+    registry = Registry()
+    pool = make_pool(store, registry, config(workers=4, poll_interval=timedelta(hours=1)))
+    store.pool = pool
+
+    @registry.handler("short")
+    async def short(ctx: JobContext, payload: Any) -> None:
+        pass
+
+    backlog = [await submit(store, "short") for _ in range(300)]
+    async with running(pool):
+        for job in backlog:
+            await settled(store, job)
+        assert store.peak == 2  # the backlog's claims overlapped
+        await eventually(lambda: not store.out, "the pool is idle")
+        store.peak = 0
+        for _ in range(5):
+            job = await submit(store, "short")
+            pool.wake()
+            await settled(store, job)
+
+    # Each job announced alone was claimed by one claim: a second beside it would only
+    # have raced it for the same row.
+    assert store.peak == 1
+
+
 async def test_a_job_claimed_ahead_that_no_worker_takes_in_time_is_given_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

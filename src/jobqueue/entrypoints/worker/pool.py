@@ -108,6 +108,12 @@ class WorkerPool:
         # Until when (time.monotonic()) no claim is sent, and whether a wake-up ends the
         # rest early: after a claim came back short (nothing more due), or failed.
         self._rest: tuple[float, bool] | None = None
+        # Whether the last claim to come back brought all it asked for: only then is a
+        # backlog known, and a second claim worth sending beside the first. Woken from
+        # idle, the job announced is most likely alone, and two claims would race for
+        # it, each with a commit (measured: a wake-up at 200 jobs/s sent two claims per
+        # job, and pickup p50 went from ~2 to ~3 ms in one run out of two).
+        self._backlog = False
         # While the queue is paused (`pause()`): nothing is claimed, and a job a claim
         # brings anyway (sent before the pause) is given back; running attempts finish.
         self._paused = False
@@ -280,10 +286,11 @@ class WorkerPool:
             return False
         if not self._claims:
             return True
-        # A second claim only for half a batch or more: smaller ones would mostly add
-        # statements (and commits) per job.
+        # A second claim only under a backlog (`_backlog`), and for half a batch or
+        # more: smaller ones would mostly add statements (and commits) per job.
         return (
             self._overlapping()
+            and self._backlog
             and len(self._claims) < MAX_CLAIMS_IN_FLIGHT
             and wanted >= self._claim_size()
         )
@@ -315,6 +322,7 @@ class WorkerPool:
             del self._claims[task]
             self._nudged.set()
         self._prefetch.claimed(time.monotonic() - sent)
+        self._backlog = len(jobs) >= wanted
         claimed = (claim_started, time.time_ns())
         for job in jobs:
             self._claimed(Attempt(job, job.lease, 0.0, claimed, job_fields(job), lease_until))
