@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from jobqueue.adapters.telemetry.logging import Outage
 from jobqueue.domain.errors import StoreError
 from jobqueue.domain.job_types import KnownTypes, PublishedType, SchemaCompiler
 from jobqueue.domain.ports import JobTypeCatalog, PayloadDecoder
@@ -60,7 +61,13 @@ class TypePublisher:
         self._clock = clock
         self._due = -math.inf
         self._periodic = Periodic(self._tick, retry_every, name="publishing job types", logger=_log)
-        self._refused = False
+        # Not an outage (that is logged and retried by the loop): most likely a schema
+        # without `job_types` yet, during a deploy that migrates later. Said once.
+        self._refused = Outage(
+            _log,
+            "could not publish this worker's job types; API processes without their "
+            "code will refuse them until it can",
+        )
 
     async def run(self) -> None:
         await self._periodic.run()
@@ -77,17 +84,10 @@ class TypePublisher:
         try:
             await self._catalog.publish(self._types, by=self._worker)
         except StoreError as error:
-            # Not an outage: most likely a schema without `job_types` yet, during a
-            # deploy that migrates later. Said once, tried again at the next interval.
-            if not self._refused:
-                _log.warning(
-                    "could not publish this worker's job types; API processes without "
-                    "their code will refuse them until it can",
-                    extra={"error": str(error)},
-                )
-            self._refused = True
+            # Tried again at the next interval.
+            self._refused.failed(str(error))
         else:
-            self._refused = False
+            self._refused.ok()
         self._due = self._clock() + self._interval
 
 
@@ -122,7 +122,11 @@ class TypeCatalogue:
         self.version = 0
         self._read_at = -math.inf
         self._reading = asyncio.Lock()
-        self._refused = False
+        self._refused = Outage(
+            _log,
+            "could not read the published job types; only this process's own are "
+            "accepted until it can",
+        )
         self._periodic = Periodic(self.refresh, interval, name="reading job types", logger=_log)
 
     @property
@@ -160,17 +164,12 @@ class TypeCatalogue:
             try:
                 seen = await self._published.catalog.published()
             except StoreError as error:
-                if not self._refused:
-                    _log.warning(
-                        "could not read the published job types; only this process's own "
-                        "are accepted until it can",
-                        extra={"error": str(error)},
-                    )
-                self._refused = True
+                # Read, though refused: looked at again no sooner than a success would be.
                 self._read_at = self._clock()
+                self._refused.failed(str(error))
                 return
-            self._refused = False
             self._read_at = self._clock()
+            self._refused.ok()
             changed = [each.type for each in seen] != [each.type for each in self._seen]
             self._seen = seen
             if changed:

@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.database import driver_arguments
 from jobqueue.adapters.postgres.driver import DriverStatement, fetch_pooled
 from jobqueue.adapters.postgres.failures import reason
+from jobqueue.adapters.telemetry.logging import Outage
 from jobqueue.domain.backoff import Backoff
 
 # The only channel; never built from anything a client sent.
@@ -156,7 +157,12 @@ class Notifier(_Background):
         self._wanted = asyncio.Event()
         self._started = False
         self._closed = False
-        self._failing = False
+        self._outage = Outage(
+            _log,
+            "could not send a wake-up notification; workers in other processes "
+            "will find new jobs at their next poll",
+            ended="wake-up notifications are sent again",
+        )
 
     def job_available(self) -> None:
         """Note that a job became due; returns at once, sends nothing itself."""
@@ -227,17 +233,9 @@ class Notifier(_Background):
             async with asyncio.timeout(self._send_timeout):
                 await self._send()
         except Exception as error:
-            if not self._failing:
-                _log.warning(
-                    "could not send a wake-up notification; workers in other processes "
-                    "will find new jobs at their next poll",
-                    extra={"error": reason(error)},
-                )
-            self._failing = True
+            self._outage.failed(reason(error))
             return
-        if self._failing:
-            _log.info("wake-up notifications are sent again")
-        self._failing = False
+        self._outage.ok()
 
 
 # --- the working side ---------------------------------------------------------------------

@@ -215,6 +215,34 @@ def log_failure(
         log.error(message, *args, exc_info=error, extra=fields, stacklevel=2)
 
 
+class Outage:
+    """A failure that persists until it ends, as a store that is away fails every poll
+    alike: said once as it begins (WARNING, with the error), and, when `ended` is given,
+    once at INFO as it is over; never once per try."""
+
+    def __init__(
+        self,
+        log: logging.Logger | logging.LoggerAdapter[logging.Logger],
+        began: str,
+        ended: str | None = None,
+    ) -> None:
+        self._log = log
+        self._began = began
+        self._ended = ended
+        self._failing = False
+
+    def failed(self, error: str) -> None:
+        if not self._failing:
+            # stacklevel: the line is the caller's, as if it had logged it itself.
+            self._log.warning(self._began, extra={"error": error}, stacklevel=2)
+        self._failing = True
+
+    def ok(self) -> None:
+        if self._failing and self._ended is not None:
+            self._log.info(self._ended, stacklevel=2)
+        self._failing = False
+
+
 class LogFormat(enum.StrEnum):
     JSON = "json"
     TEXT = "text"

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Protocol
 
+from jobqueue.adapters.telemetry.logging import Outage
 from jobqueue.domain.errors import StoreError, StoreUnavailable
 from jobqueue.domain.ports import JobStore
 from jobqueue.entrypoints.worker.periodic import Periodic
@@ -48,7 +49,13 @@ class QueuePauses:
         self._store = store
         self._pools = dict(pools)
         self._periodic = Periodic(self.refresh, interval, name="reading queue pauses", logger=_log)
-        self._failing = False
+        # Once per outage, without a traceback: a read every half second would otherwise
+        # log two a second.
+        self._outage = Outage(
+            _log,
+            "could not read queue pauses; each queue keeps its last known state",
+            ended="queue pauses are read again",
+        )
 
     def changed(self) -> None:
         """A pause or resume was announced: read them now."""
@@ -64,18 +71,9 @@ class QueuePauses:
         try:
             paused = await self._store.paused_queues(list(self._pools))
         except (StoreUnavailable, StoreError) as error:
-            # Once per outage, without a traceback: a read every half second would
-            # otherwise log two a second.
-            if not self._failing:
-                _log.warning(
-                    "could not read queue pauses; each queue keeps its last known state",
-                    extra={"error": str(error)},
-                )
-            self._failing = True
+            self._outage.failed(str(error))
             return
-        if self._failing:
-            _log.info("queue pauses are read again")
-        self._failing = False
+        self._outage.ok()
         for queue, pool in self._pools.items():
             if queue in paused:
                 pool.pause()

@@ -111,8 +111,7 @@ class WorkerPool:
         # Whether the last claim to come back brought all it asked for: only then is a
         # backlog known, and a second claim worth sending beside the first. Woken from
         # idle, the job announced is most likely alone, and two claims would race for
-        # it, each with a commit (measured: a wake-up at 200 jobs/s sent two claims per
-        # job, and pickup p50 went from ~2 to ~3 ms in one run out of two).
+        # its row, each with a commit (docs/design.md: pickup's tail doubled).
         self._backlog = False
         # While the queue is paused (`pause()`): nothing is claimed, and a job a claim
         # brings anyway (sent before the pause) is given back; running attempts finish.
