@@ -13,7 +13,8 @@ import copy
 import itertools
 import math
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, is_dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -28,6 +29,7 @@ from jobqueue.domain.attempts import (
     holds_final_attempt,
 )
 from jobqueue.domain.bulk import Selection
+from jobqueue.domain.claims import claim_ranges
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -38,25 +40,17 @@ from jobqueue.domain.errors import (
     StoreUnavailable,
     UniqueKeyHeld,
 )
-from jobqueue.domain.job import (
-    DEFAULT_QUEUE,
-    MAX_ATTEMPTS,
-    MIN_ATTEMPTS,
-    Job,
-    JsonValue,
-    Lease,
-    NewJob,
-    Operation,
-    sources,
-    targets,
-)
+from jobqueue.domain.fields import DEFAULT_QUEUE, MAX_ATTEMPTS, MIN_ATTEMPTS, JsonValue
+from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.job_types import JobType, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision, Outcome
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
 from jobqueue.domain.status import COUNTED, ListOrder, Status
+from jobqueue.domain.transitions import Operation, sources, targets
 
 Clock = Callable[[], datetime]
 
@@ -98,6 +92,8 @@ class InMemoryJobStore:
         self.record_and_claim_calls = 0
         # The jobs a cancel took from a running attempt, as PostgreSQL notifies them.
         self.cancels_announced: list[UUID] = []
+        # Claims of each queue so far: which type each one starts with (`claim_ranges`).
+        self._turns: defaultdict[str, int] = defaultdict(int)
 
     def jobs(self) -> list[Job]:
         return list(self._jobs.values())
@@ -142,10 +138,15 @@ class InMemoryJobStore:
         return _detached(self._existing(job_id))
 
     async def claim(
-        self, limit: int, lease: timedelta, queue: str = DEFAULT_QUEUE
+        self,
+        limit: int,
+        lease: timedelta,
+        queue: str = DEFAULT_QUEUE,
+        *,
+        types: Collection[str],
     ) -> Sequence[Job]:
         await self._enter()
-        return self._claim(limit, lease, queue)
+        return self._claim(limit, lease, queue, types)
 
     async def record_and_claim(
         self,
@@ -153,12 +154,14 @@ class InMemoryJobStore:
         limit: int,
         lease: timedelta,
         queue: str = DEFAULT_QUEUE,
+        *,
+        types: Collection[str],
     ) -> tuple[set[Lease], Sequence[Job]]:
         # Through the two public methods, so that a test's store which fails or holds one
         # of them does the same here. Claimed first, as PostgreSQL's one snapshot does:
         # a job the endings make due again is not claimed by the same call.
         before = dict(self._jobs)
-        claimed = await self.claim(limit, lease, queue)
+        claimed = await self.claim(limit, lease, queue, types=types)
         try:
             held = await self.record_many(endings)
         except BaseException:
@@ -170,24 +173,29 @@ class InMemoryJobStore:
         self.record_and_claim_calls += 1
         return held, claimed
 
-    def _claim(self, limit: int, lease: timedelta, queue: str) -> list[Job]:
+    def _claim(self, limit: int, lease: timedelta, queue: str, types: Collection[str]) -> list[Job]:
         if limit < 1:
             raise ValueError(f"claim limit must be at least 1, got {limit}")
         if lease <= timedelta(0):
             raise ValueError(f"lease must be positive, got {lease}")
+        # The ranges in the order PostgreSQL's claim reads them, one type further on at
+        # every claim of the queue.
+        ranges = claim_ranges(types, self._turns[queue])
+        self._turns[queue] += 1
         now = self.clock()
         if self._paused.get(queue) is not None:
             return []
+        position = {each: index for index, each in enumerate(ranges)}
         due = sorted(
             (
                 job
                 for job in self._jobs.values()
                 if job.status in sources(Operation.CLAIM)
                 and job.queue == queue
+                and job.type in types
                 and job.run_at <= now
             ),
-            # The most urgent first, then in due order, as PostgreSQL's claim takes them.
-            key=lambda job: (job.priority, job.run_at, self._sequence[job.id]),
+            key=lambda job: (position[job.priority, job.type], job.run_at, self._sequence[job.id]),
         )[:limit]
         return [
             self._move(
@@ -652,3 +660,17 @@ class InMemoryJobTypes:
         # Yields, as a real read does: concurrent readers interleave here.
         await asyncio.sleep(0)
         return [self._types[name] for name in sorted(self._types)]
+
+
+# Every job type the store-level tests submit: what their claims take, as a worker
+# process claims the types it has handlers for.
+TEST_TYPES = frozenset(
+    {
+         "any", "anything", "b", "brief", "bulk", "charge", "clock-probe", "done", "doomed",
+         "due", "eager", "echo", "email", "expiring", "fax", "flaky", "gated", "greet",
+         "held", "invoice", "later", "long", "newer", "noop", "nope", "older", "order",
+         "other", "patient", "plain", "report", "runs_elsewhere", "seeded", "send_invoice",
+         "sleep", "sms", "stuck_sync", "sync", "sync_account", "t", "uniq", "webhook",
+         "work", "x",
+    }
+)  # fmt: skip

@@ -13,10 +13,14 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from jobqueue.domain.job import Job, JsonValue, Lease, NewJob, Operation, targets
+from jobqueue.domain.fields import JsonValue
+from jobqueue.domain.job import Job, Lease
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation, targets
+from tests.fakes import TEST_TYPES
 from tests.support.endings import record
 
 T = TypeVar("T")
@@ -88,7 +92,7 @@ async def submit(store: JobStore, *, job_type: str = "email", max_attempts: int 
 
 async def claim_only(store: JobStore, expected: Job, lease: timedelta = LEASE) -> Job:
     """Claim, insisting that exactly `expected` comes back."""
-    claimed = await store.claim(10, lease)
+    claimed = await store.claim(10, lease, types=TEST_TYPES)
     assert [job.id for job in claimed] == [expected.id]
     return claimed[0]
 

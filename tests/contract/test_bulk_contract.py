@@ -14,12 +14,13 @@ from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
 from tests.contract.steps import LEASE, new_job
+from tests.fakes import TEST_TYPES
 from tests.support.endings import record
 
 
 async def _ended(store: JobStore, decision: Decision, **changes: object) -> Job:
     job = (await store.submit(replace(new_job(), **changes))).job
-    (claimed,) = await store.claim(1, LEASE, job.queue)
+    (claimed,) = await store.claim(1, LEASE, job.queue, types=TEST_TYPES)
     assert claimed.id == job.id
     return await record(store, claimed.lease, decision)
 

@@ -10,11 +10,13 @@ import pytest
 
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.errors import InvalidTransition, JobNotFound, LeaseLost
-from jobqueue.domain.job import Job, Operation
+from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation
 from tests.contract.steps import LEASE, claim_only, job_in, new_job, submit
+from tests.fakes import TEST_TYPES
 from tests.support.endings import record
 
 
@@ -27,7 +29,7 @@ async def test_a_cancelled_pending_job_is_never_claimed(store: JobStore) -> None
     assert (cancelled.attempts, cancelled.locked_until, cancelled.run_at) == (0, None, job.run_at)
     assert cancelled.finished_at == cancelled.updated_at
     assert cancelled.history == ()
-    assert await store.claim(10, LEASE) == []
+    assert await store.claim(10, LEASE, types=TEST_TYPES) == []
     assert await store.get(job.id) == cancelled
 
 
@@ -109,7 +111,7 @@ async def test_cancel_many_takes_the_first_matching_jobs_in_claim_order(store: J
 async def test_cancel_many_of_running_jobs_fences_each_attempt(store: JobStore) -> None:
     for _ in range(3):
         await submit(store)
-    running = await store.claim(3, LEASE)
+    running = await store.claim(3, LEASE, types=TEST_TYPES)
 
     count = await store.cancel_many(Selection(Status.PROCESSING, operation=Operation.CANCEL))
 

@@ -7,10 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from jobqueue.domain.job import Job, Operation, sources
+from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation, sources
 from tests.contract.steps import (
     LEASE,
     claim_only,
@@ -21,13 +22,14 @@ from tests.contract.steps import (
     store_time_after,
     submit,
 )
+from tests.fakes import TEST_TYPES
 from tests.support.endings import record
 
 
 async def test_claim_leases_a_due_job_and_counts_the_attempt(store: JobStore) -> None:
     job = (await store.submit(new_job(key="k"))).job
 
-    [claimed] = await store.claim(5, LEASE)
+    [claimed] = await store.claim(5, LEASE, types=TEST_TYPES)
 
     assert claimed.id == job.id
     assert claimed.status is only_target(Operation.CLAIM, Status.PENDING)
@@ -45,13 +47,13 @@ async def test_claim_leases_a_due_job_and_counts_the_attempt(store: JobStore) ->
 async def test_claim_takes_at_most_limit_jobs(store: JobStore) -> None:
     submitted = {(await submit(store)).id for _ in range(3)}
 
-    first = await store.claim(2, LEASE)
-    second = await store.claim(2, LEASE)
+    first = await store.claim(2, LEASE, types=TEST_TYPES)
+    second = await store.claim(2, LEASE, types=TEST_TYPES)
 
     assert len(first) == 2
     assert len(second) == 1
     assert {job.id for job in [*first, *second]} == submitted
-    assert await store.claim(2, LEASE) == []
+    assert await store.claim(2, LEASE, types=TEST_TYPES) == []
 
 
 async def test_claim_takes_jobs_in_run_at_order_not_creation_order(store: JobStore) -> None:
@@ -67,7 +69,7 @@ async def test_claim_takes_jobs_in_run_at_order_not_creation_order(store: JobSto
 
     # One at a time, so each claim must pick the earliest due job of those left.
     order: list[str] = []
-    while batch := await store.claim(1, LEASE):
+    while batch := await store.claim(1, LEASE, types=TEST_TYPES):
         order.extend(job.type for job in batch)
 
     assert [name for name in order if name != "clock-probe"] == ["newer", "older"]
@@ -77,7 +79,7 @@ async def test_claim_returns_its_jobs_in_run_at_order(store: JobStore) -> None:
     for _ in range(5):
         await submit(store)
 
-    claimed = await store.claim(5, LEASE)
+    claimed = await store.claim(5, LEASE, types=TEST_TYPES)
 
     assert len(claimed) == 5
     assert [job.run_at for job in claimed] == sorted(job.run_at for job in claimed)
@@ -88,7 +90,7 @@ async def test_claim_passes_over_a_job_that_is_not_due_yet(store: JobStore) -> N
     await record(store, later.lease, Decision.backoff(timedelta(hours=1), "try again in an hour"))
     due = await submit(store, job_type="due")
 
-    claimed = await store.claim(10, LEASE)
+    claimed = await store.claim(10, LEASE, types=TEST_TYPES)
 
     assert [job.id for job in claimed] == [due.id]
     assert (await store.get(later.id)).status is Status.PENDING
@@ -102,7 +104,7 @@ async def test_job_retried_with_a_delay_is_claimed_only_once_due(store: JobStore
     assert retried.run_at == retried.updated_at + delay
 
     async def claim_it() -> list[Job]:
-        return [job for job in await store.claim(10, LEASE) if job.id == first.id]
+        return [job for job in await store.claim(10, LEASE, types=TEST_TYPES) if job.id == first.id]
 
     [again] = await eventually(claim_it, "the retried job to be claimable")
     # The claim that took it ran at or after its due time, by the store's clock.
@@ -111,7 +113,7 @@ async def test_job_retried_with_a_delay_is_claimed_only_once_due(store: JobStore
 
 
 async def test_nothing_due_claims_nothing(store: JobStore) -> None:
-    assert await store.claim(10, LEASE) == []
+    assert await store.claim(10, LEASE, types=TEST_TYPES) == []
 
 
 @pytest.mark.parametrize("status", list(Status))
@@ -120,7 +122,7 @@ async def test_claim_takes_a_job_only_from_the_statuses_the_domain_allows(
 ) -> None:
     job = await job_in(store, status)
 
-    claimed = await store.claim(10, LEASE)
+    claimed = await store.claim(10, LEASE, types=TEST_TYPES)
 
     if status in sources(Operation.CLAIM):
         assert [each.id for each in claimed] == [job.id]
@@ -133,10 +135,10 @@ async def test_claim_takes_a_job_only_from_the_statuses_the_domain_allows(
 async def test_concurrent_claims_never_hand_out_the_same_job(store: JobStore) -> None:
     submitted = {(await submit(store)).id for _ in range(10)}
 
-    batches = await asyncio.gather(*(store.claim(3, LEASE) for _ in range(4)))
+    batches = await asyncio.gather(*(store.claim(3, LEASE, types=TEST_TYPES) for _ in range(4)))
     claimed = [job.id for batch in batches for job in batch]
     # A claimer may skip rows another one holds; whatever is left is still claimable.
-    rest = [job.id for job in await store.claim(10, LEASE)]
+    rest = [job.id for job in await store.claim(10, LEASE, types=TEST_TYPES)]
 
     assert len(claimed) == len(set(claimed))
     assert sorted([*claimed, *rest]) == sorted(submitted)
@@ -153,6 +155,6 @@ async def test_claim_refuses_a_limit_or_lease_that_makes_no_sense(
     job = await submit(store)
 
     with pytest.raises(ValueError, match="must be"):
-        await store.claim(limit, lease)
+        await store.claim(limit, lease, types=TEST_TYPES)
 
     assert await store.get(job.id) == job

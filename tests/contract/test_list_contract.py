@@ -15,6 +15,7 @@ from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import TRAITS, Status
 from tests.contract.steps import LEASE, claim_only, job_in, new_job, submit
+from tests.fakes import TEST_TYPES
 from tests.support.endings import complete_many, record
 
 
@@ -38,7 +39,7 @@ async def completed_together(store: JobStore, count: int) -> list[Job]:
     ids order them."""
     for _ in range(count):
         await submit(store)
-    claimed = await store.claim(count, LEASE)
+    claimed = await store.claim(count, LEASE, types=TEST_TYPES)
     assert len(claimed) == count
     done = await complete_many(store, [job.lease for job in claimed])
     assert done == {job.lease for job in claimed}
@@ -91,9 +92,9 @@ async def test_pending_jobs_are_listed_soonest_due_first(store: JobStore) -> Non
 
 async def test_processing_jobs_are_listed_by_when_their_lease_runs_out(store: JobStore) -> None:
     await submit(store)
-    [long] = await store.claim(1, timedelta(hours=2))
+    [long] = await store.claim(1, timedelta(hours=2), types=TEST_TYPES)
     await submit(store)
-    [short] = await store.claim(1, timedelta(hours=1))
+    [short] = await store.claim(1, timedelta(hours=1), types=TEST_TYPES)
 
     page = await store.list_jobs(JobQuery(Status.PROCESSING))
 
@@ -114,7 +115,7 @@ async def test_type_filter_keeps_only_jobs_of_that_type(store: JobStore) -> None
 async def test_type_filter_narrows_failed_jobs(store: JobStore) -> None:
     failed = await job_in(store, Status.FAILED)
     await submit(store, job_type="sms")
-    [sms] = await store.claim(10, LEASE)
+    [sms] = await store.claim(10, LEASE, types=TEST_TYPES)
     await record(store, sms.lease, Decision.fail("no"))
 
     page = await store.list_jobs(JobQuery(Status.FAILED, type="email"))
@@ -193,7 +194,7 @@ async def test_finished_jobs_by_type_and_of_every_type_page_after_page_newest_fi
     ended: list[Job] = []
     for n in range(7):
         submitted = await store.submit(new_job({"n": n}, job_type=("email", "sms", "fax")[n % 3]))
-        [claimed] = await store.claim(1, LEASE)
+        [claimed] = await store.claim(1, LEASE, types=TEST_TYPES)
         assert claimed.id == submitted.job.id
         ended.append(await record(store, claimed.lease, decision))
 
@@ -218,7 +219,7 @@ async def test_a_queue_narrows_every_narrowable_status_page_after_page(store: Jo
     for n in range(5):
         await store.submit(replace(new_job({"n": n}), queue="mail", priority=n % 2))
         await store.submit(replace(new_job({"n": n}), queue="other"))
-    mail = [job for job in await store.claim(2, LEASE, "mail")]
+    mail = [job for job in await store.claim(2, LEASE, "mail", types=TEST_TYPES)]
     for job in mail:
         await record(store, job.lease, Decision.dead_letter("smtp"))
 

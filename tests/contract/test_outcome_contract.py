@@ -13,10 +13,11 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.domain.errors import InvalidTransition, JobNotFound, LeaseLost
-from jobqueue.domain.job import Job, Lease, Operation, sources, targets
+from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import MAX_ERROR_LENGTH, Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation, sources, targets
 from tests.contract.steps import (
     OUTCOME_ERRORS,
     OUTCOME_WRITES,

@@ -9,6 +9,7 @@ from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
 from tests.contract.steps import LEASE, new_job
+from tests.fakes import TEST_TYPES
 
 
 async def test_a_paused_queue_claims_nothing_until_resumed(store: JobStore) -> None:
@@ -20,11 +21,11 @@ async def test_a_paused_queue_claims_nothing_until_resumed(store: JobStore) -> N
     assert state.paused
     assert state.paused_at is not None
 
-    assert await store.claim(10, LEASE, "emails") == []
+    assert await store.claim(10, LEASE, "emails", types=TEST_TYPES) == []
     # Carrying endings changes nothing: the claim half still sees the pause.
-    held, claimed = await store.record_and_claim([], 10, LEASE, "emails")
+    held, claimed = await store.record_and_claim([], 10, LEASE, "emails", types=TEST_TYPES)
     assert (held, list(claimed)) == (set(), [])
-    assert [job.id for job in await store.claim(10, LEASE)] == [other.id]
+    assert [job.id for job in await store.claim(10, LEASE, types=TEST_TYPES)] == [other.id]
     assert (await store.get(paused.id)).status is Status.PENDING
     assert await store.paused_queues(["emails", "default", "never-seen"]) == {"emails"}
 
@@ -32,7 +33,9 @@ async def test_a_paused_queue_claims_nothing_until_resumed(store: JobStore) -> N
     assert not resumed.paused
     assert resumed.paused_at is None
     assert await store.paused_queues(["emails"]) == set()
-    assert [job.id for job in await store.claim(10, LEASE, "emails")] == [paused.id]
+    assert [job.id for job in await store.claim(10, LEASE, "emails", types=TEST_TYPES)] == [
+        paused.id
+    ]
 
 
 async def test_pausing_twice_keeps_the_first_pause_and_resuming_a_running_queue_is_harmless(
@@ -50,12 +53,14 @@ async def test_pausing_twice_keeps_the_first_pause_and_resuming_a_running_queue_
 async def test_a_pause_stops_the_claim_that_carries_endings_too(store: JobStore) -> None:
     running = (await store.submit(replace(new_job(), queue="q"))).job
     waiting = (await store.submit(replace(new_job(), queue="q"))).job
-    (claimed,) = await store.claim(1, LEASE, "q")
+    (claimed,) = await store.claim(1, LEASE, "q", types=TEST_TYPES)
     assert claimed.id == running.id
 
     await store.pause_queue("q")
     # The running job's ending is recorded; the claim beside it takes nothing.
-    held, more = await store.record_and_claim([(claimed.lease, Decision.complete())], 5, LEASE, "q")
+    held, more = await store.record_and_claim(
+        [(claimed.lease, Decision.complete())], 5, LEASE, "q", types=TEST_TYPES
+    )
     assert held == {claimed.lease}
     assert list(more) == []
     assert (await store.get(running.id)).status is Status.COMPLETED
@@ -67,7 +72,7 @@ async def test_queue_summaries_count_live_and_held_jobs_per_queue(store: JobStor
         await store.submit(replace(new_job(), queue="a"))
     await store.submit(replace(new_job(), queue="a", delay=timedelta(hours=1)))
     await store.submit(replace(new_job(), queue="b"))
-    (_running,) = await store.claim(1, LEASE, "b")
+    (_running,) = await store.claim(1, LEASE, "b", types=TEST_TYPES)
     await store.pause_queue("idle")
 
     summaries = {summary.state.name: summary for summary in await store.queue_summaries()}

@@ -7,10 +7,11 @@ import uuid
 from dataclasses import replace
 from datetime import timedelta
 
-from jobqueue.domain.job import Lease, Operation, sources
+from jobqueue.domain.job import Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation, sources
 from tests.contract.steps import (
     LEASE,
     SHORT_LEASE,

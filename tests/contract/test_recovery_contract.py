@@ -10,11 +10,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from jobqueue.domain.job import Job, Operation, targets
+from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation, targets
 from tests.contract.steps import LEASE, SHORT_LEASE, claim_only, eventually, submit
+from tests.fakes import TEST_TYPES
 
 
 async def _recovered(store: JobStore, limit: int = 10) -> Sequence[Job]:
@@ -51,7 +53,7 @@ async def test_expired_lease_on_the_last_attempt_is_dead_lettered(store: JobStor
     assert (recovered.attempts, recovered.locked_until) == (1, None)
     assert recovered.last_error == LEASE_EXPIRED_ERROR
     assert recovered.run_at == claimed.run_at
-    assert await store.claim(10, LEASE) == []
+    assert await store.claim(10, LEASE, types=TEST_TYPES) == []
     # Dead-lettered like any other: a operator retry brings it back.
     assert (await store.retry(claimed.id)).status is Status.PENDING
 
@@ -70,7 +72,7 @@ async def test_live_leases_are_left_alone(store: JobStore) -> None:
 async def test_recovery_takes_at_most_limit_jobs(store: JobStore) -> None:
     for _ in range(3):
         await submit(store)
-    claimed = await store.claim(3, SHORT_LEASE)
+    claimed = await store.claim(3, SHORT_LEASE, types=TEST_TYPES)
     # One claim, one lease end: once one of them has expired, all three have.
     assert len({job.locked_until for job in claimed}) == 1
 

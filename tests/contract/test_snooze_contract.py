@@ -9,6 +9,7 @@ from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
 from tests.contract.steps import LEASE, claim_only, job_in, submit
+from tests.fakes import TEST_TYPES
 from tests.support.endings import record
 
 SNOOZE = timedelta(minutes=10)
@@ -25,7 +26,7 @@ async def test_a_snooze_keeps_the_attempts_and_counts_the_snooze(store: JobStore
     assert snoozed.locked_until is None
     # Given back, like a release: not an attempt of the job's history.
     assert snoozed.history == ()
-    assert await store.claim(10, LEASE) == []
+    assert await store.claim(10, LEASE, types=TEST_TYPES) == []
 
 
 async def test_a_job_due_again_after_a_snooze_counts_its_next_attempt_as_its_first(

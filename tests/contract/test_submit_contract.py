@@ -7,10 +7,12 @@ import uuid
 import pytest
 
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, JobNotFound
-from jobqueue.domain.job import JsonValue, NewJob
+from jobqueue.domain.fields import JsonValue
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
 from tests.contract.steps import LEASE, TRACEPARENT, claim_only, new_job
+from tests.fakes import TEST_TYPES
 
 
 async def test_submitted_job_reads_back_pending_and_due_at_its_creation(store: JobStore) -> None:
@@ -94,7 +96,7 @@ async def test_same_key_and_same_request_replays_the_first_job(store: JobStore) 
     assert not first.replayed
     assert again.replayed
     assert again.job == first.job
-    assert [job.id for job in await store.claim(10, LEASE)] == [first.job.id]
+    assert [job.id for job in await store.claim(10, LEASE, types=TEST_TYPES)] == [first.job.id]
 
 
 async def test_replay_returns_the_job_as_it_is_now(store: JobStore) -> None:
@@ -128,7 +130,7 @@ async def test_same_key_with_a_different_request_is_a_conflict(
 
     assert raised.value.key == "k"
     assert await store.get(first.id) == first
-    assert [job.id for job in await store.claim(10, LEASE)] == [first.id]
+    assert [job.id for job in await store.claim(10, LEASE, types=TEST_TYPES)] == [first.id]
 
 
 async def test_submissions_without_a_key_are_never_replayed(store: JobStore) -> None:
@@ -183,7 +185,7 @@ async def test_value_the_store_cannot_hold_is_refused_as_an_invalid_job(
     with pytest.raises(InvalidJob, match="refused"):
         await store.submit(refused)
 
-    assert await store.claim(10, LEASE) == []
+    assert await store.claim(10, LEASE, types=TEST_TYPES) == []
 
 
 async def test_ping_answers_when_the_store_is_up(store: JobStore) -> None:

@@ -11,9 +11,10 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.job import NewJob
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
+from tests.fakes import TEST_TYPES
 from tests.support.api import build_api
 from tests.support.endings import record
 
@@ -29,7 +30,7 @@ async def client(engine: AsyncEngine, database_url: str) -> AsyncIterator[AsyncT
 async def _ended(store: JobStore, decision: Decision, queue: str = "default") -> str:
     new = NewJob(type="sleep", max_attempts=3, payload={"duration": "1ms"}, queue=queue)
     job = (await store.submit(new)).job
-    (claimed,) = await store.claim(1, LEASE, queue)
+    (claimed,) = await store.claim(1, LEASE, queue, types=TEST_TYPES)
     await record(store, claimed.lease, decision)
     return str(job.id)
 

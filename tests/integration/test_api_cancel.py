@@ -13,8 +13,9 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.job import NewJob
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import Decision
+from tests.fakes import TEST_TYPES
 from tests.support.api import build_api
 from tests.support.endings import record
 
@@ -56,7 +57,7 @@ async def test_a_running_job_is_cancelled_and_its_attempt_kept(
 ) -> None:
     store = PostgresJobStore(engine, worker="host-a:42")
     job = await _submit(client)
-    (claimed,) = await store.claim(1, LEASE)
+    (claimed,) = await store.claim(1, LEASE, types=TEST_TYPES)
 
     response = await client.post(f"/jobs/{job}/cancel")
 
@@ -77,7 +78,7 @@ async def test_a_job_that_ended_is_a_409_and_an_unknown_one_a_404(
 ) -> None:
     store = PostgresJobStore(engine)
     job = (await store.submit(NewJob(type="sleep", max_attempts=3))).job
-    (claimed,) = await store.claim(1, LEASE)
+    (claimed,) = await store.claim(1, LEASE, types=TEST_TYPES)
     await record(store, claimed.lease, Decision.complete())
 
     finished = await client.post(f"/jobs/{job.id}/cancel")

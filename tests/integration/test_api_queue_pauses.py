@@ -11,6 +11,7 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
+from tests.fakes import TEST_TYPES
 from tests.support.api import build_api
 
 LEASE = timedelta(minutes=5)
@@ -44,14 +45,14 @@ async def test_pause_and_resume_answer_the_queue_s_state_and_the_claim_obeys(
     assert body["paused_at"].endswith("Z")
     again = (await client.post("/queues/mail/pause")).json()
     assert again["paused_at"] == body["paused_at"]
-    assert await store.claim(5, LEASE, "mail") == []
+    assert await store.claim(5, LEASE, "mail", types=TEST_TYPES) == []
 
     resumed = await client.post("/queues/mail/resume")
     assert resumed.status_code == 200, resumed.text
     assert resumed.json() == {"name": "mail", "paused": False, "paused_at": None}
-    assert [claimed.id.hex for claimed in await store.claim(5, LEASE, "mail")] == [
-        job["id"].replace("-", "")
-    ]
+    assert [
+        claimed.id.hex for claimed in await store.claim(5, LEASE, "mail", types=TEST_TYPES)
+    ] == [job["id"].replace("-", "")]
 
 
 async def test_the_queue_list_counts_live_and_held_jobs_and_shows_pauses(
@@ -61,7 +62,7 @@ async def test_the_queue_list_counts_live_and_held_jobs_and_shows_pauses(
     await _submit(client, queue="a")
     await _submit(client, queue="a", delay="1h")
     await _submit(client, queue="b")
-    await PostgresJobStore(engine).claim(1, LEASE, "b")
+    await PostgresJobStore(engine).claim(1, LEASE, "b", types=TEST_TYPES)
     await client.post("/queues/idle/pause")
 
     response = await client.get("/queues")

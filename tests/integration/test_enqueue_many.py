@@ -19,7 +19,7 @@ from jobqueue.adapters.postgres import enqueue as enqueue_module
 from jobqueue.adapters.postgres.notify import CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob
-from jobqueue.domain.job import NewJob
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.status import Status
 from tests.support.job_rows import count_jobs
 from tests.support.postgres import dsn

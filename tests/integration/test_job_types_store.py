@@ -13,8 +13,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.job_types import PostgresJobTypes
-from jobqueue.domain.job import JobOptions
 from jobqueue.domain.job_types import JobType
+from jobqueue.domain.new_job import TypeOptions
 from jobqueue.domain.status import Status
 from jobqueue.domain.unique import Unique
 
@@ -30,7 +30,9 @@ async def test_a_publication_reads_back_whole(engine: AsyncEngine) -> None:
     )
     types = [
         JobType("b", None),
-        JobType("a", _SCHEMA, JobOptions("mail", 4, 9, unique), "Sends mail."),
+        JobType(
+            "a", _SCHEMA, TypeOptions("mail", 4, 9, timedelta(seconds=90), unique), "Sends mail."
+        ),
     ]
 
     await catalog.publish(types, by="host:1")
@@ -45,10 +47,10 @@ async def test_a_later_publication_replaces_the_earlier(engine: AsyncEngine) -> 
     await catalog.publish([JobType("a", _SCHEMA)], by="host:1")
     (first,) = await catalog.published()
 
-    await catalog.publish([JobType("a", None, JobOptions(priority=1))], by="host:2")
+    await catalog.publish([JobType("a", None, TypeOptions(priority=1))], by="host:2")
 
     (second,) = await catalog.published()
-    assert second.type == JobType("a", None, JobOptions(priority=1))
+    assert second.type == JobType("a", None, TypeOptions(priority=1))
     assert second.published_by == "host:2"
     assert second.published_at > first.published_at
 

@@ -19,9 +19,9 @@ from sqlalchemy.engine import Connection
 
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
-from jobqueue.adapters.postgres.schema import job_types, jobs, metadata, queues
+from jobqueue.adapters.postgres.schema import job_types, jobs, metadata, periodic_slots, queues
 from jobqueue.adapters.postgres.schema_version import head_revisions
-from jobqueue.domain.job import MAX_PRIORITY, MIN_PRIORITY
+from jobqueue.domain.fields import MAX_PRIORITY, MIN_PRIORITY
 from tests.support.postgres import dsn
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -91,6 +91,13 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
     assert _versions(url) == [HEAD]
     assert "traceparent" in _job_columns(url)
     assert _job_indexes(url) >= RETENTION_INDEXES
+    assert "ix_jobs_due_by_type" in _job_indexes(url)
+
+    downgrade(url, "0011")
+    assert "timeout" not in _job_columns(url)
+    assert _fetch_sync(url, "SELECT to_regclass('periodic_slots') IS NOT NULL") == [(False,)]
+    assert "ix_jobs_due_by_type" not in _job_indexes(url)
+    assert "ix_jobs_due_by_queue" in _job_indexes(url)
 
     downgrade(url, "0009")
     assert {"unique_key", "unique_states"}.isdisjoint(_job_columns(url))
@@ -133,6 +140,7 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
         "snoozes",
         "unique_key",
         "unique_states",
+        "timeout",
     }
 
     downgrade(url, "base")
@@ -437,6 +445,36 @@ async def test_published_job_types_arrive_on_a_filled_table_without_blocking_wri
         await connection.close()
 
 
+async def test_claims_by_type_timeouts_and_periodic_slots_arrive_on_a_filled_table(
+    empty_database_url: str,
+) -> None:
+    """0012 builds the claim's index by type and drops the old one CONCURRENTLY, 0013 adds
+    a nullable column without a default (a catalog change), 0014 creates a table: writes
+    with a lock timeout far shorter than a blocking build or a rewrite go on throughout,
+    and all three undo themselves."""
+    url = empty_database_url
+    await asyncio.to_thread(upgrade, url, "0011")
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        written = await _migrate_a_filled_table_while_writing(connection, url, "0014")
+        assert written > 0
+        assert await _valid_due_indexes(url) == {"ix_jobs_due_by_type": True}
+        assert await connection.fetchval("SELECT count(*) FROM jobs WHERE timeout IS NULL") == (
+            FILLED_ROWS + written
+        )
+        assert await connection.fetchval("SELECT count(*) FROM periodic_slots") == 0
+
+        await asyncio.to_thread(downgrade, url, "0011")
+        assert await _valid_due_indexes(url) == {"ix_jobs_due_by_queue": True}
+        assert "timeout" not in await asyncio.to_thread(_job_columns, url)
+        assert await connection.fetchval("SELECT to_regclass('periodic_slots')") is None
+        assert await connection.fetchval("SELECT count(*) FROM jobs") == FILLED_ROWS + written
+        await asyncio.to_thread(upgrade, url)
+        assert await asyncio.to_thread(_drift, url, metadata) == []
+    finally:
+        await connection.close()
+
+
 def test_the_priority_check_in_the_database_is_the_domain_s_range(database_url: str) -> None:
     # The revision spells the range out (it must keep meaning what it meant); the schema
     # derives it from the domain. They must agree.
@@ -456,6 +494,7 @@ def test_drift_check_notices_a_column_the_migrations_lack(database_url: str) -> 
     changed = MetaData()
     queues.to_metadata(changed)
     job_types.to_metadata(changed)
+    periodic_slots.to_metadata(changed)
     jobs.to_metadata(changed).append_column(Column("colour", Text))
     drift = _drift(database_url, changed)
     assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "colour")]

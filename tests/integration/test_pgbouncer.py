@@ -34,7 +34,7 @@ from jobqueue.adapters.postgres.limits import Limits
 from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.job import JsonValue
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from jobqueue.entrypoints.worker.pool_config import PoolConfig

@@ -20,9 +20,11 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import IdempotencyConflict
-from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.job import Job
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.status import Status
+from tests.fakes import TEST_TYPES
 from tests.support.job_rows import count_jobs, seed_many
 
 ENGINES = 4
@@ -48,7 +50,7 @@ async def test_concurrent_claimers_never_share_a_job_nor_exceed_their_limit(
     async def claimer(store: PostgresJobStore) -> list[list[Job]]:
         await start.wait()
         batches: list[list[Job]] = []
-        while batch := list(await store.claim(limit, LEASE)):
+        while batch := list(await store.claim(limit, LEASE, types=TEST_TYPES)):
             batches.append(batch)
         return batches
 

@@ -1,6 +1,6 @@
-"""The hot path's statements, sent by asyncpg itself (`adapters.postgres.driver`): what
-they return matches what SQLAlchemy reads, and a failure leaves no broken connection in
-the pool."""
+"""The store's statements, sent by asyncpg itself (`adapters.postgres.driver`): what they
+return matches what SQLAlchemy reads, and a failure leaves no broken connection in the
+pool."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from datetime import timedelta
 
 import asyncpg
 import pytest
-from sqlalchemy import JSON, Float, Integer, bindparam, func, select, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from jobqueue.adapters.postgres.driver import DriverStatement, driver_of
+from jobqueue.adapters.postgres.driver import driver_of, fetch_pooled
+from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.job import NewJob
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import Decision
+from tests.fakes import TEST_TYPES
 
 LEASE = timedelta(minutes=5)
 
@@ -35,7 +37,7 @@ async def test_claimed_jobs_equal_the_same_rows_read_through_sqlalchemy(
         )
     )
 
-    [claimed] = await store.claim(1, LEASE)
+    [claimed] = await store.claim(1, LEASE, types=TEST_TYPES)
 
     assert claimed == await store.get(claimed.id)
     assert claimed.payload == payload
@@ -45,7 +47,7 @@ async def test_batched_writes_answer_with_the_leases_they_held(engine: AsyncEngi
     store = PostgresJobStore(engine)
     for _ in range(3):
         await store.submit(NewJob(type="email", max_attempts=3))
-    first, second, third = await store.claim(3, LEASE)
+    first, second, third = await store.claim(3, LEASE, types=TEST_TYPES)
     stale = type(third.lease)(third.id, third.lease_token - 1)
 
     assert await store.renew([first.lease, stale], LEASE) == {first.lease}
@@ -63,7 +65,7 @@ async def test_endings_and_the_next_claim_go_in_one_statement(engine: AsyncEngin
     store = PostgresJobStore(engine)
     for n in range(4):
         await store.submit(NewJob(type="email", max_attempts=3, payload={"n": n}))
-    first, second = await store.claim(2, LEASE)
+    first, second = await store.claim(2, LEASE, types=TEST_TYPES)
     stale = type(first.lease)(first.id, first.lease_token - 1)
 
     held, claimed = await store.record_and_claim(
@@ -74,6 +76,7 @@ async def test_endings_and_the_next_claim_go_in_one_statement(engine: AsyncEngin
         ],
         2,
         LEASE,
+        types=TEST_TYPES,
     )
 
     assert held == {first.lease, second.lease}
@@ -86,21 +89,35 @@ async def test_endings_and_the_next_claim_go_in_one_statement(engine: AsyncEngin
     # Released, it is claimable by the next call; a claim finding nothing still answers
     # for its endings.
     held, [again] = await store.record_and_claim(
-        [(claimed[0].lease, Decision.complete())], 2, LEASE
+        [(claimed[0].lease, Decision.complete())], 2, LEASE, types=TEST_TYPES
     )
     assert (held, again.id) == ({claimed[0].lease}, second.id)
-    held, none = await store.record_and_claim([(again.lease, Decision.complete())], 2, LEASE)
+    held, none = await store.record_and_claim(
+        [(again.lease, Decision.complete())], 2, LEASE, types=TEST_TYPES
+    )
     assert (held, list(none)) == ({again.lease}, [])
 
 
-def test_a_statement_whose_values_sqlalchemy_converts_is_refused() -> None:
-    # JSON is serialised by SQLAlchemy before the driver sees it: sent raw, it would not be.
-    with pytest.raises(TypeError, match="converts"):
-        DriverStatement(select(bindparam("document", type_=JSON)))
+async def test_a_statement_reads_the_same_sent_by_either_way(engine: AsyncEngine) -> None:
+    # Its named parameters numbered for the driver, one number per name however often it
+    # appears; a `::` cast is no parameter; SQLAlchemy binds the same text the same way.
+    statement = Statement(
+        "probe",
+        "SELECT CAST(:n AS integer) * CAST(:n AS integer) AS square,"
+        " '7'::int AS cast, :word AS word",
+    )
+    assert statement.parameters == ("n", "word")
+    assert "$2" in statement.numbered
+    assert "$3" not in statement.numbered
+    values = {"n": 6, "word": "six"}
+    async with engine.connect() as connection:
+        through_sqlalchemy = (await connection.execute(statement.clause, values)).one()
+    (on_the_driver,) = await fetch_pooled(engine, statement, values)
+    assert tuple(through_sqlalchemy) == tuple(on_the_driver) == (36, 7, "six")
 
 
 def test_a_missing_value_is_refused_before_anything_is_sent() -> None:
-    statement = DriverStatement(select(bindparam("wanted", type_=Integer())))
+    statement = Statement("wants", "SELECT CAST(:wanted AS integer)")
     with pytest.raises(TypeError, match="wanted"):
         statement.arguments({})
 
@@ -108,11 +125,11 @@ def test_a_missing_value_is_refused_before_anything_is_sent() -> None:
 async def test_a_connection_whose_statement_failed_is_not_handed_out_again(
     engine: AsyncEngine,
 ) -> None:
-    sleeping = DriverStatement(select(func.pg_sleep(bindparam("seconds", type_=Float()))))
+    sleeping = Statement("sleep", "SELECT pg_sleep(CAST(:seconds AS float8))")
 
     async def sleep_on(connection: AsyncConnection) -> None:
         async with driver_of(connection) as driver:
-            await driver.fetch(sleeping.sql, *sleeping.arguments({"seconds": 30.0}))
+            await driver.fetch(sleeping.numbered, *sleeping.arguments({"seconds": 30.0}))
 
     async with engine.connect() as victim, engine.connect() as other:
         backend = (await victim.execute(text("SELECT pg_backend_pid()"))).scalar_one()

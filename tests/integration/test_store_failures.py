@@ -20,7 +20,9 @@ from jobqueue.adapters.postgres.database import create_engine, normalize_url
 from jobqueue.adapters.postgres.failures import is_transient, store_failures
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import StoreError, StoreUnavailable
-from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.job import Job
+from jobqueue.domain.new_job import NewJob
+from tests.fakes import TEST_TYPES
 from tests.support.api import build_api
 from tests.support.logs import captured_json_log
 
@@ -251,7 +253,7 @@ async def test_a_connection_the_hot_path_cannot_open_is_store_unavailable(
         with pytest.raises(StoreUnavailable) as submitting:
             await store.submit(NewJob.build(type="noop"))
         with pytest.raises(StoreUnavailable) as claiming:
-            await store.claim(5, timedelta(seconds=30))
+            await store.claim(5, timedelta(seconds=30), types=TEST_TYPES)
     finally:
         await engine.dispose()
 
@@ -272,7 +274,7 @@ async def test_a_terminated_backend_on_the_hot_path_is_unavailable_then_replaced
     single = create_engine(url, pool_size=1, application_name=name)
     store = PostgresJobStore(single)
     try:
-        await store.claim(1, timedelta(seconds=30))
+        await store.claim(1, timedelta(seconds=30), types=TEST_TYPES)
         async with engine.connect() as killer:
             killed = await killer.execute(
                 text(
@@ -284,8 +286,8 @@ async def test_a_terminated_backend_on_the_hot_path_is_unavailable_then_replaced
             assert killed.scalar_one() == 1
         await asyncio.sleep(0.3)
         with pytest.raises(StoreUnavailable):
-            await store.claim(1, timedelta(seconds=30))
+            await store.claim(1, timedelta(seconds=30), types=TEST_TYPES)
         # The dead connection was invalidated: the next statement gets a fresh one.
-        assert await store.claim(1, timedelta(seconds=30)) == []
+        assert await store.claim(1, timedelta(seconds=30), types=TEST_TYPES) == []
     finally:
         await single.dispose()

@@ -17,6 +17,7 @@ from jobqueue.domain.errors import LeaseLost
 from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import Status
+from tests.fakes import TEST_TYPES
 from tests.support.endings import record
 from tests.support.job_rows import expire_lease, read_row, seed_job
 
@@ -35,7 +36,7 @@ STALE_IDS = ["complete", "retry", "fail", "dead_letter", "release"]
 
 
 async def _claim(store: PostgresJobStore) -> Job:
-    [job] = await store.claim(1, LEASE)
+    [job] = await store.claim(1, LEASE, types=TEST_TYPES)
     return job
 
 

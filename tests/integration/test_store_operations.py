@@ -22,10 +22,13 @@ from jobqueue.domain.errors import (
     JobNotFound,
     StoreUnavailable,
 )
-from jobqueue.domain.job import Job, JsonValue, NewJob
+from jobqueue.domain.fields import JsonValue
+from jobqueue.domain.job import Job
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
+from tests.fakes import TEST_TYPES
 from tests.support.endings import record
 from tests.support.job_rows import SEEDED_TOKEN, count_jobs, database_now, seed_job
 from tests.support.postgres import with_database
@@ -179,9 +182,9 @@ async def test_job_submitted_in_a_transaction_is_claimable_only_once_it_commits(
         await connection.execute(text("CREATE TEMP TABLE orders (id int) ON COMMIT DROP"))
         await connection.execute(text("INSERT INTO orders VALUES (1)"))
         submitted = await enqueue(connection, new_job())
-        assert await store.claim(10, LEASE) == []
+        assert await store.claim(10, LEASE, types=TEST_TYPES) == []
 
-    claimed = await store.claim(10, LEASE)
+    claimed = await store.claim(10, LEASE, types=TEST_TYPES)
     assert [job.id for job in claimed] == [submitted.job.id]
 
 
@@ -216,7 +219,7 @@ async def test_claim_takes_due_jobs_oldest_first_up_to_the_limit(
     middle = await seed_job(engine, Status.PENDING, attempts=0, run_in=timedelta(seconds=-20))
 
     before = await database_now(engine)
-    claimed = await store.claim(2, LEASE)
+    claimed = await store.claim(2, LEASE, types=TEST_TYPES)
     after = await database_now(engine)
 
     assert [job.id for job in claimed] == [oldest, middle]
@@ -224,12 +227,12 @@ async def test_claim_takes_due_jobs_oldest_first_up_to_the_limit(
         assert (job.status, job.attempts, job.lease_token) == ("processing", 1, SEEDED_TOKEN + 1)
         assert job.locked_until is not None
         assert before + LEASE <= job.locked_until <= after + LEASE
-    assert [job.id for job in await store.claim(2, LEASE)] == [newest]
+    assert [job.id for job in await store.claim(2, LEASE, types=TEST_TYPES)] == [newest]
 
 
 async def test_claim_leaves_jobs_that_are_not_due_yet(store: JobStore, engine: AsyncEngine) -> None:
     await seed_job(engine, Status.PENDING, attempts=0, run_in=timedelta(minutes=1))
-    assert await store.claim(10, LEASE) == []
+    assert await store.claim(10, LEASE, types=TEST_TYPES) == []
 
 
 async def test_claim_passes_over_rows_locked_by_another_transaction(
@@ -242,7 +245,7 @@ async def test_claim_passes_over_rows_locked_by_another_transaction(
             text("SELECT 1 FROM jobs WHERE id = :id FOR UPDATE"), {"id": locked}
         )
         # Would wait for the lock (and hit the timeout) without SKIP LOCKED.
-        claimed = await asyncio.wait_for(store.claim(10, LEASE), timeout=60)
+        claimed = await asyncio.wait_for(store.claim(10, LEASE, types=TEST_TYPES), timeout=60)
     assert [job.id for job in claimed] == [free]
 
 
@@ -251,7 +254,7 @@ async def test_claim_refuses_a_limit_or_lease_that_cannot_claim(
     store: JobStore, limit: int, lease: timedelta
 ) -> None:
     with pytest.raises(ValueError, match="must"):
-        await store.claim(limit, lease)
+        await store.claim(limit, lease, types=TEST_TYPES)
 
 
 # --- outcome writes ---------------------------------------------------------------------
@@ -270,7 +273,7 @@ async def test_retry_due_time_is_computed_by_the_database_clock(
     assert (retried.status, retried.attempts, retried.locked_until) == ("pending", 1, None)
     assert retried.last_error == "connection reset"
     assert before + delay <= retried.run_at <= after + delay
-    assert await store.claim(1, LEASE) == []
+    assert await store.claim(1, LEASE, types=TEST_TYPES) == []
 
 
 async def test_release_gives_the_attempt_back_and_is_due_at_once(
@@ -284,7 +287,7 @@ async def test_release_gives_the_attempt_back_and_is_due_at_once(
     assert (released.status, released.attempts, released.locked_until) == ("pending", 0, None)
     assert before <= released.run_at <= after
     assert released.lease_token == job.lease_token
-    [again] = await store.claim(1, LEASE)
+    [again] = await store.claim(1, LEASE, types=TEST_TYPES)
     assert (again.id, again.attempts, again.lease_token) == (job.id, 1, job.lease_token + 1)
 
 
@@ -336,7 +339,7 @@ async def test_operator_retry_restores_the_attempt_budget_but_not_the_lease_toke
 
     assert (retried.status, retried.attempts, retried.lease_token) == ("pending", 0, 5)
     assert before <= retried.run_at <= after
-    [claimed] = await store.claim(1, LEASE)
+    [claimed] = await store.claim(1, LEASE, types=TEST_TYPES)
     assert (claimed.attempts, claimed.lease_token) == (1, 6)
 
 
@@ -360,7 +363,7 @@ def _closed_loopback_port() -> int:
         lambda s: s.ping(),
         lambda s: s.get(uuid4()),
         lambda s: s.submit(new_job()),
-        lambda s: s.claim(1, LEASE),
+        lambda s: s.claim(1, LEASE, types=TEST_TYPES),
         lambda s: s.recover_expired(1),
         lambda s: s.retry(uuid4()),
     ],
@@ -388,5 +391,5 @@ async def test_driver_error_is_store_unavailable(database_url: str) -> None:
 
 async def _claim_one(store: JobStore, engine: AsyncEngine) -> Job:
     await seed_job(engine, Status.PENDING, attempts=0)
-    [job] = await store.claim(1, LEASE)
+    [job] = await store.claim(1, LEASE, types=TEST_TYPES)
     return job

@@ -18,9 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.errors import JobNotFound
-from jobqueue.domain.job import Lease, NewJob, Operation
+from jobqueue.domain.job import Lease
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation
 from jobqueue.domain.unique import Unique
 from tests.support.plans import (
     FINISHED_ROWS,
@@ -32,6 +34,8 @@ from tests.support.plans import (
 )
 
 StoreCall = Callable[[PostgresJobStore], Awaitable[object]]
+# The types of the process whose claims are explained: those `fill_table` seeds.
+PROCESS_TYPES = frozenset({"bulk", "done", "later"})
 
 
 async def _record_many_unknown(store: PostgresJobStore) -> None:
@@ -50,7 +54,7 @@ async def _record_many_unknown(store: PostgresJobStore) -> None:
 
 async def _record_and_claim_unknown(store: PostgresJobStore) -> None:
     endings = [(Lease(uuid4(), 1), Decision.complete()) for _ in range(8)]
-    held, _ = await store.record_and_claim(endings, 5, timedelta(minutes=5))
+    held, _ = await store.record_and_claim(endings, 5, timedelta(minutes=5), types=PROCESS_TYPES)
     assert held == set()
 
 
@@ -65,15 +69,15 @@ async def _renew_unknown(store: PostgresJobStore) -> None:
 # entry per job processed since it began. A claim probes pk_queues once, for a pause.
 HOT_PATH: dict[str, tuple[StoreCall, tuple[str, ...]]] = {
     "claim": (
-        lambda store: store.claim(5, timedelta(minutes=5)),
-        ("ix_jobs_due_by_queue", "pk_queues"),
+        lambda store: store.claim(5, timedelta(minutes=5), types=PROCESS_TYPES),
+        ("ix_jobs_due_by_type", "pk_queues"),
     ),
     "recover": (lambda store: store.recover_expired(5), ("ix_jobs_lease_expiry",)),
     "record_many": (_record_many_unknown, ("pk_jobs",)),
     # Its endings are record_many's, its claim the claim's: each keeps its index.
     "record_and_claim": (
         _record_and_claim_unknown,
-        ("ix_jobs_due_by_queue", "pk_jobs", "pk_queues"),
+        ("ix_jobs_due_by_type", "pk_jobs", "pk_queues"),
     ),
     "renew": (_renew_unknown, ("pk_jobs",)),
 }

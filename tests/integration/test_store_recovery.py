@@ -14,6 +14,7 @@ from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.status import Status
+from tests.fakes import TEST_TYPES
 from tests.support.job_rows import database_now, expire_lease, read_row, seed_job
 
 
@@ -45,7 +46,7 @@ async def test_expired_lease_on_the_last_attempt_is_dead_lettered(engine: AsyncE
 
     assert (recovered.id, recovered.status, recovered.attempts) == (job_id, "dead_letter", 3)
     assert (recovered.locked_until, recovered.last_error) == (None, LEASE_EXPIRED_ERROR)
-    assert await store.claim(10, timedelta(minutes=1)) == []
+    assert await store.claim(10, timedelta(minutes=1), types=TEST_TYPES) == []
 
 
 async def test_unexpired_leases_are_left_alone(engine: AsyncEngine) -> None:
@@ -91,12 +92,12 @@ async def test_a_tiny_lease_runs_out_and_the_job_is_recovered_and_claimable(
 ) -> None:
     store = PostgresJobStore(engine)
     await seed_job(engine, Status.PENDING, attempts=0, lease_token=0)
-    [claimed] = await store.claim(1, timedelta(milliseconds=1))
+    [claimed] = await store.claim(1, timedelta(milliseconds=1), types=TEST_TYPES)
 
     recovered = await _poll_recovery(store)
 
     assert [job.id for job in recovered] == [claimed.id]
-    [again] = await store.claim(1, timedelta(minutes=5))
+    [again] = await store.claim(1, timedelta(minutes=5), types=TEST_TYPES)
     assert (again.id, again.attempts, again.lease_token) == (claimed.id, 2, 2)
 
 

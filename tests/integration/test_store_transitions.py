@@ -15,9 +15,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import InvalidTransition, JobNotFound, JobQueueError, LeaseLost
-from jobqueue.domain.job import Job, Lease, Operation, targets
+from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation, targets
+from tests.fakes import TEST_TYPES
 from tests.support.endings import record
 from tests.support.job_rows import SEEDED_TOKEN, read_row, seed_job
 
@@ -69,7 +71,9 @@ async def _apply(
     """What the operation did to each job: the job it wrote, the error refusing it, or
     None when a batch operation (claim, recovery) passed it over."""
     if operation is Operation.CLAIM:
-        picked = {job.id: job for job in await store.claim(10, timedelta(minutes=5))}
+        picked = {
+            job.id: job for job in await store.claim(10, timedelta(minutes=5), types=TEST_TYPES)
+        }
         return {job_id: picked.get(job_id) for job_id in job_ids}
     if operation is Operation.RECOVER:
         picked = {job.id: job for job in await store.recover_expired(10)}

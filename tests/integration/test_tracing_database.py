@@ -15,7 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.tracing import trace_engine
-from jobqueue.domain.job import NewJob
+from jobqueue.domain.new_job import NewJob
+from tests.fakes import TEST_TYPES
 
 
 def traced_store(
@@ -44,7 +45,7 @@ async def test_statements_outside_any_trace_make_no_span(engine: AsyncEngine) ->
     store, _, exporter = traced_store(engine)
     await store.submit(NewJob(type="email", max_attempts=3))
     # The pool polls like this every second: a trace per poll would bury everything.
-    await store.claim(10, timedelta(minutes=1))
+    await store.claim(10, timedelta(minutes=1), types=TEST_TYPES)
     await store.ping()
     assert not exporter.get_finished_spans()
 

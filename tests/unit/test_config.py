@@ -12,7 +12,7 @@ from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.job import Status
+from jobqueue.domain.status import Status
 from jobqueue.entrypoints.cli import build_parser
 from jobqueue.entrypoints.config import (
     SETTINGS,

@@ -10,14 +10,14 @@ from uuid import UUID
 import pytest
 
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
-from jobqueue.domain.job import (
+from jobqueue.domain.fields import (
     MAX_ATTEMPTS,
     MAX_DELAY,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TYPE_LENGTH,
-    Job,
-    NewJob,
 )
+from jobqueue.domain.job import Job
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.registry import Registry
 from jobqueue.domain.status import Status
 

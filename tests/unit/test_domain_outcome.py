@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.job import MAX_ATTEMPTS, Job, Operation, targets
+from jobqueue.domain.fields import MAX_ATTEMPTS
+from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import (
     MAX_ERROR_LENGTH,
     Decision,
@@ -25,6 +26,7 @@ from jobqueue.domain.outcome import (
     decide,
 )
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation, targets
 
 BACKOFF = Backoff(base=timedelta(seconds=1), cap=timedelta(minutes=10))
 US = timedelta(microseconds=1)

@@ -11,8 +11,9 @@ from uuid import uuid4
 import pytest
 
 from jobqueue.domain.errors import InvalidTransition, JobQueueError
-from jobqueue.domain.job import TRANSITIONS, Job, Lease, Operation, sources, targets
+from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.status import TRAITS, Phase, Status
+from jobqueue.domain.transitions import TRANSITIONS, Operation, sources, targets
 
 # The design's lifecycle diagram, written out independently of the table under test.
 EXPECTED: dict[tuple[Operation, Status], frozenset[Status]] = {

@@ -14,10 +14,13 @@ from jobqueue.domain.errors import (
     LeaseLost,
     StoreUnavailable,
 )
-from jobqueue.domain.job import TRANSITIONS, Job, JsonValue, Lease, NewJob, Operation
+from jobqueue.domain.fields import JsonValue
+from jobqueue.domain.job import Job, Lease
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.status import Status
-from tests.fakes import InMemoryJobStore, ManualClock
+from jobqueue.domain.transitions import TRANSITIONS, Operation
+from tests.fakes import TEST_TYPES, InMemoryJobStore, ManualClock
 from tests.support.endings import record
 
 LEASE = timedelta(seconds=30)
@@ -40,7 +43,7 @@ def store(clock: ManualClock) -> InMemoryJobStore:
 
 
 async def claim_one(store: InMemoryJobStore) -> Job:
-    (job,) = await store.claim(1, LEASE)
+    (job,) = await store.claim(1, LEASE, types=TEST_TYPES)
     return job
 
 
@@ -104,7 +107,7 @@ async def test_claim_takes_due_jobs_in_due_order_up_to_the_limit(
         ids.append((await store.submit(new_job(n=n))).job.id)
         clock.advance(timedelta(seconds=1))
 
-    claimed = await store.claim(2, LEASE)
+    claimed = await store.claim(2, LEASE, types=TEST_TYPES)
 
     assert [job.id for job in claimed] == ids[:2]
     for job in claimed:
@@ -119,7 +122,7 @@ async def test_claim_skips_jobs_already_claimed(store: InMemoryJobStore) -> None
     await store.submit(new_job())
     await claim_one(store)
 
-    assert await store.claim(5, LEASE) == []
+    assert await store.claim(5, LEASE, types=TEST_TYPES) == []
 
 
 async def test_complete_with_the_current_lease_finishes_the_job(store: InMemoryJobStore) -> None:
@@ -163,9 +166,9 @@ async def test_retry_makes_the_job_due_after_the_delay(
 
     assert (retried.status, retried.last_error) == (Status.PENDING, "ValueError: x")
     assert retried.attempts == 1
-    assert await store.claim(1, LEASE) == []
+    assert await store.claim(1, LEASE, types=TEST_TYPES) == []
     clock.advance(timedelta(seconds=10))
-    assert [j.attempts for j in await store.claim(1, LEASE)] == [2]
+    assert [j.attempts for j in await store.claim(1, LEASE, types=TEST_TYPES)] == [2]
 
 
 async def test_release_gives_the_attempt_back(store: InMemoryJobStore) -> None:
@@ -182,7 +185,7 @@ async def test_release_gives_the_attempt_back(store: InMemoryJobStore) -> None:
 async def test_fail_and_dead_letter_keep_the_error(store: InMemoryJobStore) -> None:
     await store.submit(new_job())
     await store.submit(new_job())
-    first, second = await store.claim(2, LEASE)
+    first, second = await store.claim(2, LEASE, types=TEST_TYPES)
 
     failed = await record(store, first.lease, Decision.fail("Permanent: no"))
     dead = await record(store, second.lease, Decision.dead_letter("ValueError: again"))
@@ -217,7 +220,7 @@ async def test_recovery_requeues_expired_leases_and_dead_letters_the_last_attemp
 ) -> None:
     await store.submit(new_job(max_attempts=2))
     await store.submit(new_job(max_attempts=1))
-    first, last = await store.claim(2, LEASE)
+    first, last = await store.claim(2, LEASE, types=TEST_TYPES)
 
     assert await store.recover_expired(10) == []
     clock.advance(LEASE + timedelta(microseconds=1))
@@ -234,7 +237,7 @@ async def test_recovery_takes_at_most_the_limit(
 ) -> None:
     for _ in range(3):
         await store.submit(new_job())
-    await store.claim(3, LEASE)
+    await store.claim(3, LEASE, types=TEST_TYPES)
     clock.advance(LEASE * 2)
 
     assert len(await store.recover_expired(2)) == 2
@@ -247,7 +250,7 @@ async def test_switched_off_store_raises_unavailable(store: InMemoryJobStore) ->
     with pytest.raises(StoreUnavailable):
         await store.ping()
     with pytest.raises(StoreUnavailable):
-        await store.claim(1, LEASE)
+        await store.claim(1, LEASE, types=TEST_TYPES)
 
 
 async def _job_in(store: InMemoryJobStore, status: Status) -> Job:
@@ -273,7 +276,7 @@ async def _attempt(
     lease = Lease(job.id, job.lease_token)
     match operation:
         case Operation.CLAIM:
-            if not await store.claim(1, LEASE):
+            if not await store.claim(1, LEASE, types=TEST_TYPES):
                 raise InvalidTransition(job.id, operation, job.status)
         case Operation.COMPLETE:
             await record(store, lease, Decision.complete())
@@ -320,6 +323,6 @@ async def test_claim_and_recovery_refuse_limits_below_one(
     store: InMemoryJobStore, limit: int
 ) -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        await store.claim(limit, LEASE)
+        await store.claim(limit, LEASE, types=TEST_TYPES)
     with pytest.raises(ValueError, match="at least 1"):
         await store.recover_expired(limit)

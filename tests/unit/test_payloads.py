@@ -9,7 +9,7 @@ import pytest
 
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.domain.errors import InvalidPayload, is_permanent
-from jobqueue.domain.job import JsonValue
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.ports import PayloadDecoder
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
-from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver
+from tests.fakes import TEST_TYPES, InMemoryJobStore, ManualClock, RecordingObserver
 from tests.unit.pool_harness import DEADLINE_SECONDS, eventually, submit
 
 LEASE = timedelta(seconds=30)
@@ -20,7 +20,7 @@ TICK = timedelta(milliseconds=5)
 async def expired_jobs(store: InMemoryJobStore, clock: ManualClock, count: int) -> None:
     for _ in range(count):
         await submit(store, "work", max_attempts=2)
-    await store.claim(count, LEASE)
+    await store.claim(count, LEASE, types=TEST_TYPES)
     clock.advance(LEASE * 2)
 
 
@@ -46,7 +46,7 @@ async def test_run_once_leaves_live_leases_alone() -> None:
     clock = ManualClock()
     store = InMemoryJobStore(clock)
     await submit(store, "work")
-    await store.claim(1, LEASE)
+    await store.claim(1, LEASE, types=TEST_TYPES)
 
     assert await LeaseRecovery(store, TICK).run_once() == 0
     assert store.jobs()[0].status is Status.PROCESSING

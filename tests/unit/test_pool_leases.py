@@ -15,7 +15,13 @@ from jobqueue.domain.registry import JobContext, Registry, StopReason
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
 from jobqueue.entrypoints.worker.pool import WorkerPool
-from tests.fakes import DataclassDecoder, InMemoryJobStore, RecordingObserver, wall_clock
+from tests.fakes import (
+    TEST_TYPES,
+    DataclassDecoder,
+    InMemoryJobStore,
+    RecordingObserver,
+    wall_clock,
+)
 from tests.unit.pool_harness import (
     DEADLINE_SECONDS,
     config,
@@ -90,7 +96,7 @@ async def test_a_lost_lease_stops_the_attempt_tells_the_handler_and_writes_nothi
         # Another process takes the job over: its lease recovered, the job claimed again.
         held = current(store, job.id)
         await InMemoryJobStore.record_many(store, [(held.lease, Decision.release())])
-        [taken] = await store.claim(1, timedelta(minutes=5))
+        [taken] = await store.claim(1, timedelta(minutes=5), types=TEST_TYPES)
         await eventually(lambda: seen != [], "the attempt hears its lease was lost")
         await eventually(lambda: pool.in_flight == 0, "the attempt ends")
 

@@ -19,7 +19,7 @@ from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.outcomes import OutcomeWriter, WriteResult, Written
-from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver
+from tests.fakes import TEST_TYPES, InMemoryJobStore, ManualClock, RecordingObserver
 from tests.unit.pool_harness import (
     DEADLINE_SECONDS,
     FAST,
@@ -118,7 +118,7 @@ async def test_stale_lease_in_a_batch_is_refused_while_the_others_complete(
         # claimed again (by a worker elsewhere) with a newer token.
         # Behind the pool's back: not one of the batches the pool writes.
         await InMemoryJobStore.record_many(store, [(claimed[stale.id].lease, Decision.release())])
-        [newer] = await store.claim(1, FAST.lease_duration)
+        [newer] = await store.claim(1, FAST.lease_duration, types=TEST_TYPES)
         assert newer.id == stale.id
         gate.set()
         await settled(store, fresh)
@@ -268,10 +268,10 @@ async def test_stale_and_current_lease_of_one_job_in_one_batch_are_told_apart() 
     clock = ManualClock()
     store = InMemoryJobStore(clock)
     job = await submit(store, "any")
-    (first,) = await store.claim(1, timedelta(seconds=1))
+    (first,) = await store.claim(1, timedelta(seconds=1), types=TEST_TYPES)
     clock.advance(timedelta(seconds=2))
     await store.recover_expired(10)
-    (second,) = await store.claim(1, timedelta(seconds=1))
+    (second,) = await store.claim(1, timedelta(seconds=1), types=TEST_TYPES)
     writer = OutcomeWriter(store, timedelta(seconds=5))
     forever = lambda: float("inf")  # noqa: E731
 
@@ -291,7 +291,7 @@ async def test_stale_and_current_lease_of_one_job_in_one_batch_are_told_apart() 
 async def claimed_leases(store: InMemoryJobStore, count: int) -> list[Lease]:
     for _ in range(count):
         await submit(store, "any")
-    return [job.lease for job in await store.claim(count, timedelta(minutes=1))]
+    return [job.lease for job in await store.claim(count, timedelta(minutes=1), types=TEST_TYPES)]
 
 
 FOREVER = lambda: float("inf")  # noqa: E731

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from jobqueue.domain.errors import Permanent, Transient
-from jobqueue.domain.job import Lease, Operation
-from jobqueue.domain.outcome import Decision, Outcome
+from jobqueue.domain.job import Lease
+from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation
 from jobqueue.entrypoints.worker.observer import PoolObserver
 from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver, wall_clock
 from tests.unit.pool_harness import (
@@ -190,18 +191,31 @@ async def test_permanent_error_fails_the_job_without_retrying(raiser: Any) -> No
     assert store.retries == []
 
 
-async def test_unknown_job_type_fails_permanently() -> None:
+async def test_a_job_of_a_type_without_a_handler_here_waits_for_a_process_that_has_one() -> None:
     store = InMemoryJobStore(wall_clock)
-    observer = RecordingObserver()
+    registry = Registry()
 
-    job = await submit(store, "nobody-handles-this", max_attempts=5)
-    async with running(make_pool(store, Registry(), observer=observer)):
-        done = await settled(store, job)
+    @registry.handler("known")
+    async def known(ctx: JobContext, payload: Any) -> None:
+        pass
 
-    assert (done.status, done.attempts) == (Status.FAILED, 1)
-    assert done.last_error is not None
-    assert done.last_error.startswith("UnknownJobType: unknown job type 'nobody-handles-this'")
-    assert observer.finished[0][1].outcome is Outcome.FAILED
+    elsewhere = await submit(store, "runs-elsewhere", max_attempts=5)
+    here = await submit(store, "known")
+    async with running(make_pool(store, registry)):
+        await settled(store, here)
+    # Never claimed, never failed: still pending, its attempts untouched.
+    waiting = await store.get(elsewhere.id)
+    assert (waiting.status, waiting.attempts) == (Status.PENDING, 0)
+
+    other = Registry()
+
+    @other.handler("runs-elsewhere")
+    async def runs(ctx: JobContext, payload: Any) -> None:
+        pass
+
+    async with running(make_pool(store, other)):
+        done = await settled(store, elsewhere)
+    assert (done.status, done.attempts) == (Status.COMPLETED, 1)
 
 
 async def test_payload_the_decoder_refuses_fails_permanently() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -32,12 +32,14 @@ class GatedStore(InMemoryJobStore):
         self.complete_entered = asyncio.Event()
         self.complete_gate = asyncio.Event()
 
-    async def claim(self, limit: int, lease: timedelta, queue: str = "default") -> Sequence[Job]:
+    async def claim(
+        self, limit: int, lease: timedelta, queue: str = "default", *, types: Collection[str]
+    ) -> Sequence[Job]:
         self.claims += 1
         if self.hold_claims:
             self.claim_entered.set()
             await self.claim_gate.wait()
-        return await super().claim(limit, lease, queue)
+        return await super().claim(limit, lease, queue, types=types)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         if self.hold_completes and any(d.outcome is Outcome.COMPLETED for _, d in endings):
@@ -192,7 +194,13 @@ async def test_stop_before_run_returns_without_claiming() -> None:
 
 async def test_idle_pool_stops_without_waiting_for_its_poll_interval() -> None:
     store = GatedStore()
-    pool = make_pool(store, Registry(), config(poll_interval=timedelta(hours=1)))
+    registry = Registry()
+
+    @registry.handler("idle")
+    async def idle(ctx: JobContext, payload: Any) -> None:
+        pass
+
+    pool = make_pool(store, registry, config(poll_interval=timedelta(hours=1)))
 
     task = asyncio.create_task(pool.run())
     await eventually(lambda: store.claims == 1, "the pool went idle")
@@ -232,9 +240,11 @@ class CarryHoldingStore(InMemoryJobStore):
         self.carried: list[Lease] = []
         self.carry_entered = asyncio.Event()
 
-    async def claim(self, limit: int, lease: timedelta, queue: str = "default") -> Sequence[Job]:
+    async def claim(
+        self, limit: int, lease: timedelta, queue: str = "default", *, types: Collection[str]
+    ) -> Sequence[Job]:
         await asyncio.sleep(0.005)
-        return await super().claim(limit, lease, queue)
+        return await super().claim(limit, lease, queue, types=types)
 
     async def record_and_claim(
         self,
@@ -242,12 +252,14 @@ class CarryHoldingStore(InMemoryJobStore):
         limit: int,
         lease: timedelta,
         queue: str = "default",
+        *,
+        types: Collection[str],
     ) -> tuple[set[Lease], Sequence[Job]]:
         if not self.carry_entered.is_set():
             self.carried = [lease for lease, _ in endings]
             self.carry_entered.set()
             await asyncio.Event().wait()
-        return await super().record_and_claim(endings, limit, lease, queue)
+        return await super().record_and_claim(endings, limit, lease, queue, types=types)
 
 
 async def test_cancelling_run_while_a_claim_carries_outcomes_still_writes_them() -> None:

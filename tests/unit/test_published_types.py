@@ -15,8 +15,8 @@ import pytest
 from jobqueue.adapters.payload_schemas import JsonSchemaCompiler
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.domain.errors import InvalidPayload, StoreError, StoreUnavailable, UnknownJobType
-from jobqueue.domain.job import JobOptions, NewJob
 from jobqueue.domain.job_types import JobType, KnownTypes, PublishedType
+from jobqueue.domain.new_job import NewJob, TypeOptions
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.unique import Unique
 from jobqueue.entrypoints.published_types import (
@@ -82,7 +82,7 @@ def test_a_registry_describes_each_type_with_its_payload_schema_options_and_summ
 
     order = described["order"]
     assert order.payload_schema == msgspec.json.schema(Order)
-    assert order.options == JobOptions(queue="shop", priority=2, max_attempts=4)
+    assert order.options == TypeOptions(queue="shop", priority=2, max_attempts=4)
     assert order.description == "Place an order."
     anything = described["anything"]
     assert anything.payload_schema is None
@@ -115,7 +115,7 @@ def test_published_types_are_checked_by_their_schema_and_local_ones_by_their_cod
     with pytest.raises(UnknownJobType, match=r"known types: 'anything', 'local', 'order'"):
         known.check("nope", {}, DECODER)
     assert known.options_for("order").queue == "shop"
-    assert known.options_for("nope") == JobOptions()
+    assert known.options_for("nope") == TypeOptions()
     by_name = {each.type.name: each for each in known.described()}
     assert by_name["local"].local
     assert by_name["local"].published is not None

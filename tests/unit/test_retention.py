@@ -9,12 +9,13 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.domain.errors import StoreUnavailable
-from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.job import Job
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.retention import RetentionPolicy
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.retention import RetentionLoop
-from tests.fakes import InMemoryJobStore, ManualClock
+from tests.fakes import TEST_TYPES, InMemoryJobStore, ManualClock
 from tests.support.endings import record
 from tests.unit.pool_harness import DEADLINE_SECONDS, eventually, submit
 
@@ -29,7 +30,7 @@ async def jobs_in(store: InMemoryJobStore, status: Status, count: int = 1) -> li
     made = []
     for _ in range(count):
         job = await submit(store, "work")
-        [claimed] = await store.claim(1, LEASE)
+        [claimed] = await store.claim(1, LEASE, types=TEST_TYPES)
         assert claimed.id == job.id
         if status is Status.COMPLETED:
             made.append(await record(store, claimed.lease, Decision.complete()))

@@ -11,7 +11,7 @@ import pytest
 from jobqueue.adapters.handlers.sleep import SleepPayload, handle_sleep
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.domain.errors import InvalidPayload, Permanent, is_permanent
-from jobqueue.domain.job import JsonValue
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.registry import JobContext
 
 

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Index
 
 from jobqueue.adapters.postgres.schema import jobs
-from jobqueue.domain.job import TRANSITIONS, Operation
 from jobqueue.domain.status import BY_QUEUE, COUNTED, PRUNABLE, TRAITS, Phase, Status
+from jobqueue.domain.transitions import TRANSITIONS, Operation
 
 INDEXES: dict[str, Index] = {str(index.name): index for index in jobs.indexes}
 

@@ -37,7 +37,7 @@ from jobqueue.adapters.handlers.webhook import (
 from jobqueue.adapters.handlers.webhook_payload import PublicWebhookPayload
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.domain.errors import InvalidPayload, Permanent, is_permanent
-from jobqueue.domain.job import JsonValue
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.registry import JobContext, Registry
 
 ALLOW_HINT = "set WEBHOOK_ALLOW_PRIVATE=true to allow private destinations"

@@ -15,7 +15,7 @@ from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.validators import validator_for
 
 from jobqueue.domain.errors import InvalidPayload
-from jobqueue.domain.job import JsonValue
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.job_types import JsonSchema, PayloadCheck
 
 _log = logging.getLogger("jobqueue")

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from jobqueue.domain.errors import InvalidPayload
-from jobqueue.domain.job import JsonValue
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.job_types import JsonSchema
 
 

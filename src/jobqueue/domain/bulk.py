@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobqueue.domain.job import MAX_TYPE_LENGTH, Operation, check_queue_name, sources
+from jobqueue.domain.fields import MAX_TYPE_LENGTH, check_queue_name
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation, sources
 
 MAX_BULK = 1000
 # The most jobs one batch submission (`POST /jobs/batch`) holds: a request the server

@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from jobqueue.domain.errors import UnknownJobType
-from jobqueue.domain.job import NO_OPTIONS, JobOptions, JsonValue
+from jobqueue.domain.fields import JsonValue
+from jobqueue.domain.new_job import NO_OPTIONS, TypeOptions
 
 if TYPE_CHECKING:
     from jobqueue.domain.ports import PayloadDecoder
@@ -33,7 +34,7 @@ class JobType:
     name: str
     # The JSON Schema a payload must satisfy; None: any JSON value (no payload type).
     payload_schema: JsonSchema | None
-    options: JobOptions = NO_OPTIONS
+    options: TypeOptions = NO_OPTIONS
     # The first paragraph of the handler's docstring, shown in the OpenAPI document.
     description: str | None = None
 
@@ -121,7 +122,7 @@ class KnownTypes:
         if checked is not None:
             checked(payload)
 
-    def options_for(self, name: str) -> JobOptions:
+    def options_for(self, name: str) -> TypeOptions:
         known = self._known.get(name)
         return known.type.options if known is not None else NO_OPTIONS
 

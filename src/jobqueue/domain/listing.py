@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from jobqueue.domain.job import MAX_TYPE_LENGTH, Job, check_queue_name
+from jobqueue.domain.fields import MAX_TYPE_LENGTH, check_queue_name
+from jobqueue.domain.job import Job
 from jobqueue.domain.status import TRAITS, ListOrder, Status
 
 MIN_LIST_LIMIT = 1

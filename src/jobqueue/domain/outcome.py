@@ -13,8 +13,10 @@ from datetime import timedelta
 from enum import StrEnum
 
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.job import MAX_DELAY, Job, Operation, targets
+from jobqueue.domain.fields import MAX_DELAY
+from jobqueue.domain.job import Job
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation, targets
 
 MAX_ERROR_LENGTH = 4_000
 

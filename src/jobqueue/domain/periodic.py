@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from jobqueue.domain.job import JsonValue
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.status import Status
 from jobqueue.domain.unique import Unique
 

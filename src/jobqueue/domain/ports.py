@@ -6,16 +6,18 @@ tests' fakes implement them too (a contract suite keeps both honest).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
 from jobqueue.domain.bulk import Selection
-from jobqueue.domain.job import DEFAULT_QUEUE, Job, JsonValue, Lease, NewJob
+from jobqueue.domain.fields import DEFAULT_QUEUE, JsonValue
+from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.job_types import JobType, JsonSchema, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
@@ -49,10 +51,17 @@ class JobStore(Protocol):
     async def get(self, job_id: UUID) -> Job: ...
 
     async def claim(
-        self, limit: int, lease: timedelta, queue: str = DEFAULT_QUEUE
+        self,
+        limit: int,
+        lease: timedelta,
+        queue: str = DEFAULT_QUEUE,
+        *,
+        types: Collection[str],
     ) -> Sequence[Job]:
-        """Up to `limit` due pending jobs of `queue`, now processing under a fresh lease
-        each: the most urgent priority first, then in due order."""
+        """Up to `limit` due pending jobs of `queue` and of `types` (the types the claiming
+        process runs), now processing under a fresh lease each, in the order
+        `domain/claims.py` gives: the most urgent priority first; within it, the types in
+        turn, each claim starting one type further on; within a type, due order."""
         ...
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
@@ -74,8 +83,10 @@ class JobStore(Protocol):
         limit: int,
         lease: timedelta,
         queue: str = DEFAULT_QUEUE,
+        *,
+        types: Collection[str],
     ) -> tuple[set[Lease], Sequence[Job]]:
-        """`record_many(endings)` and `claim(limit, lease, queue)` at once, atomically: one write
+        """`record_many(endings)` and `claim(...)` at once, atomically: one write
         where a busy pool would make two. The claim does not see the endings' effects: a
         job they make due again is claimable from the next call on."""
         ...

@@ -14,8 +14,9 @@ from uuid import UUID
 
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
-from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, NO_OPTIONS, JobOptions, JsonValue
+from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue
 from jobqueue.domain.job_types import JobType
+from jobqueue.domain.new_job import NO_OPTIONS, TypeOptions
 from jobqueue.domain.periodic import PeriodicJob
 from jobqueue.domain.unique import Unique
 
@@ -130,10 +131,9 @@ class HandlerSpec:
     # payload that does not fit is refused at submission (400), not discovered at run time.
     payload_type: type[Any] | None
     is_async: bool
-    # Defaults for the jobs of this type submitted without their own.
-    options: JobOptions = field(default_factory=JobOptions)
-    # How long one attempt may run; None: the service's JOB_TIMEOUT.
-    timeout: timedelta | None = None
+    # Defaults for the jobs of this type submitted without their own (the attempt
+    # timeout among them).
+    options: TypeOptions = field(default_factory=TypeOptions)
     # How long a failed attempt waits before the next; None: the service's BACKOFF_*.
     backoff: Backoff | None = None
 
@@ -163,24 +163,24 @@ class Registry:
     ) -> Callable[[H], H]:
         """Register the decorated function for jobs of type `name`.
 
-        `queue`, `priority` and `max_attempts` are what this type's jobs get when their
-        submission leaves them out; `timeout` bounds each attempt instead of JOB_TIMEOUT;
+        `queue`, `priority`, `max_attempts` and `timeout` (how long one attempt may run,
+        instead of JOB_TIMEOUT) are what this type's jobs get when their submission leaves
+        them out;
         `backoff` spaces this type's retries instead of BACKOFF_BASE and BACKOFF_MAX;
         `unique` makes this type's jobs unique (`Unique`) unless a submission says how.
         """
         if not name or not name.strip():
             raise ValueError("a handler needs a non-empty job type name")
         try:
-            options = JobOptions(
+            options = TypeOptions(
                 queue=DEFAULT_QUEUE if queue is None else queue,
                 priority=DEFAULT_PRIORITY if priority is None else priority,
                 max_attempts=max_attempts,
+                timeout=timeout,
                 unique=unique,
             )
         except InvalidJob as error:
             raise ValueError(f"job type {name!r}: {error}") from None
-        if timeout is not None and timeout <= timedelta(0):
-            raise ValueError(f"job type {name!r}: timeout must be positive, got {timeout}")
 
         def register(func: H) -> H:
             if name in self._specs:
@@ -191,7 +191,6 @@ class Registry:
                 payload_type=payload,
                 is_async=_is_async(func),
                 options=options,
-                timeout=timeout,
                 backoff=backoff,
             )
             return func
@@ -277,15 +276,10 @@ class Registry:
             for spec in self.specs()
         ]
 
-    def options_for(self, name: str) -> JobOptions:
+    def options_for(self, name: str) -> TypeOptions:
         """The options of `name`'s handler; the defaults for a type without one."""
         spec = self._specs.get(name)
         return spec.options if spec is not None else NO_OPTIONS
-
-    def timeout_for(self, name: str) -> timedelta | None:
-        """How long one attempt of `name` may run, if its handler says; else None."""
-        spec = self._specs.get(name)
-        return spec.timeout if spec is not None else None
 
     def backoff_for(self, name: str) -> Backoff | None:
         """How `name`'s retries are spaced, if its handler says; else None."""

@@ -88,11 +88,12 @@ class StatusTraits:
 _SOONEST = {column: ListOrder(column, descending=False) for column in SortColumn}
 _NEWEST_FINISHED = ListOrder(SortColumn.UPDATED_AT, descending=True)
 
-# Pending jobs in the order claims take them: by queue, most urgent first, then due order.
-_AS_CLAIMED = ListOrder(SortColumn.RUN_AT, descending=False, groups=("queue", "priority"))
+# Pending jobs in their claim index's order: by queue, most urgent first, then by type
+# (whose ranges claims take in turn), then due order.
+_AS_CLAIMED = ListOrder(SortColumn.RUN_AT, descending=False, groups=("queue", "priority", "type"))
 
 TRAITS: Mapping[Status, StatusTraits] = {
-    Status.PENDING: StatusTraits(Phase.LIVE, _AS_CLAIMED, "ix_jobs_due_by_queue"),
+    Status.PENDING: StatusTraits(Phase.LIVE, _AS_CLAIMED, "ix_jobs_due_by_type"),
     Status.PROCESSING: StatusTraits(
         Phase.LIVE, _SOONEST[SortColumn.LOCKED_UNTIL], "ix_jobs_lease_expiry"
     ),

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
-from jobqueue.adapters.postgres.cancels import CANCELS_CHANNEL
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.job_types import PostgresJobTypes
 from jobqueue.adapters.postgres.notify import (
@@ -45,7 +44,8 @@ from jobqueue.adapters.postgres.notify import (
     asyncpg_connect,
     pg_notify,
 )
-from jobqueue.adapters.postgres.queues import PAUSES_CHANNEL
+from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL
+from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
 from jobqueue.adapters.postgres.schema_version import is_current
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig

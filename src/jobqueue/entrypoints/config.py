@@ -23,7 +23,7 @@ from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import parse_duration
-from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_ATTEMPTS, MIN_ATTEMPTS
+from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_ATTEMPTS, MIN_ATTEMPTS
 from jobqueue.domain.outcome import DEFAULT_MAX_SNOOZES
 from jobqueue.domain.retention import DEFAULT_COMPLETED, DEFAULT_FAILED, RetentionPolicy
 from jobqueue.entrypoints.settings_rules import check

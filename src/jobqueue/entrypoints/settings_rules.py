@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from jobqueue.domain.job import MAX_ATTEMPTS, MIN_ATTEMPTS
+from jobqueue.domain.fields import MAX_ATTEMPTS, MIN_ATTEMPTS
 from jobqueue.domain.outcome import MAX_SNOOZES
 from jobqueue.entrypoints.variables import show
 

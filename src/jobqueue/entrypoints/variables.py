@@ -18,7 +18,7 @@ from typing import Literal, TypeVar
 from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.domain.durations import format_duration
-from jobqueue.domain.job import check_queue_name
+from jobqueue.domain.fields import check_queue_name
 
 T = TypeVar("T")
 

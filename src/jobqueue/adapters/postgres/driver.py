@@ -1,22 +1,15 @@
-"""The worker's hot-path statements: declared in SQLAlchemy Core, sent by asyncpg itself.
+"""Statements sent by asyncpg itself, on connections of a SQLAlchemy engine's pool.
 
-A claim, an outcome batch and a lease renewal go out many times a second per process.
-Executed through SQLAlchemy, each costs more client CPU in the execution layer
+Executed through SQLAlchemy, a statement costs more client CPU in its execution layer
 (connection facade, execution context, result objects, events) than in the driver and the
 round trip together, which caps a worker's throughput at about half of what it is
-otherwise. So these few statements are compiled once, for the asyncpg dialect, and run on
-a driver connection taken straight from the engine's pool (`fetch_pooled`; `driver_of`
-gives the one under a caller's SQLAlchemy connection): the Core statement stays their one
-definition, the engine's pool, settings and timeouts stay in force, and only the
-per-call layers are skipped.
+otherwise. So the store's statements (`statement.Statement`, numbered once) go to asyncpg
+on a driver connection taken straight from the engine's pool (`fetch_pooled`; `driver_of`
+gives the one under a caller's SQLAlchemy connection): the engine's pool, settings and
+timeouts stay in force, and only the per-call layers are skipped.
 
 SQLAlchemy's execution events do not see these statements; whoever watches them
 (tracing, the tests that EXPLAIN every hot-path statement) registers with `watch` instead.
-
-That is exact only while SQLAlchemy would pass the values through untouched:
-`DriverStatement` refuses, at import, a statement with a bind processor (a type SQLAlchemy
-converts before the driver sees it), and its columns' result processors are checked by
-the store's tests against the same rows read through SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -27,46 +20,11 @@ from typing import Any, Protocol
 from weakref import WeakKeyDictionary
 
 import asyncpg
-from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool
-from sqlalchemy.sql import ClauseElement
-from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.util import greenlet_spawn
 
-_DIALECT = asyncpg_dialect()  # type: ignore[no-untyped-call]
-
-
-class DriverStatement:
-    """A Core statement compiled once: its SQL with `$n` placeholders, and how to order
-    named values into the driver's positional arguments."""
-
-    def __init__(self, statement: ClauseElement) -> None:
-        compiled = statement.compile(dialect=_DIALECT)
-        assert isinstance(compiled, SQLCompiler)
-        # Private, but the one place SQLAlchemy keeps them; empty for every type here.
-        if compiled._bind_processors:
-            raise TypeError(
-                "a hot-path statement binds a type SQLAlchemy converts: "
-                f"{sorted(compiled._bind_processors)}"
-            )
-        self.sql = str(compiled)
-        self._names = tuple(compiled.positiontup or ())
-        binds = compiled.binds
-        self.required = frozenset(name for name in self._names if binds[name].required)
-        # Constants the statement binds itself (`attempts + 1`, `locked_until = NULL`).
-        self._constants = {
-            name: binds[name].effective_value for name in self._names if name not in self.required
-        }
-
-    def arguments(self, values: Mapping[str, Any]) -> list[Any]:
-        """The positional arguments for `values`, keyed by bind parameter name."""
-        missing = self.required - values.keys()
-        if missing:
-            raise TypeError(f"no value for {sorted(missing)}")
-        return [
-            values[name] if name in self.required else self._constants[name] for name in self._names
-        ]
+from jobqueue.adapters.postgres.statement import Statement
 
 
 @asynccontextmanager
@@ -133,7 +91,7 @@ async def pooled_driver(engine: AsyncEngine) -> AsyncIterator[asyncpg.Connection
 
 
 async def fetch_pooled(
-    engine: AsyncEngine, statement: DriverStatement, values: Mapping[str, Any]
+    engine: AsyncEngine, statement: Statement, values: Mapping[str, Any]
 ) -> Sequence[asyncpg.Record]:
     """`statement` sent on its own, in autocommit, on a connection of `engine`'s pool."""
     async with pooled_driver(engine) as driver:
@@ -141,15 +99,15 @@ async def fetch_pooled(
 
 
 async def _sent(
-    driver: asyncpg.Connection, pool: Pool, statement: DriverStatement, values: Mapping[str, Any]
+    driver: asyncpg.Connection, pool: Pool, statement: Statement, values: Mapping[str, Any]
 ) -> Sequence[asyncpg.Record]:
     arguments = statement.arguments(values)
     watchers = _WATCHERS.get(pool)
     if not watchers:
-        rows: list[asyncpg.Record] = await driver.fetch(statement.sql, *arguments)
+        rows: list[asyncpg.Record] = await driver.fetch(statement.numbered, *arguments)
         return rows
     with ExitStack() as watched:
         for watcher in watchers:
-            watched.enter_context(watcher.sending(statement.sql, arguments))
-        rows = await driver.fetch(statement.sql, *arguments)
+            watched.enter_context(watcher.sending(statement.numbered, arguments))
+        rows = await driver.fetch(statement.numbered, *arguments)
         return rows

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
 from operator import attrgetter
@@ -27,172 +27,50 @@ from typing import Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import (
-    ARRAY,
-    BigInteger,
-    ColumnElement,
-    DateTime,
-    Integer,
-    Interval,
-    SmallInteger,
-    Text,
-    and_,
-    any_,
-    bindparam,
-    case,
-    cast,
-    func,
-    literal,
-    select,
-)
-from sqlalchemy.dialects.postgresql import JSONB, insert
-from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool
 
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
-from jobqueue.adapters.postgres.database import autocommit
-from jobqueue.adapters.postgres.driver import DriverStatement, driver_of, fetch_pooled
+from jobqueue.adapters.postgres.driver import driver_of, fetch_pooled
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
 from jobqueue.adapters.postgres.ids import time_ordered_ids
-from jobqueue.adapters.postgres.notify import ANNOUNCE, Notifier, pg_notify
+from jobqueue.adapters.postgres.notify import Notifier, pg_notify
+from jobqueue.adapters.postgres.queries.inserts import (
+    CLOCK,
+    CLOCK_ANNOUNCED,
+    FIND_REPLAY,
+    FIND_UNIQUE_HOLDER,
+    INSERT_JOB,
+    INSERT_JOB_ANNOUNCED,
+    INSERT_JOBS,
+    INSERT_JOBS_ANNOUNCED,
+    SUBMITTED,
+)
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.schema import jobs
+from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
-from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE, Job, JsonValue, NewJob
+from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue
+from jobqueue.domain.job import Job
+from jobqueue.domain.new_job import NO_OPTIONS, NewJob, resolve
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import Registry
 from jobqueue.domain.status import Status
 
-_NEW_JOB_FIELDS = tuple(field.name for field in fields(NewJob))
 _JOB_FIELDS = tuple(field.name for field in fields(Job))
-# A bulk call is one statement; past this it is split, so that one call cannot build a
-# statement the server must hold in memory whole (ten thousand jobs is ~ten MB of JSON).
-MAX_BULK = 10_000
+# A bulk insert is one statement; past this many jobs a call is split, so that one call
+# cannot build a statement the server must hold in memory whole (ten thousand jobs is
+# ~ten MB of JSON).
+INSERT_CHUNK = 10_000
 
 # Rounds of insert-then-look-up a submission may take: a conflicting job can leave the
 # statuses its key counts in (or be deleted) between the two; a few settle any race.
 _CONFLICT_ROUNDS = 3
 
 
-def _slotted(key: ColumnElement[Any], period: ColumnElement[Any]) -> ColumnElement[Any]:
-    """A unique key as stored: with the number of its period's slot (from the Unix epoch,
-    by the statement's clock) when it has a period; `NewJob.stored_unique_key` says the
-    same for the job returned."""
-    slot = func.floor(func.extract("epoch", func.now()) / func.extract("epoch", period))
-    return case(
-        (period.is_(None), key),
-        else_=key.concat(literal("@")).concat(cast(cast(slot, BigInteger), Text)),
-    )
-
-
-def _announcing(inserted: Any) -> Any:
-    """`SELECT` the inserted rows, plus one NOTIFY for the statement: an uncorrelated
-    scalar subquery is evaluated once, and only when there is a row to return."""
-    rows = inserted.cte("inserted")
-    notify = select(ANNOUNCE).scalar_subquery().label("announced")
-    return select(*rows.c, notify)
-
-
-# What an insert reads back: the id and the clock the job was stored at. Every other
-# column of a new job is a server default, which is what `NewJob.stored(id, now)` gives
-# (tests hold the two equal), or the caller's own value: reading the row whole would
-# decode the payload just sent (~5 % of a single enqueue's client time, and more than
-# the insert itself for a thousand jobs).
-_STORED_AT = (jobs.c.id, jobs.c.created_at)
-
-
 def _stored(new: NewJob, row: Any) -> Job:
-    # `row` is `_STORED_AT` by position (then `announced`, when the statement notified).
+    # `row` is (id, created_at) by position (then `announced`, when the statement notified).
     return new.stored(row[0], row[1])
-
-
-def _due(run_at: ColumnElement[Any], delay: ColumnElement[Any]) -> ColumnElement[Any]:
-    """When a new job is due: at its `run_at`, or `delay` after the statement's clock, or
-    at once. On the server, so that a delay counts on the clock claims compare with."""
-    return func.coalesce(run_at, func.now() + delay, func.now())
-
-
-# One bound value per NewJob field, typed by the table's column of the same name, but the
-# payload as JSON text cast by the server (the driver path, `PostgresJobStore.submit` and
-# `enqueue(engine)`, skips exactly SQLAlchemy's JSONB conversion, and one statement
-# serves both paths), and the schedule (`run_at`, `delay`) made the one column it sets.
-_SCHEDULE = ("run_at", "delay")
-_UNIQUE = ("unique_key", "unique_period")
-# ON CONFLICT DO NOTHING with no target: an Idempotency-Key or a unique key may conflict,
-# each with its own index; which one did is found out after (`_resolved`).
-_SUBMIT = (
-    insert(jobs)
-    .values(
-        {
-            **{
-                name: cast(bindparam(name, type_=Text()), JSONB)
-                if name == "payload"
-                else bindparam(name, type_=jobs.c[name].type)
-                for name in _NEW_JOB_FIELDS
-                if name not in (*_SCHEDULE, *_UNIQUE, "unique_states")
-            },
-            # Untyped, then cast: SQLAlchemy's ARRAY type would convert the value first.
-            "unique_states": cast(bindparam("unique_states"), ARRAY(Text())),
-            "run_at": _due(
-                bindparam("run_at", type_=DateTime(timezone=True)),
-                bindparam("delay", type_=Interval()),
-            ),
-            "unique_key": _slotted(
-                bindparam("unique_key", type_=Text()), bindparam("unique_period", type_=Interval())
-            ),
-        }
-    )
-    .on_conflict_do_nothing()
-    .returning(*_STORED_AT)
-)
-_SUBMIT_ANNOUNCED = _announcing(_SUBMIT)
-_SUBMIT_SENT = DriverStatement(_SUBMIT)
-_SUBMIT_SENT_ANNOUNCED = DriverStatement(_SUBMIT_ANNOUNCED)
-
-# Many jobs: one row per element of parallel arrays. The ids are made here, so that each
-# returned row is matched to its submission whatever order the server returns them in.
-_BULK_COLUMNS: dict[str, ARRAY[Any]] = {
-    "id": ARRAY(PG_UUID(as_uuid=True)),
-    "type": ARRAY(Text()),
-    # As JSON text, cast to jsonb by the server: asyncpg does not encode a jsonb[] of
-    # Python values, and one `json.dumps` per job is what a single insert costs anyway.
-    "payload": ARRAY(Text()),
-    "max_attempts": ARRAY(Integer()),
-    "idempotency_key": ARRAY(Text()),
-    "traceparent": ARRAY(Text()),
-    "run_at": ARRAY(DateTime(timezone=True)),
-    "delay": ARRAY(Interval()),
-    "queue": ARRAY(Text()),
-    "priority": ARRAY(SmallInteger()),
-    "unique_key": ARRAY(Text()),
-    # Each job's statuses joined by commas: an array of arrays cannot be unnested by row.
-    "unique_states": ARRAY(Text()),
-    "unique_period": ARRAY(Interval()),
-}
-_bulk_rows = (
-    func.unnest(*(cast(bindparam(f"each_{c}"), kind) for c, kind in _BULK_COLUMNS.items()))
-    .table_valued(*_BULK_COLUMNS)
-    .render_derived(name="submitted")
-)
-_AS_GIVEN = [
-    name for name in _BULK_COLUMNS if name not in ("payload", "unique_states", *_SCHEDULE, *_UNIQUE)
-]
-_SUBMIT_MANY = (
-    insert(jobs)
-    .from_select(
-        [*_AS_GIVEN, "payload", "run_at", "unique_key", "unique_states"],
-        select(*(_bulk_rows.c[name] for name in _AS_GIVEN)).add_columns(
-            cast(_bulk_rows.c.payload, JSONB),
-            _due(_bulk_rows.c.run_at, _bulk_rows.c.delay),
-            _slotted(_bulk_rows.c.unique_key, _bulk_rows.c.unique_period),
-            func.string_to_array(_bulk_rows.c.unique_states, literal(",")),
-        ),
-    )
-    .on_conflict_do_nothing()
-    .returning(*_STORED_AT)
-)
-_SUBMIT_MANY_ANNOUNCED = _announcing(_SUBMIT_MANY)
 
 
 async def enqueue(
@@ -201,13 +79,17 @@ async def enqueue(
     *,
     announce: bool = True,
     registry: Registry | None = None,
+    default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
 ) -> Submitted:
     """Submit `new` inside the caller's connection and transaction, or on its own.
 
     Given the `registry` of the workers' handlers, `new` is first checked as `POST /jobs`
     checks a submission: `UnknownJobType` for a type it has no handler for,
     `InvalidPayload` for a payload its declared payload type does not fit (both
-    `InvalidJob`, the errors HTTP answers with 400), before anything is sent.
+    `InvalidJob`, the errors HTTP answers with 400), before anything is sent. Either way,
+    what `new` left out is resolved as `POST /jobs` resolves it (`new_job.resolve`): from
+    its type's handler options in `registry`, then `default_max_attempts` (the service's
+    MAX_ATTEMPTS) as its attempt budget.
 
     Given a connection, the job is enqueued atomically with your own writes: it exists if
     and only if the caller's transaction commits, and idle workers are told when it does
@@ -222,18 +104,17 @@ async def enqueue(
     PostgreSQL refuses, `IdempotencyConflict` for a key used by a different request,
     `StoreUnavailable` when the database fails.
     """
-    if registry is not None:
-        _checked(registry, (new,))
+    (new,) = _ready((new,), registry, default_max_attempts)
     if isinstance(connection, AsyncEngine):
         return await _enqueue_committed(connection, new, announce)
-    statement = _SUBMIT_ANNOUNCED if announce else _SUBMIT
+    statement = INSERT_JOB_ANNOUNCED if announce else INSERT_JOB
     with store_failures(), refused_values():
         for _ in range(_CONFLICT_ROUNDS):
-            inserted = await connection.execute(statement, _values(new))
+            inserted = await connection.execute(statement.clause, _values(new))
             row = inserted.one_or_none()
             if row is not None:
                 return Submitted(_stored(new, row), replayed=False)
-            resolved = await _resolved(connection, new)
+            resolved = await _resolved(_on(connection), new)
             if resolved is not None:
                 return resolved
         raise _unsettled(new)
@@ -245,10 +126,12 @@ async def enqueue_many(
     *,
     announce: bool = True,
     registry: Registry | None = None,
+    default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
 ) -> list[Submitted]:
     """Submit every job of `news` inside the caller's connection and transaction, or on
     its own; return their `Submitted`, in the order given. Given a `registry`, every job
-    is checked first, as by `enqueue`: one that fails fails the call, before any is sent.
+    is checked first, as by `enqueue`: one that fails fails the call, before any is sent;
+    each is resolved as `enqueue` resolves it.
 
     Like `enqueue`, job for job: all or none exist once the transaction ends (given an
     engine, the call is one transaction of its own), idle workers are told once, and a job
@@ -259,15 +142,14 @@ async def enqueue_many(
 
     Jobs without an Idempotency-Key or a unique key are written by COPY, a third of the
     server's time of an INSERT (measured); a call where any job has a key is one
-    `INSERT ... ON CONFLICT` per `MAX_BULK` jobs instead, since only an INSERT can meet a
+    `INSERT ... ON CONFLICT` per `INSERT_CHUNK` jobs instead, since only an INSERT can meet a
     conflict. A unique job whose key is held (by a job in the table, or one earlier in
     the same call) is answered with the job holding it (`duplicate`).
     """
     for new in news:
         if not isinstance(new, NewJob):
             raise InvalidJob(f"enqueue_many takes NewJob values, got a {type(new).__name__}")
-    if registry is not None:
-        _checked(registry, news)
+    news = _ready(news, registry, default_max_attempts)
     if isinstance(connection, AsyncEngine):
         with store_failures():
             async with connection.begin() as own:
@@ -277,9 +159,23 @@ async def enqueue_many(
     if all(new.idempotency_key is None and new.unique_key is None for new in news):
         return await _copy(connection, news, announce)
     submitted: list[Submitted] = []
-    for start in range(0, len(news), MAX_BULK):
-        submitted += await _insert_batch(connection, news[start : start + MAX_BULK], announce)
+    for start in range(0, len(news), INSERT_CHUNK):
+        chunk = news[start : start + INSERT_CHUNK]
+        submitted += await _insert_batch(connection, chunk, announce)
     return submitted
+
+
+def _ready(
+    news: Sequence[NewJob], registry: Registry | None, default_max_attempts: int
+) -> Sequence[NewJob]:
+    """`news` checked by `registry` (when given) and resolved: the jobs to store."""
+    if registry is None:
+        return [resolve(new, NO_OPTIONS, default_max_attempts) for new in news]
+    # The decoder HTTP submissions are checked with, made once per call: it holds nothing.
+    decoder = MsgspecPayloadDecoder()
+    for new in news:
+        registry.check(new.type, new.payload, decoder)
+    return [resolve(new, registry.options_for(new.type), default_max_attempts) for new in news]
 
 
 # In the caller's transaction, COPY writes only what the submissions hold (and their ids):
@@ -300,18 +196,13 @@ _COPIED = tuple(
 )
 _COPY_COLUMNS = ("payload", "status", *_COPIED)
 _copied_values = attrgetter(*_COPIED)
-# The clock the jobs are stored at, read first: in the caller's transaction, this is the
-# statement that opens it (SQLAlchemy begins on first execute, not on COPY). NOTIFY here
-# is delivered, like the insert's, on commit only.
-_CLOCK = select(func.now())
-_CLOCK_ANNOUNCED = _CLOCK.add_columns(ANNOUNCE)
 
 
 async def _copy(
     connection: AsyncConnection, news: Sequence[NewJob], announce: bool
 ) -> list[Submitted]:
     with store_failures(), refused_values():
-        clock = await connection.execute(_CLOCK_ANNOUNCED if announce else _CLOCK)
+        clock = await connection.execute((CLOCK_ANNOUNCED if announce else CLOCK).clause)
         now = clock.scalar_one()
         ids = time_ordered_ids(len(news))
         async with driver_of(connection) as driver:
@@ -379,6 +270,8 @@ def _submitted_records(
         columns["queue"] = [new.queue for new in news]
     if any(priority != DEFAULT_PRIORITY for _, _, priority in placed):
         columns["priority"] = [new.priority for new in news]
+    if any(new.timeout is not None for new in news):
+        columns["timeout"] = [new.timeout for new in news]
     return tuple(columns), list(zip(*columns.values(), strict=True))
 
 
@@ -400,26 +293,11 @@ async def _insert_batch(
     ids = time_ordered_ids(len(news))
     order = sorted(range(len(news)), key=lambda i: _lock_order(news[i]))
     placed = [news[i] for i in order]
-    parameters = {
-        "each_id": [ids[i] for i in order],
-        "each_type": [new.type for new in placed],
-        "each_payload": [_json_text(new.payload) for new in placed],
-        "each_max_attempts": [new.max_attempts for new in placed],
-        "each_idempotency_key": [new.idempotency_key for new in placed],
-        "each_traceparent": [new.traceparent for new in placed],
-        "each_run_at": [new.run_at for new in placed],
-        "each_delay": [new.delay for new in placed],
-        "each_queue": [new.queue for new in placed],
-        "each_priority": [new.priority for new in placed],
-        "each_unique_key": [new.unique_key for new in placed],
-        "each_unique_states": [
-            None if new.unique_states is None else ",".join(new.unique_states) for new in placed
-        ],
-        "each_unique_period": [new.unique_period for new in placed],
-    }
-    statement = _SUBMIT_MANY_ANNOUNCED if announce else _SUBMIT_MANY
+    parameters = {"each_id": [ids[i] for i in order]}
+    parameters |= {f"each_{name}": _each(name, placed) for name in SUBMITTED}
+    statement = INSERT_JOBS_ANNOUNCED if announce else INSERT_JOBS
     with store_failures(), refused_values():
-        result = await connection.execute(statement, parameters)
+        result = await connection.execute(statement.clause, parameters)
         # Plain rows, by position (`_STORED_AT`'s order): a mapping per row costs more.
         decided: dict[UUID, Any] = {row[0]: row for row in result.all()}
         submitted: list[Submitted] = []
@@ -428,7 +306,7 @@ async def _insert_batch(
             if row is not None:
                 submitted.append(Submitted(_stored(new, row), replayed=False))
                 continue
-            resolved = await _resolved(connection, new)
+            resolved = await _resolved(_on(connection), new)
             if resolved is None:
                 # The conflicting job left in between: this one goes in on its own.
                 resolved = await enqueue(connection, new, announce=announce)
@@ -436,11 +314,14 @@ async def _insert_batch(
         return submitted
 
 
-def _checked(registry: Registry, news: Sequence[NewJob]) -> None:
-    # The decoder HTTP submissions are checked with, made once per call: it holds nothing.
-    decoder = MsgspecPayloadDecoder()
-    for new in news:
-        registry.check(new.type, new.payload, decoder)
+def _each(name: str, placed: Sequence[NewJob]) -> list[Any]:
+    """The array of field `name` of `placed`, as `INSERT_JOBS` takes it."""
+    values = [getattr(new, name) for new in placed]
+    if name == "payload":
+        return [_json_text(value) for value in values]
+    if name == "unique_states":
+        return [None if value is None else ",".join(value) for value in values]
+    return values
 
 
 # `json`, not msgspec (5x faster): msgspec writes NaN as null, changing the data of a
@@ -491,7 +372,7 @@ async def submit_pooled(engine: AsyncEngine, new: NewJob, *, announced: bool = F
     """`enqueue` in autocommit on a connection of `engine`'s pool, on the driver
     (`driver.fetch_pooled`), without the wake-up unless `announced` (the insert then
     notifies at its commit): what `enqueue(engine)` and the HTTP path call."""
-    statement = _SUBMIT_SENT_ANNOUNCED if announced else _SUBMIT_SENT
+    statement = INSERT_JOB_ANNOUNCED if announced else INSERT_JOB
     with store_failures():
         for _ in range(_CONFLICT_ROUNDS):
             with refused_values():
@@ -500,8 +381,7 @@ async def submit_pooled(engine: AsyncEngine, new: NewJob, *, announced: bool = F
                 return Submitted(_stored(new, rows[0]), replayed=False)
             # Only on a key conflict: the read that explains it runs after the insert saw
             # the winner, and needs no transaction.
-            async with autocommit(engine).connect() as connection:
-                resolved = await _resolved(connection, new)
+            resolved = await _resolved(_pooled(engine), new)
             if resolved is not None:
                 return resolved
         raise _unsettled(new)
@@ -510,7 +390,7 @@ async def submit_pooled(engine: AsyncEngine, new: NewJob, *, announced: bool = F
 def _values(new: NewJob) -> dict[str, object]:
     """The insert's parameters for `new`: its fields (each the column of the same name),
     the payload as JSON text."""
-    values: dict[str, object] = {name: getattr(new, name) for name in _NEW_JOB_FIELDS}
+    values: dict[str, object] = {name: getattr(new, name) for name in SUBMITTED}
     values["payload"] = _json_text(new.payload)
     if new.unique_states is not None:
         values["unique_states"] = list(new.unique_states)
@@ -521,27 +401,37 @@ def _values(new: NewJob) -> dict[str, object]:
 submit_in = enqueue
 
 
-async def _resolved(connection: AsyncConnection, new: NewJob) -> Submitted | None:
+# A statement's rows, by column name: on a caller's connection, or on a pooled one.
+Fetch = Callable[[Statement, Mapping[str, Any]], Awaitable[Sequence[Any]]]
+
+
+def _on(connection: AsyncConnection) -> Fetch:
+    async def fetch(statement: Statement, values: Mapping[str, Any]) -> Sequence[Any]:
+        return (await connection.execute(statement.clause, values)).mappings().all()
+
+    return fetch
+
+
+def _pooled(engine: AsyncEngine) -> Fetch:
+    async def fetch(statement: Statement, values: Mapping[str, Any]) -> Sequence[Any]:
+        return await fetch_pooled(engine, statement, values)
+
+    return fetch
+
+
+async def _resolved(fetch: Fetch, new: NewJob) -> Submitted | None:
     """The answer to a submission that inserted nothing: the job its Idempotency-Key
     replays, or the job holding its unique key (a duplicate). None when neither exists
     any more (it was deleted, or left the statuses the key counts in): insert again."""
     if new.idempotency_key is not None:
-        replayed = await _replay(connection, new, new.idempotency_key)
+        replayed = await _replay(fetch, new, new.idempotency_key)
         if replayed is not None:
             return replayed
     if new.unique_key is not None:
-        holder = await connection.execute(
-            select(jobs).where(
-                jobs.c.unique_key
-                == _slotted(
-                    literal(new.unique_key, Text()), literal(new.unique_period, Interval())
-                ),
-                jobs.c.status == any_(jobs.c.unique_states),
-            )
-        )
-        row = holder.mappings().one_or_none()
-        if row is not None:
-            return Submitted(job_from_row(row), replayed=False, duplicate=True)
+        values = {"unique_key": new.unique_key, "unique_period": new.unique_period}
+        holders = await fetch(FIND_UNIQUE_HOLDER, values)
+        if holders:
+            return Submitted(job_from_row(holders[0]), replayed=False, duplicate=True)
     return None
 
 
@@ -552,22 +442,19 @@ def _unsettled(new: NewJob) -> StoreUnavailable:
     )
 
 
-async def _replay(connection: AsyncConnection, new: NewJob, key: str) -> Submitted | None:
-    # Only reached on a conflict. Payloads are compared as jsonb, so key order and
-    # whitespace do not make two equal requests differ.
-    same_request = and_(
-        jobs.c.type == new.type,
-        jobs.c.payload == literal(new.payload, JSONB),
-        jobs.c.max_attempts == new.max_attempts,
-    ).label("same_request")
-    found = await connection.execute(
-        select(*jobs.c, same_request).where(jobs.c.idempotency_key == key)
-    )
-    row = found.mappings().one_or_none()
-    if row is None:
+async def _replay(fetch: Fetch, new: NewJob, key: str) -> Submitted | None:
+    # Only reached on a conflict.
+    values = {
+        "idempotency_key": key,
+        "type": new.type,
+        "payload": _json_text(new.payload),
+        "max_attempts": new.max_attempts,
+    }
+    rows = await fetch(FIND_REPLAY, values)
+    if not rows:
         # Not this key's conflict (the unique key's), or the job holding it was deleted
         # (retention) in between: the key is free.
         return None
-    if not row["same_request"]:
+    if not rows[0]["same_request"]:
         raise IdempotencyConflict(key)
-    return Submitted(job_from_row(row), replayed=True)
+    return Submitted(job_from_row(rows[0]), replayed=True)

@@ -9,21 +9,21 @@ with a warning rather than taking the API down.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.adapters.postgres.database import autocommit
+from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.failures import store_failures
-from jobqueue.adapters.postgres.schema import job_types
+from jobqueue.adapters.postgres.queries.job_types import PUBLISH_TYPES, PUBLISHED_TYPES
 from jobqueue.domain.errors import InvalidJob
-from jobqueue.domain.job import JobOptions, JsonValue
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.job_types import JobType, PublishedType
+from jobqueue.domain.new_job import TypeOptions
 from jobqueue.domain.status import Status
 from jobqueue.domain.unique import Unique
 
@@ -34,70 +34,59 @@ class PostgresJobTypes:
     """`JobTypeCatalog` on PostgreSQL."""
 
     def __init__(self, engine: AsyncEngine) -> None:
-        self._autocommit = autocommit(engine)
+        self._engine = engine
 
     async def publish(self, types: Sequence[JobType], by: str) -> None:
         """Write `types` as `by`'s: each replaces what an earlier worker said of it."""
         if not types:
             return
-        rows = [
-            {
-                "name": each.name,
-                "payload_schema": each.payload_schema,
-                "options": options_json(each.options),
-                "description": each.description,
-                "published_by": by,
-            }
-            for each in sorted(types, key=lambda each: each.name)
-        ]
-        upsert = insert(job_types).values(rows)
-        statement = upsert.on_conflict_do_update(
-            index_elements=[job_types.c.name],
-            set_={
-                "payload_schema": upsert.excluded.payload_schema,
-                "options": upsert.excluded.options,
-                "description": upsert.excluded.description,
-                "published_by": upsert.excluded.published_by,
-                "published_at": func.now(),
-            },
-        )
+        ordered = sorted(types, key=lambda each: each.name)
+        values = {
+            "names": [each.name for each in ordered],
+            "payload_schemas": [
+                None if each.payload_schema is None else json.dumps(each.payload_schema)
+                for each in ordered
+            ],
+            "options": [json.dumps(options_json(each.options)) for each in ordered],
+            "descriptions": [each.description for each in ordered],
+            "published_by": by,
+        }
         with store_failures():
-            async with self._autocommit.connect() as connection:
-                await connection.execute(statement)
+            await fetch_pooled(self._engine, PUBLISH_TYPES, values)
 
     async def published(self) -> list[PublishedType]:
         """Every published type, by name."""
-        statement = select(job_types).order_by(job_types.c.name)
         with store_failures():
-            async with self._autocommit.connect() as connection:
-                rows = (await connection.execute(statement)).all()
+            rows = await fetch_pooled(self._engine, PUBLISHED_TYPES, {})
         found = []
         for row in rows:
             try:
-                options = options_from_json(row.options)
+                options = options_from_json(row["options"])
             except (InvalidJob, TypeError, ValueError) as error:
                 _log.warning(
                     "a published job type cannot be read; it is left out",
-                    extra={"job_type": row.name, "error": str(error)},
+                    extra={"job_type": row["name"], "error": str(error)},
                 )
                 continue
             found.append(
                 PublishedType(
-                    JobType(row.name, row.payload_schema, options, row.description),
-                    published_at=row.published_at,
-                    published_by=row.published_by,
+                    JobType(row["name"], row["payload_schema"], options, row["description"]),
+                    published_at=row["published_at"],
+                    published_by=row["published_by"],
                 )
             )
         return found
 
 
-def options_json(options: JobOptions) -> dict[str, JsonValue]:
+def options_json(options: TypeOptions) -> dict[str, JsonValue]:
     """`options` as the JSON a row keeps (and `GET /types` shows)."""
     unique = options.unique
+    timeout = options.timeout
     return {
         "queue": options.queue,
         "priority": options.priority,
         "max_attempts": options.max_attempts,
+        "timeout_seconds": None if timeout is None else timeout.total_seconds(),
         "unique": None
         if unique is None
         else {
@@ -109,16 +98,19 @@ def options_json(options: JobOptions) -> dict[str, JsonValue]:
     }
 
 
-def options_from_json(value: Mapping[str, Any]) -> JobOptions:
+def options_from_json(value: Mapping[str, Any]) -> TypeOptions:
     """The options `options_json` wrote. Raises `InvalidJob`, `TypeError` or `ValueError`
     for a value it did not write."""
     unique: Mapping[str, Any] | None = value.get("unique")
     period = None if unique is None else unique.get("period_seconds")
     by = None if unique is None else unique.get("by")
-    return JobOptions(
+    # Absent from what a version before attempt timeouts were options wrote.
+    timeout = value.get("timeout_seconds")
+    return TypeOptions(
         queue=value["queue"],
         priority=value["priority"],
         max_attempts=value.get("max_attempts"),
+        timeout=None if timeout is None else timedelta(seconds=timeout),
         unique=None
         if unique is None
         else Unique(

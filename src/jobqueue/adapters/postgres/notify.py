@@ -30,12 +30,12 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 import asyncpg
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.database import driver_arguments
-from jobqueue.adapters.postgres.driver import DriverStatement, fetch_pooled
+from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.failures import reason
+from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.adapters.telemetry.logging import Outage
 from jobqueue.domain.backoff import Backoff
 
@@ -44,9 +44,6 @@ CHANNEL = "jobqueue_jobs"
 # The payload a callback is given after the listener was deaf for a while: whatever was
 # announced meanwhile is unknown.
 MISSED = ""
-# The wake-up as SQL, for every statement that sends one (here, and the enqueue
-# statements that announce their own jobs).
-ANNOUNCE = func.pg_notify(CHANNEL, "")
 
 _log = logging.getLogger("jobqueue.notify")
 
@@ -72,7 +69,7 @@ _CHECK_TIMEOUT = timedelta(seconds=5)
 # up to one a `DEFAULT_NOTIFY_INTERVAL`, and through SQLAlchemy's execution layers each
 # cost about ten times an insert sent on the driver (profiled: a fifth of the API's CPU at
 # ~1,500 submissions/s).
-_NOTIFY = DriverStatement(select(ANNOUNCE))
+_NOTIFY = Statement("notify_jobs", f"SELECT pg_notify('{CHANNEL}', '')")
 
 
 def pg_notify(engine: AsyncEngine) -> Send:

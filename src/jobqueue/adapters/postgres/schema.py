@@ -16,6 +16,7 @@ from sqlalchemy import (
     DateTime,
     Index,
     Integer,
+    Interval,
     MetaData,
     SmallInteger,
     Table,
@@ -25,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
-from jobqueue.domain.job import (
+from jobqueue.domain.fields import (
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
     MAX_ATTEMPTS,
@@ -88,6 +89,8 @@ jobs = Table(
     # A unique job's key (`domain/unique.py`), and the statuses in which it counts.
     Column("unique_key", Text, nullable=True),
     Column("unique_states", ARRAY(Text), nullable=True),
+    # How long one attempt may run (the submission's or its type's); NULL: JOB_TIMEOUT.
+    Column("timeout", Interval, nullable=True),
     CheckConstraint(f"status IN ({_STATUSES})", name="status"),
     # The domain's range, so that no row holds a priority no claim reads. Queue names are
     # checked where jobs are made, not here: a regular-expression CHECK cost a fifth of a
@@ -100,14 +103,16 @@ jobs = Table(
     CheckConstraint(
         "(status = 'processing') = (locked_until IS NOT NULL)", name="lease_while_processing"
     ),
-    # The claim's scan: one queue's pending jobs, by priority, then due order. The claim
-    # reads one priority's range at a time, so `run_at <= now()` bounds each range and
-    # jobs scheduled later are never read. Finished rows never enter it. Listing pending
-    # jobs reads it too, in the same order.
+    # The claim's scan: one queue's pending jobs, by priority, then type, then due order.
+    # A claim reads one (priority, type) range at a time, for the types its process runs,
+    # so `run_at <= now()` bounds each range, jobs scheduled later are never read, and
+    # neither are the jobs of types the process cannot run. Finished rows never enter it.
+    # Listing pending jobs reads it too, in the same order.
     Index(
-        "ix_jobs_due_by_queue",
+        "ix_jobs_due_by_type",
         "queue",
         "priority",
+        "type",
         "run_at",
         "id",
         postgresql_where=text("status = 'pending'"),
@@ -177,6 +182,18 @@ job_types = Table(
     Column("description", Text, nullable=True),
     Column("published_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("published_by", Text, nullable=False),
+)
+
+
+# The last slot each periodic job ran (`adapters/postgres/queries/periodic.py`): advanced
+# by the statement that inserts the slot's job, so a slot runs at most once, ever.
+periodic_slots = Table(
+    "periodic_slots",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("last_slot", DateTime(timezone=True), nullable=False),
+    Column("last_job_id", UUID(as_uuid=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
 )
 
 

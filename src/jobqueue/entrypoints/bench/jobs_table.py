@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.domain.job import DEFAULT_PRIORITY, DEFAULT_QUEUE
+from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE
 from jobqueue.entrypoints.bench.worker_handlers import NOOP_TYPE
 
 HISTORY_TYPE = "bench.history"

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from uuid import UUID
 
-from jobqueue.domain.job import JsonValue
+from jobqueue.domain.fields import JsonValue
 from jobqueue.entrypoints.bench import processes
 from jobqueue.entrypoints.bench.errors import BenchError
 from jobqueue.entrypoints.bench.processes import Spawned

@@ -8,7 +8,7 @@ from collections.abc import Collection
 from typing import Any
 from uuid import UUID
 
-from jobqueue.domain.job import NewJob
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.entrypoints.bench.worker_handlers import NOOP_TYPE
 

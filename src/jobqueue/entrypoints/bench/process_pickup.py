@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from uuid import UUID
 
-from jobqueue.domain.job import JsonValue
+from jobqueue.domain.fields import JsonValue
 from jobqueue.entrypoints.bench.errors import BenchError
 from jobqueue.entrypoints.bench.progress import progress
 from jobqueue.entrypoints.bench.results import Latency

@@ -22,7 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 import jobqueue
 from jobqueue.adapters.postgres.migrations import upgrade
-from jobqueue.domain.job import JsonValue, NewJob
+from jobqueue.domain.fields import JsonValue
+from jobqueue.domain.new_job import NewJob
 from jobqueue.entrypoints.bench import over_http
 from jobqueue.entrypoints.bench.database import Server, engine_on, scratch_database
 from jobqueue.entrypoints.bench.drain import drain

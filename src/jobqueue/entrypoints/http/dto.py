@@ -13,18 +13,18 @@ import msgspec
 
 from jobqueue.domain.bulk import MAX_BATCH, MAX_BULK, Selection
 from jobqueue.domain.durations import format_duration
-from jobqueue.domain.job import (
+from jobqueue.domain.fields import (
     MAX_ATTEMPTS,
     MAX_PRIORITY,
     MIN_ATTEMPTS,
     MIN_PRIORITY,
     QUEUE_NAME,
-    Job,
-    Operation,
 )
+from jobqueue.domain.job import Job
 from jobqueue.domain.job_types import KnownType
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation
 
 AttemptBudget = Annotated[int, msgspec.Meta(ge=MIN_ATTEMPTS, le=MAX_ATTEMPTS)]
 # An instant: a time without an offset would mean a different one on every machine.

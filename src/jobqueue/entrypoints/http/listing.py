@@ -16,7 +16,7 @@ from uuid import UUID
 
 from litestar.exceptions import ClientException
 
-from jobqueue.domain.job import MAX_TYPE_LENGTH, check_queue_name
+from jobqueue.domain.fields import MAX_TYPE_LENGTH, check_queue_name
 from jobqueue.domain.listing import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
@@ -99,11 +99,11 @@ def decode_cursor(cursor: str, status: Status) -> ListPosition:
 
 def _groups(raw: object, status: Status) -> tuple[GroupValue, ...]:
     """The group values a cursor carries: as many as the status's order has, each of the
-    type its column holds (a queue name, a priority)."""
+    type its column holds (a queue name, a priority, a job type)."""
     names = TRAITS[status].order.groups
     if not isinstance(raw, list) or len(raw) != len(names):
         raise ValueError("cursor groups do not fit the listing")
-    kinds = {"queue": str, "priority": int}
+    kinds = {"queue": str, "priority": int, "type": str}
     for name, value in zip(names, raw, strict=True):
         if type(value) is not kinds[name]:
             raise ValueError(f"cursor group {name} has the wrong type")

@@ -17,10 +17,10 @@ from litestar.params import HeaderParameter, PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from jobqueue.domain.bulk import MAX_BATCH, MAX_BULK, Selection
-from jobqueue.domain.job import MAX_QUEUE_LENGTH, MAX_TYPE_LENGTH, QUEUE_NAME
-from jobqueue.domain.job import Operation as JobOperation
+from jobqueue.domain.fields import MAX_QUEUE_LENGTH, MAX_TYPE_LENGTH, QUEUE_NAME
 from jobqueue.domain.listing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MIN_LIST_LIMIT
 from jobqueue.domain.status import BY_QUEUE, TRAITS, Status
+from jobqueue.domain.transitions import Operation as JobOperation
 from jobqueue.entrypoints.http.dto import (
     BatchItem,
     BatchRequest,

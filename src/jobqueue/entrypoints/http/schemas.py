@@ -8,7 +8,7 @@ from litestar.openapi.spec import Schema
 from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 
 from jobqueue.domain.bulk import MAX_BATCH, MAX_BULK, SELECTABLE
-from jobqueue.domain.job import (
+from jobqueue.domain.fields import (
     MAX_ATTEMPTS,
     MAX_DELAY,
     MAX_IDEMPOTENCY_KEY_LENGTH,
@@ -18,9 +18,9 @@ from jobqueue.domain.job import (
     MIN_ATTEMPTS,
     MIN_PRIORITY,
     QUEUE_NAME,
-    Operation,
 )
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation
 from jobqueue.domain.unique import MAX_UNIQUE_KEY_LENGTH
 
 

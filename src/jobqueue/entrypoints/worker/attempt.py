@@ -81,7 +81,12 @@ class Executor:
 
     async def run(self, attempt: Attempt, span: AttemptSpan) -> Ending:
         """Run the attempt's handler under its timeout; say how it ended."""
-        limit = self._registry.timeout_for(attempt.job.type) or self._config.job_timeout
+        # The job's own (its submission's, or its type's when it was resolved), else the
+        # handler's now (a job stored before its type declared one), else JOB_TIMEOUT.
+        job = attempt.job
+        limit = (
+            job.timeout or self._registry.options_for(job.type).timeout or self._config.job_timeout
+        )
         task = asyncio.current_task()
         assert task is not None
         # The timeout is one timer that cancels the task, and a flag saying it did:

@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from jobqueue.domain.errors import JobQueueError
-from jobqueue.domain.job import DEFAULT_MAX_ATTEMPTS, NewJob
+from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
+from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.periodic import LEAD, PeriodicJob, Schedule
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.registry import Registry

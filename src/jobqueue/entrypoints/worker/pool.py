@@ -81,6 +81,9 @@ class WorkerPool:
         self._registry = registry
         self._decoder = decoder
         self._config = config
+        # What this pool claims: only the types this process has handlers for (read from
+        # the registry as `run` starts, once every handler is declared).
+        self._types: frozenset[str] = frozenset()
         self._observer = guarded(observer)
         self._tracer = tracer if tracer is not None else NullTracer()
         self._rand = rand
@@ -181,6 +184,12 @@ class WorkerPool:
         before or during that grace period, cancels the attempts at once, but still
         waits for their releases before re-raising.
         """
+        self._types = frozenset(self._registry)
+        if not self._types:
+            _log.warning(
+                "no job type has a handler in this process: it claims nothing from queue %s",
+                self._config.queue,
+            )
         keeper = asyncio.create_task(self._keeper.run(), name="jobqueue lease renewal")
         try:
             await self._dispatch()
@@ -281,7 +290,7 @@ class WorkerPool:
         return self._prefetch.depth >= self._config.workers
 
     def _may_send(self, wanted: int) -> bool:
-        if wanted <= 0 or self._rest is not None or self._paused:
+        if wanted <= 0 or self._rest is not None or self._paused or not self._types:
             return False
         if not self._claims:
             return True
@@ -367,11 +376,13 @@ class WorkerPool:
         lease, queue = self._config.lease_duration, self._config.queue
         carried = self._writer.take()
         if not carried:
-            return await self._store.claim(wanted, lease, queue)
+            return await self._store.claim(wanted, lease, queue, types=self._types)
         context = self._writer.taken_context()
         try:
             async with asyncio.timeout(self._writer.timeout):
-                writing = self._store.record_and_claim(as_decided(carried), wanted, lease, queue)
+                writing = self._store.record_and_claim(
+                    as_decided(carried), wanted, lease, queue, types=self._types
+                )
                 if context is None or isinstance(self._tracer, NullTracer):
                     held, jobs = await writing
                 else:

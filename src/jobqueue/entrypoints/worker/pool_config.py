@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.job import DEFAULT_QUEUE, check_queue_name
+from jobqueue.domain.fields import DEFAULT_QUEUE, check_queue_name
 from jobqueue.domain.outcome import DEFAULT_MAX_SNOOZES
 
 

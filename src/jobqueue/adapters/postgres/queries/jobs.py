@@ -1,0 +1,346 @@
+"""The statements of a job's life on `jobs`: claims, endings, lease renewals and recovery,
+and an operator's retry, cancel and discard.
+
+Every transition is one compare-and-swap: `UPDATE … WHERE status = <from>` (and, for a
+claimed job's writes, `AND lease_token = <the claim's token>`), applied atomically or to
+no row. Which transitions exist is the domain's table (`domain/transitions.py`); a test
+runs every statement against a job in every status and checks the two agree.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from jobqueue.adapters.postgres.queries.sql import among, appended_attempt, quoted
+from jobqueue.adapters.postgres.statement import Statement
+from jobqueue.domain.attempts import CANCELLED, LEASE_EXPIRED, holds_final_attempt
+from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Outcome
+from jobqueue.domain.status import TRAITS, Status
+
+# Never built from anything a client sent; the payload is a job id.
+CANCELS_CHANNEL = "jobqueue_cancels"
+
+# --- claiming ----------------------------------------------------------------------------
+
+# One queue's due jobs, in the ranges the claim is given (`domain/claims.py`): for each
+# (priority, type) in turn, with the key that range's scan starts after, a LATERAL scan
+# of that range of ix_jobs_due_by_type, in which `run_at <= now()` bounds the range, so
+# jobs scheduled later are never read, nor the jobs of types this process cannot run.
+# The outer LIMIT stops the nested loop once enough rows came back, and rows are locked
+# only as they are pulled, so no more than asked are locked, and a range is not read at
+# all once those before it filled the claim. Each range starts after the last job this
+# process claimed there (`claim_cursor.py`), past the dead entries claims leave behind.
+# A paused queue claims nothing: a one-time check of `queues` by primary key.
+#
+# MATERIALIZED fences the locking subquery: inlined, the planner may evaluate it more
+# than once and claim more rows than asked. SKIP LOCKED lets concurrent claimers pass
+# each other's rows instead of queueing behind them. FOR UPDATE rechecks the filter on
+# the newest row version, so every row locked here is still pending and stays so until
+# the statement commits: the UPDATE needs no guard.
+_DUE = """
+    SELECT picked.id
+    FROM unnest(
+        CAST(:priorities AS smallint[]),
+        CAST(:types AS text[]),
+        CAST(:after_run_ats AS timestamptz[]),
+        CAST(:after_ids AS uuid[])
+    ) AS ranges (priority, type, after_run_at, after_id)
+    JOIN LATERAL (
+        SELECT id FROM jobs
+        WHERE status = 'pending'
+          AND queue = :queue
+          AND priority = ranges.priority
+          AND type = ranges.type
+          AND run_at <= now()
+          AND (run_at, id) > (ranges.after_run_at, ranges.after_id)
+        ORDER BY run_at, id
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    ) AS picked ON true
+    WHERE NOT EXISTS (SELECT FROM queues WHERE name = :queue AND paused_at IS NOT NULL)
+    LIMIT :limit
+"""
+
+# The claim itself: each job due and locked becomes this attempt's, its lease and fencing
+# token new, the attempt counted now (so a job that kills its process still runs out).
+_TAKE_DUE = """
+    UPDATE jobs
+    SET status = 'processing',
+        attempts = jobs.attempts + 1,
+        lease_token = jobs.lease_token + 1,
+        locked_until = now() + CAST(:lease AS interval),
+        updated_at = now(),
+        started_at = now(),
+        worker = :worker
+    FROM due
+    WHERE jobs.id = due.id
+    RETURNING jobs.*
+"""
+
+CLAIM = Statement("claim", f"WITH due AS MATERIALIZED ({_DUE}) {_TAKE_DUE}")
+
+# --- ending attempts ---------------------------------------------------------------------
+
+# Every ending of every attempt in a batch, whatever the mix of decisions: one row per
+# ending from parallel arrays. Fenced by each row's own token and a live lease (a stale
+# worker, its lease recovered and the job claimed again, matches no row and is simply
+# not returned). `locked_until IS NOT NULL` is `status = 'processing'` by the table's
+# CHECK, also when rechecked on a newer row version, but unlike it does not imply
+# ix_jobs_lease_expiry's predicate, so the planner looks each id up in pk_jobs: read
+# through the lease index instead, a batch cost 8-16 ms and ~2,900 buffers after a 60 s
+# xmin hold had filled that index (0.14 ms and 60 buffers by key, measured).
+#
+# Due times come from the database clock, the one the claim compares with. An attempt
+# the job outlives is logged (a retry: back to pending with the attempt kept); a release
+# or a snooze gives the attempt back, and a final ending stays in the row's own columns.
+_RECORD = f"""
+    UPDATE jobs
+    SET status = ending.status,
+        attempt_log = CASE
+            WHEN ending.status = 'pending' AND ending.refund = 0
+            THEN {appended_attempt(quoted(Outcome.RETRIED), "ending.error", "now()")}
+            ELSE jobs.attempt_log
+        END,
+        last_error = coalesce(ending.error, jobs.last_error),
+        run_at = CASE WHEN ending.delay IS NULL THEN jobs.run_at ELSE now() + ending.delay END,
+        -- GREATEST only guards rows written by hand: a claim always counted one.
+        attempts = greatest(jobs.attempts - ending.refund, 0),
+        snoozes = jobs.snoozes + ending.snoozed,
+        locked_until = NULL,
+        updated_at = now()
+    FROM unnest(
+        CAST(:ids AS uuid[]),
+        CAST(:tokens AS bigint[]),
+        CAST(:statuses AS text[]),
+        CAST(:errors AS text[]),
+        CAST(:delays AS interval[]),
+        CAST(:refunds AS integer[]),
+        CAST(:snoozed AS integer[])
+    ) AS ending (id, token, status, error, delay, refund, snoozed)
+    WHERE jobs.id = ending.id
+      AND jobs.lease_token = ending.token
+      AND jobs.locked_until IS NOT NULL
+    RETURNING jobs.id, jobs.lease_token
+"""
+
+RECORD_ENDINGS = Statement("record_endings", _RECORD)
+
+# A batch of endings and the next claim in one statement: one round trip and one commit
+# where a busy pool would spend two. The two parts touch disjoint rows (the endings' jobs
+# are processing in the statement's snapshot, the claim takes only pending ones), so
+# neither sees nor needs the other's effects. The leases that held come back as two
+# arrays on every row, and the claimed rows are LEFT JOINed so that a claim finding
+# nothing still returns one row carrying them.
+RECORD_AND_CLAIM = Statement(
+    "record_endings_and_claim",
+    f"""
+    WITH ended AS ({_RECORD}),
+    due AS MATERIALIZED ({_DUE}),
+    claimed AS ({_TAKE_DUE})
+    SELECT held.ended_ids, held.ended_tokens, claimed.*
+    FROM (
+        SELECT array_agg(ended.id) AS ended_ids, array_agg(ended.lease_token) AS ended_tokens
+        FROM ended
+    ) AS held
+    LEFT JOIN claimed ON true
+    """,
+)
+
+# Every lease a process holds, renewed in one statement, fenced like an ending: a lease
+# not returned is held no more (recovered, or superseded by a newer claim).
+RENEW_LEASES = Statement(
+    "renew_leases",
+    """
+    UPDATE jobs
+    SET locked_until = now() + CAST(:lease AS interval)
+    FROM unnest(CAST(:ids AS uuid[]), CAST(:tokens AS bigint[])) AS held (id, token)
+    WHERE jobs.id = held.id
+      AND jobs.lease_token = held.token
+      AND jobs.locked_until IS NOT NULL
+    RETURNING jobs.id, jobs.lease_token
+    """,
+)
+
+# Jobs whose lease ran out (their process died): back to pending, or dead-lettered on
+# their last attempt. The lost attempt counts (it was counted at claim), so a job that
+# kills its process every time still runs out of attempts. Back to pending, the job
+# outlives the attempt: it is logged; a last one stays in the row, dead-lettered. SKIP
+# LOCKED: a row locked right now is being written by its worker, which recovery must
+# never make wait; it can take the row next round if need be.
+RECOVER_EXPIRED = Statement(
+    "recover_expired",
+    f"""
+    WITH expired AS MATERIALIZED (
+        SELECT id FROM jobs
+        WHERE status = 'processing' AND locked_until < now()
+        ORDER BY locked_until
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE jobs
+    SET status = CASE
+            WHEN jobs.attempts >= jobs.max_attempts THEN 'dead_letter' ELSE 'pending'
+        END,
+        run_at = CASE WHEN jobs.attempts >= jobs.max_attempts THEN jobs.run_at ELSE now() END,
+        attempt_log = CASE
+            WHEN jobs.attempts >= jobs.max_attempts THEN jobs.attempt_log
+            ELSE {appended_attempt(quoted(LEASE_EXPIRED), quoted(LEASE_EXPIRED_ERROR), "now()")}
+        END,
+        locked_until = NULL,
+        last_error = {quoted(LEASE_EXPIRED_ERROR)},
+        updated_at = now()
+    FROM expired
+    WHERE jobs.id = expired.id
+    RETURNING jobs.*
+    """,
+)
+
+# --- reading one job ---------------------------------------------------------------------
+
+GET_JOB = Statement("get_job", "SELECT * FROM jobs WHERE id = :id")
+
+STATUS_OF = Statement("status_of", "SELECT status FROM jobs WHERE id = :id")
+
+# --- an operator's retry ------------------------------------------------------------------
+
+# Back to pending with a fresh budget. lease_token is left alone: it must keep growing so
+# that claims from before the retry stay fenced although attempt numbers start over. The
+# final attempt moves from the row's columns to the log: it ended when the row was last
+# written. A cancelled job has logged its attempts already (`holds_final_attempt`).
+_HOLDS_FINAL = among(status for status in ACTIONABLE if holds_final_attempt(status))
+_RETRIED = f"""
+    status = 'pending',
+    attempt_log = CASE
+        WHEN jobs.status IN ({_HOLDS_FINAL})
+        THEN {appended_attempt("jobs.status", "jobs.last_error", "jobs.updated_at")}
+        ELSE jobs.attempt_log
+    END,
+    attempts = 0,
+    snoozes = 0,
+    run_at = now(),
+    updated_at = now()
+"""
+
+RETRY_JOB = Statement(
+    "retry_job",
+    f"""
+    UPDATE jobs SET {_RETRIED}
+    WHERE id = :id AND status IN ({among(ACTIONABLE)})
+    RETURNING *
+    """,
+)
+
+# --- an operator's cancel -----------------------------------------------------------------
+
+
+# A cancel is the write that ends the job, pending or running: `cancelled`, the lease
+# cleared, in one compare-and-swap. A running attempt is thereby fenced out like a stale
+# one, so nothing its handler does later is written over the cancellation, and its
+# attempt is logged as cancelled (a pending job's previous attempt, if any, is logged
+# already). The statement tells the process running the job, by NOTIFY on
+# CANCELS_CHANNEL with the job's id, delivered at commit; a process that misses it finds
+# out at its next lease renewal.
+def _cancelling(target: str, returned: str) -> str:
+    """The cancel of the rows of `target` (a CTE of `id`, and `was`: each row's status read
+    under its lock), returning `returned` of each, `was` and whether its process was told."""
+    return f"""
+    cancelled AS (
+        UPDATE jobs
+        SET status = 'cancelled',
+            attempt_log = CASE
+                WHEN {target}.was = 'processing'
+                THEN {appended_attempt(quoted(CANCELLED), "NULL::text", "now()")}
+                ELSE jobs.attempt_log
+            END,
+            locked_until = NULL,
+            updated_at = now()
+        FROM {target}
+        WHERE jobs.id = {target}.id
+        RETURNING {returned}, {target}.was
+    )
+    SELECT cancelled.*,
+        CASE WHEN cancelled.was = 'processing'
+            THEN pg_notify({quoted(CANCELS_CHANNEL)}, cancelled.id::text)
+        END AS announced
+    FROM cancelled
+    """
+
+
+CANCEL_JOB = Statement(
+    "cancel_job",
+    f"""
+    WITH target AS MATERIALIZED (
+        SELECT id, status AS was FROM jobs
+        WHERE id = :id AND status IN ({among(CANCELLABLE)})
+        FOR UPDATE
+    ),
+    {_cancelling("target", "jobs.*")}
+    """,
+)
+
+# --- acting on many jobs at once ---------------------------------------------------------
+
+
+@cache
+def selected(status: Status, *, by_queue: bool, by_type: bool) -> str:
+    """The ids of the first `:limit` jobs of `status` (in `:queue`, of `:type`), locked:
+    the status's index read in its order (`TRAITS`, ascending: the oldest ended first,
+    pending jobs as claims take them, running ones by lease end), narrowed as it goes.
+    SKIP LOCKED: a concurrent bulk call takes others, and neither waits. A finished or
+    held row is never written by a worker, so only another operator can hold it; a
+    running one is skipped while its worker writes its ending."""
+    order = TRAITS[status].order
+    narrowed = "".join(
+        [" AND queue = :queue" if by_queue else "", " AND type = :type" if by_type else ""]
+    )
+    keys = ", ".join([*order.groups, order.column.value])
+    return f"""
+        SELECT id FROM jobs
+        WHERE status = {quoted(status)}{narrowed}
+        ORDER BY {keys}
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    """
+
+
+@cache
+def retry_selected(status: Status, *, by_queue: bool, by_type: bool) -> Statement:
+    return Statement(
+        "retry_selected",
+        f"""
+        WITH picked AS MATERIALIZED ({selected(status, by_queue=by_queue, by_type=by_type)})
+        UPDATE jobs SET {_RETRIED}
+        FROM picked
+        WHERE jobs.id = picked.id
+        RETURNING jobs.id
+        """,
+    )
+
+
+@cache
+def cancel_selected(status: Status, *, by_queue: bool, by_type: bool) -> Statement:
+    return Statement(
+        "cancel_selected",
+        f"""
+        WITH target AS MATERIALIZED (
+            SELECT id, {quoted(status)}::text AS was
+            FROM ({selected(status, by_queue=by_queue, by_type=by_type)}) AS picked
+        ),
+        {_cancelling("target", "jobs.id")}
+        """,
+    )
+
+
+# `= ANY(ARRAY(…))`, as retention deletes: the ids are collected first, then looked up in
+# the primary key.
+@cache
+def discard_selected(status: Status, *, by_queue: bool, by_type: bool) -> Statement:
+    return Statement(
+        "discard_selected",
+        f"""
+        DELETE FROM jobs
+        WHERE id = ANY(ARRAY({selected(status, by_queue=by_queue, by_type=by_type)}))
+        RETURNING id
+        """,
+    )

@@ -1,0 +1,159 @@
+"""Reading many jobs of `jobs`: a page of a listing, the counts per queue and per status,
+and retention's delete of old finished jobs. Each reads its status's partial index, in
+that index's order, never the whole table (`domain/status.py` says which index holds
+which status, and in which order)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+
+from jobqueue.adapters.postgres.queries.sql import quoted, types_of
+from jobqueue.adapters.postgres.statement import Statement
+from jobqueue.domain.status import COUNTED, TRAITS, Status
+
+
+@cache
+def list_page(status: Status, *, by_type: bool, by_queue: bool, after: bool) -> Statement:
+    """One page of `status`'s jobs: of `:type`, in `:queue`, after the position `:after_*`
+    (its group values, its sort key, its id) when asked, `:limit` rows at most.
+
+    One row more than the page is asked for by the caller: whether it exists says if
+    there is a next page."""
+    order = TRAITS[status].order
+    column = order.column.value
+    conditions = [f"status = {quoted(status)}"]
+    if by_type:
+        conditions.append("type = :type")
+    if by_queue:
+        # For pending jobs the index's first column: the listing is that queue's range.
+        conditions.append("queue = :queue")
+    if after and order.groups:
+        # A row comparison over the index's own columns, in its order: the index seeks
+        # to it (grouped orders are ascending).
+        listed = ", ".join([*order.groups, column, "id"])
+        position = ", ".join([*(f":after_{group}" for group in order.groups), ":after_key"])
+        conditions.append(f"({listed}) > ({position}, :after_id)")
+    elif after:
+        # Spelled out rather than as a row comparison: the bound on the sort column alone
+        # is what the index can seek to; the id only settles ties at the boundary.
+        before, strictly = ("<=", "<") if order.descending else (">=", ">")
+        conditions += [
+            f"{column} {before} :after_key",
+            f"({column} {strictly} :after_key OR id {strictly} :after_id)",
+        ]
+    if order.descending:
+        ordering = f"{column} DESC, id DESC"
+    else:
+        ordering = ", ".join([*order.groups, column, "id"])
+    where = "\n          AND ".join(conditions)
+    if not (TRAITS[status].typed_index and not by_type):
+        return Statement(
+            f"list_{status}",
+            f"""
+            SELECT * FROM jobs
+            WHERE {where}
+            ORDER BY {ordering}
+            LIMIT :limit
+            """,
+        )
+    # Every type of a status indexed by type: the page of each type's range, merged.
+    return Statement(
+        f"list_{status}",
+        f"""
+        WITH RECURSIVE {types_of(status, "listed_types")}
+        SELECT each_type.* FROM listed_types
+        JOIN LATERAL (
+            SELECT * FROM jobs
+            WHERE {where}
+              AND type = listed_types.type
+            ORDER BY {ordering}
+            LIMIT :limit
+        ) AS each_type ON true
+        WHERE listed_types.type IS NOT NULL
+        ORDER BY each_type.{column} DESC, each_type.id DESC
+        LIMIT :limit
+        """,
+    )
+
+
+def _per_queue(status: Status) -> str:
+    return f"""
+        SELECT queue, {quoted(status)} AS status,
+            count(*) AS jobs,
+            count(*) FILTER (WHERE run_at <= now()) AS due,
+            now() - min(run_at) FILTER (WHERE run_at <= now()) AS oldest_due_age
+        FROM jobs
+        WHERE status = {quoted(status)}
+        GROUP BY queue
+    """
+
+
+# Jobs per queue and counted status (live and held), with how many pending ones are due
+# and for how long the oldest has been: one aggregate per status, each over that
+# status's partial index (the pending one is ordered by queue already).
+COUNT_BY_QUEUE = Statement(
+    "count_by_queue", " UNION ALL ".join(_per_queue(status) for status in COUNTED)
+)
+
+# Jobs per counted status, for the queue-depth gauge: each a count of its status's small
+# partial index.
+COUNT_BY_STATUS = Statement(
+    "count_by_status",
+    "SELECT "
+    + ",\n    ".join(
+        f"(SELECT count(*) FROM jobs WHERE status = {quoted(status)}) AS {status}"
+        for status in COUNTED
+    ),
+)
+
+
+@cache
+def prune(statuses: Sequence[Status]) -> Statement:
+    """Delete at most `:limit` finished jobs of `statuses` older than their `:age_<status>`,
+    the oldest first.
+
+    One locking scan per status, so that a status kept long never slows the pruning of
+    another: type by type (`types_of`), each type's oldest first, at most `:limit` in all;
+    the outer LIMIT keeps the oldest of the statuses' batches. Within a status the batch
+    is the oldest of each type in turn, not the oldest of all: what retention needs is
+    only that every batch is old enough and bounded. SKIP LOCKED: processes pruning at
+    once take different rows; a finished row is never updated, so nothing but another
+    pruner (or an operator) holds its lock. `= ANY(ARRAY(…))`, not `IN (…)`: the ids are
+    collected first and looked up in the primary key; joined as a subquery, a batch of a
+    thousand can tip the planner into hashing it and scanning the whole table."""
+    scans = []
+    for status in statuses:
+        types = f"types_{status}"
+        scans.append(types_of(status, types))
+        scans.append(f"""aged_{status} AS MATERIALIZED (
+            SELECT aged.id, aged.updated_at FROM {types}
+            JOIN LATERAL (
+                SELECT id, updated_at FROM jobs
+                WHERE status = {quoted(status)}
+                  AND type = {types}.type
+                  AND updated_at < now() - CAST(:age_{status} AS interval)
+                ORDER BY updated_at
+                LIMIT :limit
+                FOR UPDATE SKIP LOCKED
+            ) AS aged ON true
+            WHERE {types}.type IS NOT NULL
+            LIMIT :limit
+        )""")
+    candidates = " UNION ALL ".join(
+        f"SELECT id, updated_at FROM aged_{status}" for status in statuses
+    )
+    each_status = ",\n        ".join(scans)
+    return Statement(
+        "prune_finished",
+        f"""
+        WITH RECURSIVE {each_status}
+        DELETE FROM jobs
+        WHERE id = ANY(ARRAY(
+            SELECT id FROM ({candidates}) AS candidates
+            ORDER BY updated_at
+            LIMIT :limit
+        ))
+        RETURNING id
+        """,
+    )

@@ -1,0 +1,70 @@
+"""Pieces of SQL the statements share, each written once: status lists, the attempt log's
+append, the loose scan of a status's job types.
+
+Statuses are written into the SQL as literals, never bound: a partial index (`WHERE
+status = 'pending'`) serves a statement only when its predicate visibly implies the
+index's, and the generic plan of a prepared statement cannot see through `status = $1`.
+A status is a constant of ours, so it needs no escaping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from jobqueue.domain.attempts import LOGGED_ATTEMPTS
+from jobqueue.domain.status import Status
+
+
+def quoted(constant: Status | str) -> str:
+    """A status, or another constant of ours (a channel, an outcome), as an SQL literal."""
+    escaped = str(constant).replace("'", "''")
+    return f"'{escaped}'"
+
+
+def among(statuses: Iterable[Status]) -> str:
+    """`IN (…)`'s list of `statuses`, in a stable order."""
+    return ", ".join(quoted(status) for status in sorted(statuses))
+
+
+def appended_attempt(outcome: str, error: str, finished_at: str) -> str:
+    """The row's `attempt_log` with its current attempt (`attempts`, `started_at`, `worker`)
+    appended as ended in `outcome` at `finished_at` (each an SQL expression), the oldest
+    entry dropped past `LOGGED_ATTEMPTS` (one at a time: each statement appends one).
+    `domain/attempts.py` says which endings are logged; `rows.py` reads the entries."""
+    return f"""(
+        SELECT CASE WHEN jsonb_array_length(log) > {LOGGED_ATTEMPTS} THEN log - 0 ELSE log END
+        FROM (
+            SELECT coalesce(jobs.attempt_log, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+                'attempt', jobs.attempts,
+                'outcome', {outcome},
+                'error', {error},
+                'started_at', jobs.started_at,
+                'finished_at', {finished_at},
+                'worker', jobs.worker
+            )) AS log
+        ) AS appended
+    )"""
+
+
+def types_of(status: Status, name: str) -> str:
+    """A recursive CTE `name (type)` of every type among `status`'s jobs, in type order,
+    ended by one NULL row (filter it out with `{name}.type IS NOT NULL`).
+
+    PostgreSQL 15 cannot skip from one type's range of an index led by (status, type) to
+    the next by itself: a scan by status and time alone would read every entry of the
+    status. So the types are found first, one index descent each (the first type, then the
+    least type after the previous one), and each type's range is then read on its own,
+    bounded by the caller's condition and limit. A status holds a handful to a few hundred
+    types, so this costs that many descents: far less than the rows a page or a retention
+    batch reads."""
+    return f"""{name} (type) AS (
+        (SELECT type FROM jobs WHERE status = {quoted(status)} ORDER BY type LIMIT 1)
+        UNION ALL
+        SELECT (
+            SELECT type FROM jobs
+            WHERE status = {quoted(status)} AND type > {name}.type
+            ORDER BY type LIMIT 1
+        )
+        FROM {name}
+        WHERE {name}.type IS NOT NULL
+    )"""
