@@ -94,6 +94,8 @@ class InMemoryJobStore:
         self.cancels_announced: list[UUID] = []
         # Claims of each queue so far: which type each one starts with (`claim_ranges`).
         self._turns: defaultdict[str, int] = defaultdict(int)
+        # The last slot each periodic job ran.
+        self._slots: dict[str, datetime] = {}
 
     def jobs(self) -> list[Job]:
         return list(self._jobs.values())
@@ -473,6 +475,21 @@ class InMemoryJobStore:
                 )
             )
         return summaries
+
+    async def insert_slot(
+        self, name: str, slot: datetime, new: NewJob, *, missed: bool = False
+    ) -> Job | None:
+        await self._enter()
+        last = self._slots.get(name)
+        if (missed and last is None) or (last is not None and slot <= last):
+            return None
+        self._slots[name] = slot
+        submitted = await self.submit(new)
+        return None if submitted.duplicate or submitted.replayed else submitted.job
+
+    async def last_slots(self) -> Mapping[str, datetime]:
+        await self._enter()
+        return dict(self._slots)
 
     async def ping(self) -> None:
         await self._enter()

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from jobqueue.adapters.cron import CronSchedule
-from jobqueue.domain.periodic import PeriodicJob
+from jobqueue.adapters.cron import CronSchedule, schedules
+from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.periodic import GRACE, PeriodicJob, slot_to_insert
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.cron import PeriodicScheduler, schedules
+from jobqueue.entrypoints.worker.cron import PeriodicScheduler
 from tests.fakes import InMemoryJobStore, wall_clock
 
 
@@ -91,26 +92,36 @@ async def test_several_schedulers_make_one_job_per_slot_each_due_at_its_slot() -
     assert all(slot.microsecond == 0 for slot in slots)
     assert all(b - a == timedelta(seconds=1) for a, b in pairwise(slots))
     assert {job.status for job in store.jobs()} == {Status.PENDING}
-    assert {job.unique_key for job in store.jobs()} == {
-        f"periodic:tick:{slot.isoformat()}" for slot in slots
-    }
+    assert (await store.last_slots())["tick"] == slots[-1]
 
 
-async def test_catch_up_runs_the_last_slot_missed_once() -> None:
+async def test_catch_up_runs_the_latest_slot_missed_once_for_a_schedule_that_ran() -> None:
     store = InMemoryJobStore(wall_clock)
     registry = Registry()
     # A type this process has no handler of: other workers may serve it.
     registry.schedule(PeriodicJob("0 * * * *", "hourly", catch_up=True))
     entries = schedules(registry)
-    for _ in range(2):
+
+    async def start_and_stop() -> None:
         scheduler = PeriodicScheduler(store, registry, entries)
         task = asyncio.create_task(scheduler.run())
         await asyncio.sleep(0.05)
         scheduler.stop()
         await asyncio.wait_for(task, 5)
 
-    (missed,) = [job for job in store.jobs() if job.run_at <= datetime.now(UTC)]
-    assert missed.run_at.minute == 0
+    # A new schedule missed nothing: it never ran.
+    await start_and_stop()
+    assert store.jobs() == []
+    # It ran three hours ago; since then no process ran: the latest slot, once.
+    now = datetime.now(UTC)
+    three_hours_ago = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+    ran = NewJob(type="hourly", max_attempts=1, run_at=three_hours_ago)
+    assert await store.insert_slot("hourly", three_hours_ago, ran)
+    for _ in range(2):
+        await start_and_stop()
+
+    missed = [job.run_at for job in store.jobs() if job.run_at > three_hours_ago]
+    assert missed == [now.replace(minute=0, second=0, microsecond=0)]
 
 
 async def test_the_scheduler_wakes_its_pools_at_each_slot() -> None:
@@ -131,3 +142,60 @@ async def test_the_scheduler_wakes_its_pools_at_each_slot() -> None:
     # Each wake-up at (just after) a slot whose job was already in the store.
     for moment in woken:
         assert any(timedelta(0) <= moment - slot < timedelta(milliseconds=200) for slot in due)
+
+
+def test_a_scheduler_that_fell_behind_inserts_the_latest_slot_due_only() -> None:
+    every_second = CronSchedule(PeriodicJob("* * * * * *", "tick"))
+    slot = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
+    # On time (woken before the slot): that slot.
+    assert slot_to_insert(every_second, slot, slot - timedelta(seconds=5), catch_up=False) == slot
+    # A little late, the next slot not passed yet: still that slot, late.
+    late = slot + timedelta(milliseconds=200)
+    assert slot_to_insert(every_second, slot, late, catch_up=False) == slot
+    # Ten minutes behind (a stall, a clock that jumped): only the latest slot that
+    # passed, never the six hundred in between.
+    jumped = slot + timedelta(minutes=10, milliseconds=500)
+    latest = slot_to_insert(every_second, slot, jumped, catch_up=False)
+    assert latest == slot + timedelta(minutes=10)
+    # A daily slot missed by more than the grace is let go, unless the schedule catches up.
+    daily = CronSchedule(PeriodicJob("0 3 * * *", "report"))
+    three = datetime(2030, 1, 1, 3, 0, tzinfo=UTC)
+    stalled = three + GRACE + timedelta(seconds=1)
+    assert slot_to_insert(daily, three, stalled, catch_up=False) is None
+    assert slot_to_insert(daily, three, stalled, catch_up=True) == three
+
+
+class JumpingClock:
+    """The wall clock, plus an offset a test moves: a clock that jumps."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta(0)
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+
+async def test_a_clock_that_jumps_ten_minutes_ahead_inserts_at_most_one_missed_slot() -> None:
+    store = InMemoryJobStore(wall_clock)
+    registry = Registry()
+    registry.schedule(PeriodicJob("* * * * * *", "tick"))
+    clock = JumpingClock()
+    scheduler = PeriodicScheduler(
+        store, registry, schedules(registry), lead=timedelta(milliseconds=300), clock=clock
+    )
+    task = asyncio.create_task(scheduler.run())
+    await asyncio.sleep(1.5)
+    before = datetime.now(UTC)
+    clock.offset = timedelta(minutes=10)
+    await asyncio.sleep(2.5)
+    scheduler.stop()
+    await asyncio.wait_for(task, 5)
+
+    slots = sorted(job.run_at for job in store.jobs())
+    # Slots in the ten minutes the clock skipped: at most one, never the six hundred.
+    skipped = [slot for slot in slots if before < slot < before + timedelta(minutes=10)]
+    assert len(skipped) <= 1, skipped
+    # Then one a second again, on the new clock.
+    after = [slot for slot in slots if slot >= before + timedelta(minutes=10)]
+    assert 1 <= len(after) <= 4, slots
+    assert all(b - a == timedelta(seconds=1) for a, b in pairwise(after))

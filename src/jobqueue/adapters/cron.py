@@ -14,7 +14,8 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from jobqueue.domain.periodic import PeriodicJob
+from jobqueue.domain.periodic import PeriodicJob, Schedule
+from jobqueue.domain.registry import Registry
 
 
 class CronSchedule:
@@ -40,3 +41,9 @@ class CronSchedule:
             moment.astimezone(self._zone),
             second_at_beginning=self._seconds,
         )
+
+
+def schedules(registry: Registry) -> list[tuple[PeriodicJob, Schedule]]:
+    """Each periodic job of `registry` with its cron schedule; raises `ValueError` for an
+    expression that is none (at start, naming the job)."""
+    return [(periodic, CronSchedule(periodic)) for periodic in registry.periodic_jobs()]

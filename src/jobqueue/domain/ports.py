@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -32,7 +32,26 @@ class Submitted:
     duplicate: bool = False
 
 
-class JobStore(Protocol):
+class PeriodicSlots(Protocol):
+    """The last slot each periodic job ran (`domain/periodic.py`), kept by the store so that
+    a slot runs at most once, ever."""
+
+    async def insert_slot(
+        self, name: str, slot: datetime, new: NewJob, *, missed: bool = False
+    ) -> Job | None:
+        """Store `new` as the job of `slot` of schedule `name`, in the same write that moves
+        the schedule's last slot to `slot`, if `slot` is after it (`missed`, a slot made up
+        for: only for a schedule that ran before). Return the job; None when the slot ran
+        already, or when another job holds `new`'s unique key (the slot is used all the
+        same)."""
+        ...
+
+    async def last_slots(self) -> Mapping[str, datetime]:
+        """Each schedule that ran, with its last slot."""
+        ...
+
+
+class JobStore(PeriodicSlots, Protocol):
     """The state machine's operations, each one atomic compare-and-swap in the store.
 
     Outcome writes and renewals (`record_many`, `renew`) are fenced by the claim's lease,

@@ -49,6 +49,7 @@ from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
 from jobqueue.adapters.postgres.schema_version import is_current
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig
+from jobqueue.domain.periodic import PeriodicJob, Schedule
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints import exit_codes
@@ -66,7 +67,7 @@ from jobqueue.entrypoints.published_types import Published, TypeCatalogue, TypeP
 from jobqueue.entrypoints.runtime import Listeners, Signals, bind_listeners, installed
 from jobqueue.entrypoints.wakeups import Announcing, Listening, announcer
 from jobqueue.entrypoints.worker.cancels import CancelRouter
-from jobqueue.entrypoints.worker.cron import PeriodicScheduler, schedules
+from jobqueue.entrypoints.worker.cron import PeriodicScheduler
 from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
 from jobqueue.entrypoints.worker.pauses import QueuePauses
 from jobqueue.entrypoints.worker.pool import WorkerPool
@@ -191,6 +192,18 @@ def _log_running(settings: Settings, roles: Roles, registry: Registry) -> None:
 # --- the components ----------------------------------------------------------------------
 
 
+def _schedules(registry: Registry) -> list[tuple[PeriodicJob, Schedule]]:
+    """The registry's periodic jobs with their cron schedules. Raises `ValueError` for an
+    expression that is none."""
+    if not registry.periodic_jobs():
+        return []
+    # Imported only when there is a schedule to read: croniter (and dateutil) would be
+    # start-up work for every process otherwise.
+    from jobqueue.adapters.cron import schedules
+
+    return schedules(registry)
+
+
 def build_components(
     settings: Settings,
     roles: Roles,
@@ -210,6 +223,7 @@ def build_components(
     # neither the import nor the per-job work on numbers nobody can scrape.
     metrics = _metrics() if serves_http else None
     decoder = MsgspecPayloadDecoder()
+    periodic = _schedules(registry)
     components: list[Component] = []
     # One pool per queue consumed, each with its own concurrency, claims and prefetch.
     pools: list[WorkerPool] = []
@@ -225,7 +239,6 @@ def build_components(
         # So that API processes without this code accept these types.
         publisher = TypePublisher(PostgresJobTypes(engine), registry, decoder, store.worker)
         components.append(Loop("job types publisher", Phase.SIGNAL, publisher))
-        periodic = schedules(registry)
         if periodic:
             scheduler = PeriodicScheduler(
                 store,
@@ -262,6 +275,7 @@ def build_components(
             store=store,
             registry=registry,
             types=types,
+            periodic=periodic,
             decoder=decoder,
             metrics=metrics,
             on_enqueued=announcer(_waking(pools), notifier),
@@ -341,6 +355,7 @@ def _http_components(
     store: JobStore,
     registry: Registry,
     types: TypeCatalogue | None,
+    periodic: list[tuple[PeriodicJob, Schedule]],
     decoder: MsgspecPayloadDecoder,
     metrics: Metrics,
     on_enqueued: Callable[[], None] | None,
@@ -366,6 +381,7 @@ def _http_components(
             on_enqueued=on_enqueued,
             tracer_provider=tracer_provider,
             types=types,
+            periodic=periodic,
         )
         components.append(HttpServer("http", Phase.DRAINED, app, listeners.api, config))
     if listeners.metrics is not None:

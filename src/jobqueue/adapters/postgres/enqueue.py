@@ -110,7 +110,7 @@ async def enqueue(
     statement = INSERT_JOB_ANNOUNCED if announce else INSERT_JOB
     with store_failures(), refused_values():
         for _ in range(_CONFLICT_ROUNDS):
-            inserted = await connection.execute(statement.clause, _values(new))
+            inserted = await connection.execute(statement.clause, insert_values(new))
             row = inserted.one_or_none()
             if row is not None:
                 return Submitted(_stored(new, row), replayed=False)
@@ -376,7 +376,7 @@ async def submit_pooled(engine: AsyncEngine, new: NewJob, *, announced: bool = F
     with store_failures():
         for _ in range(_CONFLICT_ROUNDS):
             with refused_values():
-                rows = await fetch_pooled(engine, statement, _values(new))
+                rows = await fetch_pooled(engine, statement, insert_values(new))
             if rows:
                 return Submitted(_stored(new, rows[0]), replayed=False)
             # Only on a key conflict: the read that explains it runs after the insert saw
@@ -387,7 +387,7 @@ async def submit_pooled(engine: AsyncEngine, new: NewJob, *, announced: bool = F
         raise _unsettled(new)
 
 
-def _values(new: NewJob) -> dict[str, object]:
+def insert_values(new: NewJob) -> dict[str, object]:
     """The insert's parameters for `new`: its fields (each the column of the same name),
     the payload as JSON text."""
     values: dict[str, object] = {name: getattr(new, name) for name in SUBMITTED}

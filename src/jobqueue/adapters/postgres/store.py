@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from os import getpid
 from socket import gethostname
 from typing import Any
@@ -23,6 +23,7 @@ from jobqueue.adapters.postgres.claim_cursor import ClaimCursor, Ranges
 from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.enqueue import enqueue_many, submit_pooled
 from jobqueue.adapters.postgres.failures import store_failures
+from jobqueue.adapters.postgres.periodic import PostgresPeriodicSlots
 from jobqueue.adapters.postgres.queries import jobs as q
 from jobqueue.adapters.postgres.queries.listing import list_page, prune
 from jobqueue.adapters.postgres.queues import PostgresQueues
@@ -66,6 +67,7 @@ class PostgresJobStore:
         self._worker = worker if worker is not None else f"{gethostname()}:{getpid()}"
         self._cursors: defaultdict[str, ClaimCursor] = defaultdict(ClaimCursor)
         self._queues = PostgresQueues(engine)
+        self._periodic = PostgresPeriodicSlots(engine)
 
     @property
     def worker(self) -> str:
@@ -287,6 +289,16 @@ class PostgresJobStore:
 
     async def queue_summaries(self) -> Sequence[QueueSummary]:
         return await self._queues.summaries()
+
+    # --- periodic jobs ----------------------------------------------------------------------
+
+    async def insert_slot(
+        self, name: str, slot: datetime, new: NewJob, *, missed: bool = False
+    ) -> Job | None:
+        return await self._periodic.insert_slot(name, slot, new, missed=missed)
+
+    async def last_slots(self) -> Mapping[str, datetime]:
+        return await self._periodic.last_slots()
 
     async def ping(self) -> None:
         await self._fetch(_PING, {})

@@ -19,6 +19,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 from opentelemetry.trace import TracerProvider
 
+from jobqueue.domain.periodic import PeriodicJob, Schedule
 from jobqueue.domain.ports import JobStore, PayloadDecoder
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.http.errors import exception_handlers
@@ -39,7 +40,6 @@ from jobqueue.entrypoints.http.service import JobService, QueueService, Submissi
 from jobqueue.entrypoints.http.tracing import traced
 from jobqueue.entrypoints.http.type_routes import TypesController
 from jobqueue.entrypoints.published_types import TypeCatalogue
-from jobqueue.entrypoints.worker.cron import schedules
 from jobqueue.release import package_version
 
 Lifespan = Callable[[Litestar], AbstractAsyncContextManager[None]]
@@ -80,6 +80,7 @@ def create_app(
     lifespan: Sequence[Lifespan] = (),
     tracer_provider: TracerProvider | None = None,
     types: TypeCatalogue | None = None,
+    periodic: Sequence[tuple[PeriodicJob, Schedule]] | None = None,
 ) -> Litestar:
     """The HTTP API over `store`.
 
@@ -87,8 +88,14 @@ def create_app(
     `on_enqueued` is told about every job that became pending (a local pool's `wake`);
     `lifespan` adds context managers entered at startup;
     `tracer_provider`, when given, traces every request but the probes (none otherwise);
-    `types` are the job types it accepts (default: `registry`'s only).
+    `types` are the job types it accepts (default: `registry`'s only);
+    `periodic` the periodic jobs it lists (default: `registry`'s, read here).
     """
+    if periodic is None:
+        # Imported only when asked: croniter is start-up work.
+        from jobqueue.adapters.cron import schedules
+
+        periodic = schedules(registry) if registry.periodic_jobs() else []
     types = types if types is not None else TypeCatalogue(registry, decoder)
     readiness = readiness if readiness is not None else Readiness(store)
     service = JobService(
@@ -118,7 +125,7 @@ def create_app(
         dependencies={
             "jobs": constant(service),
             "queues": constant(QueueService(store)),
-            "periodic": constant(Schedules(schedules(registry))),
+            "periodic": constant(Schedules(periodic, store)),
             "types": constant(types),
             **operations_dependencies(readiness, metrics),
         },

@@ -1,23 +1,30 @@
-"""The `/periodic` resource: the periodic jobs this process knows, with their next slot."""
+"""The `/periodic` resource: the periodic jobs this process knows, with their next slot and
+the last one that ran."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from litestar import Controller, get
 from litestar.di import NamedDependency
 
-from jobqueue.domain.periodic import PeriodicJob, Schedule
+from jobqueue.domain.periodic import PeriodicJob, Schedule, next_slots
+from jobqueue.domain.ports import PeriodicSlots
 from jobqueue.entrypoints.http.dto import PeriodicList, PeriodicView
-from jobqueue.entrypoints.worker.cron import next_slots
 
 
 class Schedules:
-    """The periodic jobs this process knows, each with its schedule: a class of its own
-    so that the route's dependency is passed through, not inspected."""
+    """The periodic jobs this process knows, each with its schedule, and where their last
+    slots are kept: a class of its own so that the route's dependency is passed through,
+    not inspected."""
 
-    def __init__(self, entries: Sequence[tuple[PeriodicJob, Schedule]]) -> None:
+    def __init__(
+        self, entries: Sequence[tuple[PeriodicJob, Schedule]], slots: PeriodicSlots
+    ) -> None:
         self.entries = list(entries)
+        self.slots = slots
 
 
 class PeriodicController(Controller):
@@ -26,15 +33,25 @@ class PeriodicController(Controller):
 
     @get(
         "/",
-        summary="List periodic jobs and when each runs next",
+        summary="List periodic jobs, when each runs next and when it last ran",
         response_description="The periodic jobs of the handlers this process loaded, by name",
         description="Declared with @registry.periodic (or Registry.schedule) in the handler "
-        "modules; every worker process schedules them, one job per slot.",
+        "modules; every worker process schedules them, and each slot runs at most once.",
     )
     async def list_periodic(self, periodic: NamedDependency[Schedules]) -> PeriodicList:
+        now = datetime.fromtimestamp(time.time(), UTC)
+        last = await periodic.slots.last_slots() if periodic.entries else {}
         return PeriodicList(
             [
-                PeriodicView(job.name, job.job_type, job.cron, job.timezone, slot, job.catch_up)
-                for job, slot in next_slots(periodic.entries)
+                PeriodicView(
+                    job.name,
+                    job.job_type,
+                    job.cron,
+                    job.timezone,
+                    slot,
+                    job.catch_up,
+                    last.get(job.name),
+                )
+                for job, slot in next_slots(periodic.entries, now)
             ]
         )

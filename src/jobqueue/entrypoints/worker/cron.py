@@ -1,12 +1,13 @@
 """The periodic jobs of a worker process: each slot's job inserted shortly before the slot,
-by every process, with no leader (`domain/periodic.py` says why one job per slot exists).
+by every process, with no leader (`domain/periodic.py` says why a slot runs at most once).
 
 Slots are computed from this process's clock and inserted due at the slot, so the claim
-(on the database's clock) starts them; a process whose clock runs a little behind only
-inserts a duplicate, answered with the job another process inserted. At the slot the
-process wakes its own pools, so the job starts then rather than at the next poll. A store that
-fails is tried again every `RETRY_SECONDS` until the slot is `GIVE_UP_AFTER` old, then
-the slot is let go (logged): a periodic job is not made up for after an outage.
+(on the database's clock) starts them. The store inserts a slot's job only when the slot
+is after its schedule's last one, so a process whose clock runs a little behind, or that
+restarts, or that finds the slot's job deleted by retention, inserts nothing. At the slot
+the process wakes its own pools, so the job starts then rather than at the next poll. A
+store that fails is tried again every `RETRY_SECONDS` until the slot is `GRACE` late,
+then the slot is let go (logged).
 """
 
 from __future__ import annotations
@@ -14,21 +15,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
-from jobqueue.domain.new_job import NewJob
-from jobqueue.domain.periodic import LEAD, PeriodicJob, Schedule
-from jobqueue.domain.ports import JobStore
+from jobqueue.domain.new_job import NO_OPTIONS, NewJob, resolve
+from jobqueue.domain.periodic import (
+    GRACE,
+    LEAD,
+    PeriodicJob,
+    Schedule,
+    following,
+    slot_to_insert,
+)
+from jobqueue.domain.ports import PeriodicSlots
 from jobqueue.domain.registry import Registry
 
 _log = logging.getLogger("jobqueue.worker")
 
 RETRY_SECONDS = 1.0
-GIVE_UP_AFTER = timedelta(minutes=1)
 
 Clock = Callable[[], datetime]
 
@@ -43,7 +49,7 @@ class PeriodicScheduler:
 
     def __init__(
         self,
-        store: JobStore,
+        slots: PeriodicSlots,
         registry: Registry,
         entries: Sequence[tuple[PeriodicJob, Schedule]],
         *,
@@ -52,7 +58,7 @@ class PeriodicScheduler:
         clock: Clock = _now,
         on_due: Callable[[], None] | None = None,
     ) -> None:
-        self._store = store
+        self._slots = slots
         self._registry = registry
         self._entries = list(entries)
         self._default_max_attempts = default_max_attempts
@@ -76,35 +82,48 @@ class PeriodicScheduler:
     async def _keep(self, periodic: PeriodicJob, schedule: Schedule) -> None:
         now = self._clock()
         if periodic.catch_up:
-            await self._insert(periodic, schedule.latest_before(now))
+            await self._insert(periodic, schedule.latest_before(now), missed=True)
         slot = schedule.next_after(now)
         while not self._stopping.is_set():
             if not await self._wait((slot - self._lead - self._clock()).total_seconds()):
                 return
-            await self._insert(periodic, slot)
+            now = self._clock()
+            chosen = slot_to_insert(schedule, slot, now, catch_up=periodic.catch_up)
+            if chosen != slot:
+                _log.warning(
+                    "periodic job fell behind its schedule (a stall, or the clock jumped): "
+                    "the slots it missed are let go",
+                    extra={
+                        "periodic": periodic.name,
+                        "missed_from": slot.isoformat(),
+                        "inserted": None if chosen is None else chosen.isoformat(),
+                    },
+                )
+            if chosen is not None:
+                await self._insert(periodic, chosen)
+                slot = chosen
             if not await self._wait((slot - self._clock()).total_seconds()):
                 return
-            if self._on_due is not None:
+            if chosen is not None and self._on_due is not None:
                 self._on_due()
-            slot = schedule.next_after(slot)
+            slot = following(schedule, slot, self._clock())
 
-    async def _insert(self, periodic: PeriodicJob, slot: datetime) -> None:
-        # The type's handler options when this process has its handler; a type served
-        # only by other processes' handlers is scheduled all the same.
+    async def _insert(self, periodic: PeriodicJob, slot: datetime, *, missed: bool = False) -> None:
+        # Resolved as every way in resolves a job: by the type's handler options when this
+        # process has its handler; a type served only by other processes' handlers is
+        # scheduled all the same, with the defaults.
         known = periodic.job_type in self._registry
-        new = NewJob.build(
-            type=periodic.job_type,
-            payload=periodic.payload,
-            default_max_attempts=self._default_max_attempts,
-            registered=self._registry if known else None,
-            run_at=slot,
-            unique=periodic.slot_unique(slot),
+        options = self._registry.options_for(periodic.job_type) if known else NO_OPTIONS
+        new = resolve(
+            NewJob.build(type=periodic.job_type, payload=periodic.payload, run_at=slot),
+            options,
+            self._default_max_attempts,
         )
         while not self._stopping.is_set():
             try:
-                submitted = await self._store.submit(new)
+                job = await self._slots.insert_slot(periodic.name, slot, new, missed=missed)
             except JobQueueError as error:
-                if self._clock() - slot > GIVE_UP_AFTER:
+                if self._clock() - slot > GRACE:
                     _log.warning(
                         "periodic job not scheduled: the store failed until its slot had passed",
                         extra={
@@ -117,12 +136,12 @@ class PeriodicScheduler:
                 if not await self._wait(RETRY_SECONDS):
                     return
                 continue
-            if not submitted.duplicate:
+            if job is not None:
                 _log.info(
                     "periodic job scheduled",
                     extra={
                         "periodic": periodic.name,
-                        "job_id": str(submitted.job.id),
+                        "job_id": str(job.id),
                         "slot": slot.isoformat(),
                     },
                 )
@@ -135,24 +154,3 @@ class PeriodicScheduler:
                 async with asyncio.timeout(seconds):
                     await self._stopping.wait()
         return not self._stopping.is_set()
-
-
-def schedules(registry: Registry) -> list[tuple[PeriodicJob, Schedule]]:
-    """Each periodic job of `registry` with its cron schedule; raises `ValueError` for
-    an expression that is none (at start, naming the job)."""
-    periodic_jobs = registry.periodic_jobs()
-    if not periodic_jobs:
-        return []
-    # Imported only when there is a schedule to read: croniter (and dateutil) would be
-    # start-up work for every worker process otherwise.
-    from jobqueue.adapters.cron import CronSchedule
-
-    return [(periodic, CronSchedule(periodic)) for periodic in periodic_jobs]
-
-
-def next_slots(
-    entries: Sequence[tuple[PeriodicJob, Schedule]],
-) -> list[tuple[PeriodicJob, datetime]]:
-    """Each periodic job with its next slot from now, for `GET /periodic`."""
-    now = datetime.fromtimestamp(time.time(), UTC)
-    return [(periodic, schedule.next_after(now)) for periodic, schedule in entries]
