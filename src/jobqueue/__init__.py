@@ -39,13 +39,13 @@ from jobqueue.domain.status import Status
 from jobqueue.domain.unique import Unique
 
 if TYPE_CHECKING:
-    from jobqueue.adapters.postgres.enqueue import enqueue, enqueue_many
     from jobqueue.adapters.telemetry.trace_context import current_traceparent
+    from jobqueue.entrypoints.producer import enqueue, enqueue_many
 
 # Public names whose modules are heavy: (module, attribute), imported on first access.
 _ON_DEMAND = {
-    "enqueue": ("jobqueue.adapters.postgres.enqueue", "enqueue"),
-    "enqueue_many": ("jobqueue.adapters.postgres.enqueue", "enqueue_many"),
+    "enqueue": ("jobqueue.entrypoints.producer", "enqueue"),
+    "enqueue_many": ("jobqueue.entrypoints.producer", "enqueue_many"),
     "current_traceparent": ("jobqueue.adapters.telemetry.trace_context", "current_traceparent"),
 }
 

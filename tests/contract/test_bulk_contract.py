@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from jobqueue.domain.bulk import MAX_BULK, Selection
+from jobqueue.domain.bulk import MAX_SELECTED, Selection
 from jobqueue.domain.errors import JobNotFound
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import Decision
@@ -75,8 +75,8 @@ async def test_discard_many_deletes_only_what_it_selects(store: JobStore) -> Non
     [
         ({"status": Status.COMPLETED}, "status must be cancelled or dead_letter or failed"),
         ({"status": Status.PENDING}, "status must be cancelled or dead_letter or failed"),
-        ({"limit": 0}, f"limit must be 1 to {MAX_BULK}"),
-        ({"limit": MAX_BULK + 1}, f"limit must be 1 to {MAX_BULK}"),
+        ({"limit": 0}, f"limit must be 1 to {MAX_SELECTED}"),
+        ({"limit": MAX_SELECTED + 1}, f"limit must be 1 to {MAX_SELECTED}"),
         ({"queue": "no spaces"}, "queue name must be"),
         ({"type": ""}, "type must be"),
     ],

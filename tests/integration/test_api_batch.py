@@ -10,10 +10,9 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.domain.bulk import MAX_BATCH
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.http.dto import BatchJob
-from tests.support.api import Api, build_api, metric_value
+from jobqueue.wire.requests import MAX_BATCH_JOBS, BatchJob
+from tests.support.api import Api, build_api, metric_value, resolved
 from tests.support.job_rows import count_jobs
 
 
@@ -35,21 +34,21 @@ def sleep_job(n: int, **fields: Any) -> dict[str, Any]:
 async def test_a_batch_of_a_thousand_is_stored_and_answered_in_order(
     client: AsyncTestClient[Any], engine: AsyncEngine, api: Api
 ) -> None:
-    jobs = [sleep_job(n, priority=n % 10) for n in range(MAX_BATCH)]
+    jobs = [sleep_job(n, priority=n % 10) for n in range(MAX_BATCH_JOBS)]
 
     response = await client.post("/jobs/batch", json={"jobs": jobs})
 
     assert response.status_code == 201, response.text
     answered = response.json()["jobs"]
     assert [each["payload"] for each in answered] == [job["payload"] for job in jobs]
-    assert [each["priority"] for each in answered] == [n % 10 for n in range(MAX_BATCH)]
+    assert [each["priority"] for each in answered] == [n % 10 for n in range(MAX_BATCH_JOBS)]
     assert not any(each["replayed"] or each["duplicate"] for each in answered)
-    assert len({each["id"] for each in answered}) == MAX_BATCH
-    assert await count_jobs(engine, Status.PENDING) == MAX_BATCH
+    assert len({each["id"] for each in answered}) == MAX_BATCH_JOBS
+    assert await count_jobs(engine, Status.PENDING) == MAX_BATCH_JOBS
     read = (await client.get(f"/jobs/{answered[777]['id']}")).json()
     assert read["payload"] == {"duration": "777ms"}
     metrics = (await client.get("/metrics")).text
-    assert metric_value(metrics, "jobs_submitted_total") == MAX_BATCH
+    assert metric_value(metrics, "jobs_submitted_total") == MAX_BATCH_JOBS
 
 
 @pytest.mark.parametrize(
@@ -57,13 +56,13 @@ async def test_a_batch_of_a_thousand_is_stored_and_answered_in_order(
     [
         ({"jobs": []}, "Expected `array` of length >= 1 - at `$.jobs`"),
         (
-            {"jobs": [sleep_job(1)] * (MAX_BATCH + 1)},
-            f"Expected `array` of length <= {MAX_BATCH} - at `$.jobs`",
+            {"jobs": [sleep_job(1)] * (MAX_BATCH_JOBS + 1)},
+            f"Expected `array` of length <= {MAX_BATCH_JOBS} - at `$.jobs`",
         ),
         ({"jobs": [sleep_job(1), {"type": "sleep"}]}, "jobs[1]: invalid payload for job type"),
         ({"jobs": [sleep_job(1), {"type": "nope"}]}, "jobs[1]: unknown job type 'nope'"),
         ({"jobs": [sleep_job(1, priority=12)]}, "Expected `int` <= 9 - at `$.jobs[0].priority`"),
-        ({"jobs": [sleep_job(1, idempotency_key="")]}, "jobs[0]: Idempotency-Key must be"),
+        ({"jobs": [sleep_job(1, idempotency_key="")]}, "at `$.jobs[0].idempotency_key`"),
         ({"jobs": [sleep_job(1, urgent=True)]}, "unknown field `urgent` - at `$.jobs[0]`"),
         ({"job": [sleep_job(1)]}, "Object contains unknown field `job`"),
     ],
@@ -131,10 +130,10 @@ async def test_openapi_documents_the_batch_body_exactly_as_the_struct_decodes_it
     document = (await client.get("/schema/openapi.json")).json()
 
     operation = document["paths"]["/jobs/batch"]["post"]
-    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    schema = resolved(document, operation["requestBody"]["content"]["application/json"]["schema"])
     assert schema["required"] == ["jobs"]
     items = schema["properties"]["jobs"]
-    assert (items["minItems"], items["maxItems"]) == (1, MAX_BATCH)
+    assert (items["minItems"], items["maxItems"]) == (1, MAX_BATCH_JOBS)
     variants = items["items"]["oneOf"]
     assert {variant["allOf"][0]["$ref"] for variant in variants} == {
         "#/components/schemas/BatchJob"

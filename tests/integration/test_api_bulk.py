@@ -85,7 +85,7 @@ async def test_retry_and_discard_by_filter_act_on_the_oldest_up_to_the_limit(
         ({"status": "failed", "limit": 1001}, "Expected `int` <= 1000"),
         ({"status": "failed", "queue": "no spaces"}, "matching regex"),
         ({"status": "failed", "colour": "red"}, "unknown field `colour`"),
-        ({"status": "failed", "type": ""}, "type must be 1 to"),
+        ({"status": "failed", "type": ""}, "Expected `str` of length >= 1 - at `$.type`"),
     ],
 )
 async def test_a_bad_filter_is_a_400_and_touches_nothing(

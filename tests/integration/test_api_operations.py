@@ -15,9 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.new_job import NewJob
 from jobqueue.entrypoints.config import Settings
-from jobqueue.entrypoints.http.dto import BulkRequest, CreateJobRequest
 from jobqueue.entrypoints.http.openapi import ASSETS_PATH, documented_assets
-from tests.support.api import Api, build_api, eventually, metric_value
+from jobqueue.wire.requests import BulkRequest, CreateJobRequest
+from tests.support.api import Api, build_api, eventually, metric_value, resolved
 from tests.support.logs import captured_json_log
 from tests.support.postgres import with_database
 
@@ -323,10 +323,12 @@ async def test_openapi_documents_the_bulk_body_exactly_as_the_struct_decodes_it(
 ) -> None:
     document = (await client.get("/schema/openapi.json")).json()
 
-    schema = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]
-    assert set(schema["schema"]["properties"]) == set(BulkRequest.__struct_fields__)
-    assert schema["schema"]["required"] == ["status"]
-    assert schema["schema"]["properties"]["status"]["enum"] == statuses
+    body = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+    schema = resolved(document, body["schema"])
+    assert set(schema["properties"]) == set(BulkRequest.__struct_fields__)
+    assert schema["required"] == ["status"]
+    assert schema["properties"]["status"]["enum"] == statuses
+    assert schema["additionalProperties"] is False
 
 
 def _operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue import NewJob, Unique, enqueue_many
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.schema import jobs
-from jobqueue.domain.bulk import MAX_BATCH
+from jobqueue.wire.requests import MAX_BATCH_JOBS
 from tests.support.processes import Service, free_port, start
 
 BATCHES = 4
@@ -34,11 +34,11 @@ async def _keys_and_rows(engine: AsyncEngine) -> tuple[int, int]:
 
 
 def _batch(first: int) -> list[dict[str, Any]]:
-    """`MAX_BATCH` jobs whose keys overlap those of the batch starting elsewhere: batch i
+    """`MAX_BATCH_JOBS` jobs whose keys overlap those of the batch starting elsewhere: batch i
     holds keys i*250 ... i*250+999, so neighbours share three quarters of them."""
     return [
         {"type": "sleep", "payload": {"duration": "1ms"}, "idempotency_key": f"k-{n}"}
-        for n in range(first, first + MAX_BATCH)
+        for n in range(first, first + MAX_BATCH_JOBS)
     ]
 
 
@@ -66,7 +66,7 @@ async def test_concurrent_http_batches_with_shared_keys_make_one_job_per_key(
         assert answer.status_code in (200, 201), answer.text
         for job in answer.json()["jobs"]:
             assert by_key.setdefault(job["idempotency_key"], job["id"]) == job["id"]
-    distinct = MAX_BATCH + (BATCHES - 1) * 250
+    distinct = MAX_BATCH_JOBS + (BATCHES - 1) * 250
     assert len(by_key) == distinct
     assert await _keys_and_rows(engine) == (distinct, distinct)
 
@@ -101,6 +101,6 @@ async def test_concurrent_in_process_batches_with_shared_keys_make_one_job_per_k
     holders = {submitted[-1].job.id for submitted in results}
     assert len(holders) == 1
     assert sum(not submitted[-1].duplicate for submitted in results) == 1
-    distinct = MAX_BATCH + (BATCHES - 1) * 250
+    distinct = MAX_BATCH_JOBS + (BATCHES - 1) * 250
     # Every keyed job once, and the one unique report (no idempotency key).
     assert await _keys_and_rows(engine) == (distinct + 1, distinct)

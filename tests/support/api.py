@@ -170,3 +170,12 @@ def metric_value(exposition: str, name: str, labels: dict[str, str] | None = Non
         if sample == wanted:
             return float(value)
     return 0.0
+
+
+def resolved(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema`, or the component its `$ref` names."""
+    reference = schema.get("$ref")
+    if reference is None:
+        return schema
+    found: dict[str, Any] = document["components"]["schemas"][reference.rsplit("/", 1)[1]]
+    return found

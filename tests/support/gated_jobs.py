@@ -30,6 +30,7 @@ RECORD_FIELDS = {
     "history",
     "snoozes",
     "unique_key",
+    "timeout",
 }
 
 

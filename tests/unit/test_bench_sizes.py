@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue.domain.bulk import MAX_BATCH
 from jobqueue.entrypoints import cli
 from jobqueue.entrypoints.bench.command import parse_options, sizes_of
 from jobqueue.entrypoints.bench.sizes import DEFAULT_SIZES, QUICK_SIZES, parse_processes
+from jobqueue.wire.requests import MAX_BATCH_JOBS
 
 
 def test_no_option_gives_the_full_run_and_quick_the_small_one() -> None:
@@ -72,10 +72,10 @@ def test_sizes_refuse_process_counts_out_of_order() -> None:
 
 
 def test_sizes_refuse_a_batch_that_post_jobs_batch_would_refuse() -> None:
-    assert DEFAULT_SIZES.batch == MAX_BATCH
-    with pytest.raises(ValueError, match=f"1 to {MAX_BATCH} jobs"):
-        replace(DEFAULT_SIZES, batch=MAX_BATCH + 1)
-    with pytest.raises(ValueError, match=f"1 to {MAX_BATCH} jobs"):
+    assert DEFAULT_SIZES.batch == MAX_BATCH_JOBS
+    with pytest.raises(ValueError, match=f"1 to {MAX_BATCH_JOBS} jobs"):
+        replace(DEFAULT_SIZES, batch=MAX_BATCH_JOBS + 1)
+    with pytest.raises(ValueError, match=f"1 to {MAX_BATCH_JOBS} jobs"):
         replace(DEFAULT_SIZES, batch=0)
 
 

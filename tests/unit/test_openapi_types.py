@@ -9,21 +9,23 @@ from typing import Any
 
 from jobqueue.domain.job_types import JobType, KnownType, PublishedType
 from jobqueue.entrypoints.http.openapi_types import with_job_types
+from jobqueue.entrypoints.http.request_schemas import with_request_schemas
+
+
+def _body(component: str) -> dict[str, Any]:
+    schema = {"$ref": f"#/components/schemas/{component}"}
+    return {"post": {"requestBody": {"content": {"application/json": {"schema": schema}}}}}
 
 
 def _document() -> dict[str, Any]:
-    body = {"type": "object", "properties": {"type": {}, "payload": {}}, "required": ["type"]}
-    batch = {"type": "object", "properties": {"jobs": {"type": "array", "items": dict(body)}}}
-    return {
-        "openapi": "3.1.0",
-        "paths": {
-            "/jobs": {"post": {"requestBody": {"content": {"application/json": {"schema": body}}}}},
-            "/jobs/batch": {
-                "post": {"requestBody": {"content": {"application/json": {"schema": batch}}}}
-            },
-        },
-        "components": {"schemas": {"ErrorBody": {"type": "object"}}},
-    }
+    # As Litestar builds it (the bodies referenced), with the request schemas added.
+    return with_request_schemas(
+        {
+            "openapi": "3.1.0",
+            "paths": {"/jobs": _body("CreateJobRequest"), "/jobs/batch": _body("BatchRequest")},
+            "components": {"schemas": {"ErrorBody": {"type": "object"}}},
+        }
+    )
 
 
 def _known(name: str, schema: dict[str, Any] | None, description: str | None = None) -> KnownType:
@@ -77,8 +79,7 @@ def test_each_type_is_a_variant_of_the_bodies_with_its_own_payload_components() 
     assert "$defs" not in str(typed)
     assert "description" in variants[2]["allOf"][1]["properties"]["payload"]
     assert schemas["CreateJobRequest"]["required"] == ["type"]
-    batch = typed["paths"]["/jobs/batch"]["post"]["requestBody"]["content"]["application/json"]
-    items = batch["schema"]["properties"]["jobs"]["items"]
+    items = schemas["BatchRequest"]["properties"]["jobs"]["items"]
     assert [v["allOf"][0]["$ref"] for v in items["oneOf"]] == ["#/components/schemas/BatchJob"] * 3
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import jobqueue
-from jobqueue.adapters.postgres import enqueue as enqueue_module
 from jobqueue.adapters.telemetry import trace_context
+from jobqueue.entrypoints import producer
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -19,8 +19,9 @@ def test_every_exported_name_resolves(name: str) -> None:
     assert getattr(jobqueue, name) is not None
 
 
-def test_names_loaded_on_demand_are_the_adapters_own() -> None:
-    assert jobqueue.enqueue is enqueue_module.enqueue
+def test_names_loaded_on_demand_are_the_producer_entry_point_s_own() -> None:
+    assert jobqueue.enqueue is producer.enqueue
+    assert jobqueue.enqueue_many is producer.enqueue_many
     assert jobqueue.current_traceparent is trace_context.current_traceparent
 
 

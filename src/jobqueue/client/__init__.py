@@ -17,7 +17,7 @@ call that is safe to repeat.
 
 from __future__ import annotations
 
-from jobqueue.client.calls import JobOptions, Retries, job_request
+from jobqueue.client.calls import Retries
 from jobqueue.client.errors import (
     ApiError,
     BadRequest,
@@ -34,10 +34,9 @@ from jobqueue.client.errors import (
     UnexpectedAnswer,
 )
 from jobqueue.client.sessions import AsyncClient, Client
-from jobqueue.entrypoints.http.dto import (
+from jobqueue.wire.records import (
     AttemptView,
     BatchItem,
-    BatchJob,
     JobList,
     JobRecord,
     JobStatusView,
@@ -48,6 +47,7 @@ from jobqueue.entrypoints.http.dto import (
     SubmittedRecord,
     UniqueView,
 )
+from jobqueue.wire.requests import BatchJob, SubmitOptions, job_request
 
 __all__ = [
     "ApiError",
@@ -60,7 +60,6 @@ __all__ = [
     "ClientError",
     "Conflict",
     "JobList",
-    "JobOptions",
     "JobRecord",
     "JobStatusView",
     "JobTypeView",
@@ -74,6 +73,7 @@ __all__ = [
     "Retries",
     "ServerError",
     "ServiceUnreachable",
+    "SubmitOptions",
     "SubmittedRecord",
     "Unauthorized",
     "Unavailable",

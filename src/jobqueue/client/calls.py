@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import Any, Generic, TypedDict, TypeVar, Unpack
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 from uuid import UUID
 
@@ -22,11 +22,8 @@ import msgspec
 from msgspec.structs import replace
 
 from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable, UnexpectedAnswer
-from jobqueue.domain.durations import format_duration
 from jobqueue.domain.status import Status
-from jobqueue.domain.unique import Unique
-from jobqueue.entrypoints.http.dto import (
-    BatchJob,
+from jobqueue.wire.records import (
     BatchResult,
     Cancelled,
     Discarded,
@@ -41,8 +38,8 @@ from jobqueue.entrypoints.http.dto import (
     QueueStateView,
     Retried,
     SubmittedRecord,
-    UniqueRequest,
 )
+from jobqueue.wire.requests import BatchJob
 
 T = TypeVar("T")
 
@@ -140,37 +137,6 @@ def _retry_after(value: str | None) -> float | None:
 
 
 # --- the calls ------------------------------------------------------------------------------
-
-
-class JobOptions(TypedDict, total=False):
-    """What a submission may say besides its type and payload (`POST /jobs`'s fields):
-    the keywords of `job_request`, and of both clients' `submit`."""
-
-    queue: str
-    priority: int
-    max_attempts: int
-    # Not before this instant (aware), or this long after it is stored ("90s" or a
-    # timedelta): at most one of them.
-    run_at: datetime
-    delay: timedelta | str
-    unique: Unique
-    # Given: replays an earlier identical submission with it. Absent: a new key per
-    # call (per job of a batch), so that the call can be sent again safely.
-    idempotency_key: str
-
-
-def job_request(job_type: str, payload: Any = None, **options: Unpack[JobOptions]) -> BatchJob:
-    """A job to submit (`submit`) or one of a batch (`submit_batch`), as the API's body
-    holds it."""
-    delay = options.get("delay")
-    unique = options.get("unique")
-    given: dict[str, Any] = {
-        **options,
-        "delay": format_duration(delay) if isinstance(delay, timedelta) else delay,
-        "unique": None if unique is None else _unique(unique),
-    }
-    fields = {name: value for name, value in given.items() if value is not None}
-    return BatchJob(type=job_type, payload={} if payload is None else payload, **fields)
 
 
 def submit(job: BatchJob) -> Call[SubmittedRecord]:
@@ -294,12 +260,3 @@ def _segment(value: UUID | str) -> str:
 
 def _new_key() -> str:
     return uuid.uuid4().hex
-
-
-def _unique(unique: Unique) -> UniqueRequest:
-    return UniqueRequest(
-        key=msgspec.UNSET if unique.key is None else unique.key,
-        by=msgspec.UNSET if unique.by is None else list(unique.by),
-        states=sorted(unique.states),
-        period=msgspec.UNSET if unique.period is None else format_duration(unique.period),
-    )

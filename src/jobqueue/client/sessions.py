@@ -13,12 +13,11 @@ from uuid import UUID
 import httpx
 
 from jobqueue.client import calls
-from jobqueue.client.calls import Call, JobOptions, Retries
+from jobqueue.client.calls import Call, Retries
 from jobqueue.client.errors import Unavailable
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.http.dto import (
+from jobqueue.wire.records import (
     BatchItem,
-    BatchJob,
     JobList,
     JobRecord,
     JobStatusView,
@@ -28,6 +27,7 @@ from jobqueue.entrypoints.http.dto import (
     QueueStateView,
     SubmittedRecord,
 )
+from jobqueue.wire.requests import BatchJob, SubmitOptions, job_request
 
 T = TypeVar("T")
 DEFAULT_RETRIES = Retries()
@@ -107,11 +107,11 @@ class Client:
             tries += 1
 
     def submit(
-        self, job_type: str, payload: Any = None, **options: Unpack[JobOptions]
+        self, job_type: str, payload: Any = None, **options: Unpack[SubmitOptions]
     ) -> SubmittedRecord:
         """`POST /jobs`: the new job, or (`duplicate`) the job holding its unique key, or
         the job an earlier call with this `idempotency_key` made."""
-        return self._send(calls.submit(calls.job_request(job_type, payload, **options)))
+        return self._send(calls.submit(job_request(job_type, payload, **options)))
 
     def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:
         """`POST /jobs/batch`: all of `jobs` (made with `job_request`) or none."""
@@ -265,9 +265,9 @@ class AsyncClient:
             tries += 1
 
     async def submit(
-        self, job_type: str, payload: Any = None, **options: Unpack[JobOptions]
+        self, job_type: str, payload: Any = None, **options: Unpack[SubmitOptions]
     ) -> SubmittedRecord:
-        return await self._send(calls.submit(calls.job_request(job_type, payload, **options)))
+        return await self._send(calls.submit(job_request(job_type, payload, **options)))
 
     async def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:
         return (await self._send(calls.submit_batch(jobs))).jobs

@@ -15,10 +15,8 @@ from jobqueue.domain.fields import MAX_TYPE_LENGTH, check_queue_name
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import Operation, sources
 
-MAX_BULK = 1000
-# The most jobs one batch submission (`POST /jobs/batch`) holds: a request the server
-# decodes, checks and inserts whole, in one transaction, in well under a second.
-MAX_BATCH = 1000
+# The most jobs one bulk call acts on.
+MAX_SELECTED = 1000
 
 # What an operator may retry, or discard (delete before retention would): jobs that
 # ended without success. Live jobs are the workers'; completed ones succeeded.
@@ -42,7 +40,7 @@ class Selection:
     status: Status
     queue: str | None = None
     type: str | None = None
-    limit: int = MAX_BULK
+    limit: int = MAX_SELECTED
     operation: Operation = Operation.RETRY
 
     def __post_init__(self) -> None:
@@ -51,8 +49,8 @@ class Selection:
         if self.status not in allowed:
             shown = " or ".join(sorted(status.value for status in allowed))
             raise ValueError(f"status must be {shown}, got {self.status.value!r}")
-        if not 1 <= self.limit <= MAX_BULK:
-            raise ValueError(f"limit must be 1 to {MAX_BULK}, got {self.limit}")
+        if not 1 <= self.limit <= MAX_SELECTED:
+            raise ValueError(f"limit must be 1 to {MAX_SELECTED}, got {self.limit}")
         if self.queue is not None:
             check_queue_name(self.queue)
         if self.type is not None and not 1 <= len(self.type) <= MAX_TYPE_LENGTH:

@@ -144,8 +144,9 @@ class Settings:
         "MAX_ATTEMPTS",
         parse_int,
         DEFAULT_MAX_ATTEMPTS,
-        f"default attempt budget of a job ({MIN_ATTEMPTS}-{MAX_ATTEMPTS})",
-        commands=WITH_API,
+        f"attempt budget of a job whose submission and type give none "
+        f"({MIN_ATTEMPTS}-{MAX_ATTEMPTS}); in-process enqueue reads it too",
+        commands=SERVICES,
     )
     job_timeout: timedelta = setting(
         "JOB_TIMEOUT",
@@ -425,3 +426,23 @@ def _values_of(settings: Settings) -> dict[str, Any]:
 
 def _defaults() -> dict[str, Any]:
     return {f.name: f.default for f in fields(Settings)}
+
+
+def max_attempts_from(environ: Mapping[str, str]) -> int:
+    """The MAX_ATTEMPTS setting alone, as an in-process producer reads it from its own
+    environment (`entrypoints/producer.py`); raises `ConfigError` for a bad value."""
+    row = next(row for row in SETTINGS if row.attribute == "max_attempts")
+    raw = environ.get(row.env, "").strip()
+    if not raw:
+        return DEFAULT_MAX_ATTEMPTS
+    try:
+        value = row.parse(raw)
+    except ValueError as error:
+        raise ConfigError([f"{row.env}: {error}"]) from None
+    # Every other setting at its default, which passes: only this one's problems show.
+    values = {**_defaults(), "max_attempts": value}
+    problems = check(values, skip=frozenset(), variables=_VARIABLE)
+    if problems:
+        raise ConfigError(problems)
+    assert isinstance(value, int)
+    return value

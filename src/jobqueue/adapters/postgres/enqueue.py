@@ -81,29 +81,10 @@ async def enqueue(
     registry: Registry | None = None,
     default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
 ) -> Submitted:
-    """Submit `new` inside the caller's connection and transaction, or on its own.
-
-    Given the `registry` of the workers' handlers, `new` is first checked as `POST /jobs`
-    checks a submission: `UnknownJobType` for a type it has no handler for,
-    `InvalidPayload` for a payload its declared payload type does not fit (both
-    `InvalidJob`, the errors HTTP answers with 400), before anything is sent. Either way,
-    what `new` left out is resolved as `POST /jobs` resolves it (`new_job.resolve`): from
-    its type's handler options in `registry`, then `default_max_attempts` (the service's
-    MAX_ATTEMPTS) as its attempt budget.
-
-    Given a connection, the job is enqueued atomically with your own writes: it exists if
-    and only if the caller's transaction commits, and idle workers are told when it does
-    (see the module's doc for `announce`). Given an engine, the job is committed at once
-    by one statement on a pooled connection (one round trip), and idle workers are told
-    through a wake-up coalesced per engine (at most one NOTIFY per 2 ms): carried by the
-    insert itself when none was sent in the last interval, else sent at the interval's
-    end in a transaction of its own, so at most one commit per interval takes the
-    notification lock.
-    Duplicate Idempotency-Keys are safe under concurrency: the unique index decides the
-    winner, the others read the winner's job back. Raises `InvalidJob` for a value
-    PostgreSQL refuses, `IdempotencyConflict` for a key used by a different request,
-    `StoreUnavailable` when the database fails.
-    """
+    """`new`, checked by `registry` and resolved with `default_max_attempts`
+    (`_ready`), inserted in `connection`'s transaction, or committed at once on
+    `engine`'s pool with a coalesced wake-up (`_enqueue_committed`). The public
+    `jobqueue.enqueue` (`entrypoints/producer.py`) says what a caller gets."""
     (new,) = _ready((new,), registry, default_max_attempts)
     if isinstance(connection, AsyncEngine):
         return await _enqueue_committed(connection, new, announce)
@@ -128,24 +109,10 @@ async def enqueue_many(
     registry: Registry | None = None,
     default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
 ) -> list[Submitted]:
-    """Submit every job of `news` inside the caller's connection and transaction, or on
-    its own; return their `Submitted`, in the order given. Given a `registry`, every job
-    is checked first, as by `enqueue`: one that fails fails the call, before any is sent;
-    each is resolved as `enqueue` resolves it.
-
-    Like `enqueue`, job for job: all or none exist once the transaction ends (given an
-    engine, the call is one transaction of its own), idle workers are told once, and a job
-    whose Idempotency-Key is taken is answered with the job holding it (`replayed`), or
-    refused with `IdempotencyConflict` when that job is a different request (which fails
-    the whole call: the caller's transaction should then roll back). The returned jobs
-    carry the caller's payload objects as given.
-
-    Jobs without an Idempotency-Key or a unique key are written by COPY, a third of the
-    server's time of an INSERT (measured); a call where any job has a key is one
-    `INSERT ... ON CONFLICT` per `INSERT_CHUNK` jobs instead, since only an INSERT can meet a
-    conflict. A unique job whose key is held (by a job in the table, or one earlier in
-    the same call) is answered with the job holding it (`duplicate`).
-    """
+    """`news`, checked and resolved as by `enqueue`, in `connection`'s transaction (or in
+    one of their own on `engine`): by COPY when no job has a key, else by one
+    `INSERT ... ON CONFLICT` per `INSERT_CHUNK` jobs, since only an INSERT can meet a
+    conflict. The public `jobqueue.enqueue_many` says what a caller gets."""
     for new in news:
         if not isinstance(new, NewJob):
             raise InvalidJob(f"enqueue_many takes NewJob values, got a {type(new).__name__}")
@@ -395,10 +362,6 @@ def insert_values(new: NewJob) -> dict[str, object]:
     if new.unique_states is not None:
         values["unique_states"] = list(new.unique_states)
     return values
-
-
-# The name the first releases documented; kept so that code written against them runs.
-submit_in = enqueue
 
 
 # A statement's rows, by column name: on a caller's connection, or on a pooled one.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobqueue.domain.bulk import MAX_BATCH
+from jobqueue.wire.requests import MAX_BATCH_JOBS
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +38,9 @@ class Sizes:
             raise ValueError(f"processes must be ascending and distinct, got {self.processes}")
         if self.processes[0] < 1:
             raise ValueError(f"a drain needs at least 1 worker process, got {self.processes}")
-        if not 1 <= self.batch <= MAX_BATCH:
+        if not 1 <= self.batch <= MAX_BATCH_JOBS:
             raise ValueError(
-                f"a batch is 1 to {MAX_BATCH} jobs (POST /jobs/batch), got {self.batch}"
+                f"a batch is 1 to {MAX_BATCH_JOBS} jobs (POST /jobs/batch), got {self.batch}"
             )
 
 

@@ -40,8 +40,8 @@ from jobqueue.domain.errors import (
     StoreUnavailable,
     UniqueKeyHeld,
 )
-from jobqueue.entrypoints.http.dto import ErrorBody
 from jobqueue.entrypoints.http.middleware import CLIENT_GONE, client_went_away, method_sent
+from jobqueue.wire.records import ErrorBody
 
 _log = logging.getLogger("jobqueue.http")
 

@@ -18,8 +18,8 @@ from litestar.openapi.datastructures import ResponseSpec
 
 from jobqueue.domain.errors import StoreError, StoreUnavailable
 from jobqueue.domain.ports import JobStore
-from jobqueue.entrypoints.http.dto import ErrorBody, HealthBody
 from jobqueue.entrypoints.http.middleware import PUBLIC
+from jobqueue.wire.records import ErrorBody, HealthBody
 
 _log = logging.getLogger("jobqueue.http")
 

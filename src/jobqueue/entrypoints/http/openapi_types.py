@@ -17,9 +17,9 @@ from litestar import Request
 from litestar.openapi.plugins import JsonRenderPlugin
 
 from jobqueue.domain.job_types import KnownType
+from jobqueue.entrypoints.http.request_schemas import COMPONENTS, with_request_schemas
 from jobqueue.entrypoints.published_types import TypeCatalogue
 
-_COMPONENTS = "#/components/schemas/"
 # What an OpenAPI component name may hold.
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -35,7 +35,8 @@ class TypedDocument(JsonRenderPlugin):
     def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
         version = self._types.version
         if self._rendered is None or self._rendered[0] != version:
-            document = with_job_types(openapi_schema, self._types.current.described())
+            document = with_request_schemas(copy.deepcopy(openapi_schema))
+            document = with_job_types(document, self._types.current.described())
             self._rendered = (version, self.render_json(request, document))
         return self._rendered[1]
 
@@ -49,29 +50,23 @@ def with_job_types(document: dict[str, Any], known: Sequence[KnownType]) -> dict
     schemas: dict[str, Any] = typed.setdefault("components", {}).setdefault("schemas", {})
     payloads = {each.type.name: _payload(each, schemas) for each in known}
     create = typed["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
-    create["schema"] = _one_per_type(create["schema"], "CreateJobRequest", known, payloads, schemas)
-    batch = typed["paths"]["/jobs/batch"]["post"]["requestBody"]["content"]["application/json"]
-    jobs = batch["schema"]["properties"]["jobs"]
-    jobs["items"] = _one_per_type(jobs["items"], "BatchJob", known, payloads, schemas)
+    create["schema"] = _one_per_type("CreateJobRequest", known, payloads)
+    jobs = schemas["BatchRequest"]["properties"]["jobs"]
+    jobs["items"] = _one_per_type("BatchJob", known, payloads)
     return typed
 
 
 def _one_per_type(
-    body: dict[str, Any],
-    name: str,
-    known: Sequence[KnownType],
-    payloads: dict[str, dict[str, Any]],
-    schemas: dict[str, Any],
+    name: str, known: Sequence[KnownType], payloads: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
-    """`body` moved to the component `name`, and in its place one variant per type: the
-    body with that `type` and that type's payload."""
-    schemas[name] = body
+    """One variant per type of the body that is the component `name`: the body with that
+    `type` and that type's payload."""
     variants = []
     for each in known:
         variant: dict[str, Any] = {
             "title": each.type.name,
             "allOf": [
-                {"$ref": _COMPONENTS + name},
+                {"$ref": COMPONENTS + name},
                 {
                     "type": "object",
                     "properties": {
@@ -120,7 +115,7 @@ def _referenced(value: Any, prefix: str) -> Any:
         reference = value.get("$ref")
         moved = {key: _referenced(item, prefix) for key, item in value.items()}
         if isinstance(reference, str) and reference.startswith("#/$defs/"):
-            moved["$ref"] = _COMPONENTS + prefix + reference.removeprefix("#/$defs/")
+            moved["$ref"] = COMPONENTS + prefix + reference.removeprefix("#/$defs/")
         return moved
     if isinstance(value, list):
         return [_referenced(item, prefix) for item in value]

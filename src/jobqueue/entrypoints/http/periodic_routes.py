@@ -12,7 +12,7 @@ from litestar.di import NamedDependency
 
 from jobqueue.domain.periodic import PeriodicJob, Schedule, next_slots
 from jobqueue.domain.ports import PeriodicSlots
-from jobqueue.entrypoints.http.dto import PeriodicList, PeriodicView
+from jobqueue.wire.records import PeriodicList, PeriodicView
 
 
 class Schedules:

@@ -16,18 +16,18 @@ from litestar.openapi.spec import OpenAPIMediaType, Operation, RequestBody
 from litestar.params import HeaderParameter, PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from jobqueue.domain.bulk import MAX_BATCH, MAX_BULK, Selection
+from jobqueue.domain.bulk import MAX_SELECTED, Selection
 from jobqueue.domain.fields import MAX_QUEUE_LENGTH, MAX_TYPE_LENGTH, QUEUE_NAME
 from jobqueue.domain.listing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MIN_LIST_LIMIT
 from jobqueue.domain.status import BY_QUEUE, TRAITS, Status
 from jobqueue.domain.transitions import Operation as JobOperation
-from jobqueue.entrypoints.http.dto import (
+from jobqueue.entrypoints.http.listing import encode_cursor, parse_list_query
+from jobqueue.entrypoints.http.request_schemas import bulk_request, reference
+from jobqueue.entrypoints.http.service import JobService
+from jobqueue.wire.records import (
     BatchItem,
-    BatchRequest,
     BatchResult,
-    BulkRequest,
     Cancelled,
-    CreateJobRequest,
     Discarded,
     ErrorBody,
     JobList,
@@ -36,13 +36,7 @@ from jobqueue.entrypoints.http.dto import (
     Retried,
     SubmittedRecord,
 )
-from jobqueue.entrypoints.http.listing import encode_cursor, parse_list_query
-from jobqueue.entrypoints.http.schemas import (
-    batch_request_schema,
-    bulk_request_schema,
-    create_job_request_schema,
-)
-from jobqueue.entrypoints.http.service import JobService
+from jobqueue.wire.requests import MAX_BATCH_JOBS, BatchRequest, BulkRequest, CreateJobRequest
 
 _EXAMPLE_BODY = '{"type": "sleep", "payload": {"duration": "2s"}, "max_attempts": 3}'
 _EXAMPLE_BATCH = (
@@ -145,7 +139,7 @@ def _bulk_body(operation: JobOperation) -> RequestBody:
     return RequestBody(
         required=True,
         description=f"Which jobs, e.g. {_EXAMPLE_BULK[operation]}",
-        content={"application/json": OpenAPIMediaType(schema=bulk_request_schema(operation))},
+        content={"application/json": OpenAPIMediaType(schema=reference(bulk_request(operation)))},
     )
 
 
@@ -173,7 +167,7 @@ class _CreateJobOperation(Operation):
         self.request_body = RequestBody(
             required=True,
             description=f"The job to run, e.g. {_EXAMPLE_BODY}",
-            content={"application/json": OpenAPIMediaType(schema=create_job_request_schema())},
+            content={"application/json": OpenAPIMediaType(schema=reference("CreateJobRequest"))},
         )
 
 
@@ -185,7 +179,7 @@ class _BatchOperation(Operation):
         self.request_body = RequestBody(
             required=True,
             description=f"The jobs to run, e.g. {_EXAMPLE_BATCH}",
-            content={"application/json": OpenAPIMediaType(schema=batch_request_schema())},
+            content={"application/json": OpenAPIMediaType(schema=reference("BatchRequest"))},
         )
 
 
@@ -288,7 +282,7 @@ class JobsController(Controller):
         status_code=HTTP_201_CREATED,
         summary="Submit many jobs at once, all or none",
         response_description="Every job, in the order sent",
-        description=f"1 to {MAX_BATCH} jobs in one transaction: each is checked and "
+        description=f"1 to {MAX_BATCH_JOBS} jobs in one transaction: each is checked and "
         "answered as POST /jobs would answer it (`duplicate`, and `replayed` for an "
         "idempotency_key that replays an earlier identical job); one invalid job, or a key "
         "reused with a different job, refuses the whole batch and stores nothing. 201 when "
@@ -386,7 +380,7 @@ class JobsController(Controller):
         summary="Retry many failed or dead-lettered jobs at once",
         response_description="How many went back to pending",
         description="The oldest jobs of `status` (by when they ended), narrowed by `queue` "
-        f"and `type`, at most `limit` (1 to {MAX_BULK}, the default) in one statement; "
+        f"and `type`, at most `limit` (1 to {MAX_SELECTED}, the default) in one statement; "
         "call again while `retried` equals the limit. Each gets a fresh attempt budget and "
         "keeps its history, like a single retry.",
         operation_class=_BulkOperation,
@@ -421,7 +415,7 @@ class JobsController(Controller):
         response_description="How many were cancelled",
         description="The first jobs of `status` (pending: in the order claims take them; "
         "processing: soonest lease end first), narrowed by `queue` and `type`, at most "
-        f"`limit` (1 to {MAX_BULK}, the default) in one statement; call again while "
+        f"`limit` (1 to {MAX_SELECTED}, the default) in one statement; call again while "
         "`cancelled` equals the limit. Each is cancelled as by POST /jobs/{id}/cancel.",
         operation_class=_BulkCancelOperation,
         responses={400: error_spec("A bad filter: status, queue, type or limit"), 503: STORE_DOWN},

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
-from datetime import timedelta
 from typing import Protocol
 from uuid import UUID
 
@@ -12,7 +11,6 @@ import msgspec
 
 from jobqueue.adapters.telemetry.trace_context import annotate_current_span, current_traceparent
 from jobqueue.domain.bulk import Selection
-from jobqueue.domain.durations import parse_duration
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.job import Job
 from jobqueue.domain.job_types import KnownTypes
@@ -20,29 +18,9 @@ from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
-from jobqueue.domain.unique import DEFAULT_UNIQUE_STATES, Unique
-from jobqueue.entrypoints.http.dto import BatchJob, CreateJobRequest, UniqueRequest
+from jobqueue.wire.requests import BatchJob, CreateJobRequest
 
 _log = logging.getLogger("jobqueue.http")
-
-
-def _delay(text: str, field: str = "delay") -> timedelta:
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise InvalidJob(f"{field}: {error}") from None
-
-
-def _unique(request: UniqueRequest) -> Unique:
-    """Raises `InvalidJob` for a uniqueness no job can have."""
-    return Unique(
-        key=None if request.key is msgspec.UNSET else request.key,
-        by=None if request.by is msgspec.UNSET else tuple(request.by),
-        states=DEFAULT_UNIQUE_STATES
-        if request.states is msgspec.UNSET
-        else frozenset(request.states),
-        period=None if request.period is msgspec.UNSET else _delay(request.period, "unique period"),
-    )
 
 
 class SubmissionMetrics(Protocol):
@@ -166,17 +144,14 @@ class JobService:
         self, request: CreateJobRequest, idempotency_key: str | None, known: KnownTypes
     ) -> NewJob:
         """The job `request` asks for, checked as the worker will check it."""
+        # Resolved by the one rule every way in shares (`new_job.resolve`): what the
+        # request leaves out from the type's options, then MAX_ATTEMPTS.
         new = NewJob.build(
             type=request.type,
             payload=request.payload,
-            max_attempts=None if request.max_attempts is msgspec.UNSET else request.max_attempts,
-            default_max_attempts=self._default_max_attempts,
-            run_at=None if request.run_at is msgspec.UNSET else request.run_at,
-            delay=None if request.delay is msgspec.UNSET else _delay(request.delay),
-            queue=None if request.queue is msgspec.UNSET else request.queue,
-            priority=None if request.priority is msgspec.UNSET else request.priority,
-            unique=None if request.unique is msgspec.UNSET else _unique(request.unique),
+            **request.options(),
             registered=known,
+            default_max_attempts=self._default_max_attempts,
             idempotency_key=idempotency_key,
             # The request's span: the job's attempts continue its trace.
             traceparent=current_traceparent(),

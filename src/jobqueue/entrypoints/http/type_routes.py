@@ -5,9 +5,9 @@ from __future__ import annotations
 from litestar import Controller, get
 from litestar.di import NamedDependency
 
-from jobqueue.entrypoints.http.dto import JobTypeList, JobTypeView
 from jobqueue.entrypoints.http.routes import STORE_DOWN
 from jobqueue.entrypoints.published_types import TypeCatalogue
+from jobqueue.wire.records import JobTypeList, JobTypeView
 
 
 class TypesController(Controller):

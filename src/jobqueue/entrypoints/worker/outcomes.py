@@ -41,7 +41,7 @@ from jobqueue.domain.ports import JobStore
 _log = logging.getLogger("jobqueue.worker")
 
 # Bounds one statement's size (six arrays of this many elements), not the wait.
-MAX_BATCH = 500
+MAX_ENDINGS_PER_WRITE = 500
 # Between tries of a failed write: quick enough to catch a blip, spread so that many
 # processes coming back together do not land on the database in one instant.
 RETRY_BACKOFF = Backoff(timedelta(milliseconds=50), timedelta(seconds=2))
@@ -87,7 +87,7 @@ class OutcomeWriter:
         store: JobStore,
         timeout: timedelta,
         *,
-        max_batch: int = MAX_BATCH,
+        max_batch: int = MAX_ENDINGS_PER_WRITE,
         backoff: Backoff = RETRY_BACKOFF,
         rand: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.monotonic,

@@ -1,81 +1,23 @@
-"""What goes over the wire: msgspec Structs for request and response bodies.
+"""Response bodies: a job's record, its status, a page of jobs, queues, periodic jobs, job
+types, counts of a bulk action, and the one error body.
 
-msgspec and the domain only, no Litestar: the Python client (`jobqueue.client`) decodes
-the service's answers with these same Structs. Their OpenAPI schemas are `schemas.py`'s."""
+A record shows a job's fields by name (`_view`), so a new job field appears in it once
+declared here; times are encoded in UTC, durations as text ("1m30s").
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Self, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Self, TypeVar
 from uuid import UUID
 
 import msgspec
 
-from jobqueue.domain.bulk import MAX_BATCH, MAX_BULK, Selection
 from jobqueue.domain.durations import format_duration
-from jobqueue.domain.fields import (
-    MAX_ATTEMPTS,
-    MAX_PRIORITY,
-    MIN_ATTEMPTS,
-    MIN_PRIORITY,
-    QUEUE_NAME,
-)
 from jobqueue.domain.job import Job
 from jobqueue.domain.job_types import KnownType
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
-from jobqueue.domain.transitions import Operation
-
-AttemptBudget = Annotated[int, msgspec.Meta(ge=MIN_ATTEMPTS, le=MAX_ATTEMPTS)]
-# An instant: a time without an offset would mean a different one on every machine.
-Instant = Annotated[datetime, msgspec.Meta(tz=True)]
-QueueName = Annotated[str, msgspec.Meta(pattern=f"^{QUEUE_NAME.pattern}$")]
-Priority = Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
-
-
-class UniqueRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """How a submitted job is unique (`domain/unique.py`): all fields optional."""
-
-    # The key as given; absent: derived from the type and the payload (or `by`'s fields).
-    key: str | msgspec.UnsetType = msgspec.UNSET
-    by: list[str] | msgspec.UnsetType = msgspec.UNSET
-    # The statuses the key counts in; absent: pending and processing.
-    states: list[Status] | msgspec.UnsetType = msgspec.UNSET
-    # At most one job per key per slot of this length (a duration such as "1h").
-    period: str | msgspec.UnsetType = msgspec.UNSET
-
-
-class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Body of `POST /jobs`. Decoded from the raw bytes by the route, so that every
-    refusal carries msgspec's precise message (field, expected type, path)."""
-
-    type: str
-    payload: Any = msgspec.field(default_factory=dict)
-    # UNSET rather than None: an explicit `null` is a mistake worth reporting, while an
-    # absent field means "the server's default".
-    max_attempts: AttemptBudget | msgspec.UnsetType = msgspec.UNSET
-    # Not before this instant (RFC 3339), or not before this long after the job is stored
-    # (a duration such as "90s" or "1h30m", on the database's clock): at most one of them.
-    run_at: Instant | msgspec.UnsetType = msgspec.UNSET
-    delay: str | msgspec.UnsetType = msgspec.UNSET
-    # Absent: the job type's handler option, else the default queue and priority 0.
-    queue: QueueName | msgspec.UnsetType = msgspec.UNSET
-    priority: Priority | msgspec.UnsetType = msgspec.UNSET
-    # One job per key: a duplicate is answered with the job holding the key.
-    unique: UniqueRequest | msgspec.UnsetType = msgspec.UNSET
-
-
-class BatchJob(CreateJobRequest, forbid_unknown_fields=True, frozen=True):
-    """One job of `POST /jobs/batch`: a `POST /jobs` body, with its own Idempotency-Key
-    (a batch has no header per job)."""
-
-    idempotency_key: str | msgspec.UnsetType = msgspec.UNSET
-
-
-class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Body of `POST /jobs/batch`: every job is stored, or none."""
-
-    jobs: Annotated[list[BatchJob], msgspec.Meta(min_length=1, max_length=MAX_BATCH)]
 
 
 class AttemptView(msgspec.Struct, frozen=True):
@@ -90,27 +32,6 @@ class AttemptView(msgspec.Struct, frozen=True):
     finished_at: datetime | None
     # The process that claimed it (host:pid).
     worker: str | None
-
-
-class BulkRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Body of `POST /jobs/retry`, `/jobs/discard` and `/jobs/cancel`: which jobs, at most
-    how many."""
-
-    status: Status
-    # Absent: any queue, any type.
-    queue: QueueName | msgspec.UnsetType = msgspec.UNSET
-    type: str | msgspec.UnsetType = msgspec.UNSET
-    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_BULK)] = MAX_BULK
-
-    def selection(self, operation: Operation) -> Selection:
-        """Raises `ValueError` for a selection `operation` may not act on."""
-        return Selection(
-            self.status,
-            queue=None if self.queue is msgspec.UNSET else self.queue,
-            type=None if self.type is msgspec.UNSET else self.type,
-            limit=self.limit,
-            operation=operation,
-        )
 
 
 class Retried(msgspec.Struct, frozen=True):
@@ -153,6 +74,9 @@ class JobRecord(msgspec.Struct, frozen=True):
     snoozes: int
     # A unique job's key (with its period's slot); null for a job that is not unique.
     unique_key: str | None
+    # How long one attempt may run ("1m30s"); null: the worker's JOB_TIMEOUT. With a
+    # default, as every field added later: a client decodes an older service's answers.
+    timeout: str | None = None
 
     @classmethod
     def of(cls, job: Job, **given: object) -> Self:
@@ -286,6 +210,8 @@ class JobTypeView(msgspec.Struct, frozen=True):
     # The latest publication by a worker; None for a local type no worker published.
     published_at: datetime | None
     published_by: str | None
+    # How long one attempt may run ("30s"); None: the worker's JOB_TIMEOUT.
+    timeout: str | None = None
 
     @classmethod
     def of(cls, known: KnownType) -> Self:
@@ -302,6 +228,7 @@ class JobTypeView(msgspec.Struct, frozen=True):
             queue=options.queue,
             priority=options.priority,
             max_attempts=options.max_attempts,
+            timeout=None if options.timeout is None else format_duration(options.timeout),
             unique=None
             if unique is None
             else UniqueView(
@@ -348,7 +275,11 @@ def _view(kind: type[View], source: object, **given: object) -> View:
 
 
 def _shown(value: object) -> object:
-    return _utc(value) if isinstance(value, datetime) else value
+    if isinstance(value, datetime):
+        return _utc(value)
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    return value
 
 
 def _utc(moment: datetime | None) -> datetime | None:

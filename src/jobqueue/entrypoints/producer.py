@@ -1,0 +1,94 @@
+"""The way in of an in-process producer: `jobqueue.enqueue` and `jobqueue.enqueue_many`.
+
+They store jobs in the caller's own connection and transaction (or on their own, given an
+engine), resolved exactly as `POST /jobs` resolves them (`domain/new_job.resolve`): what
+a submission leaves out comes from its type's handler options in the workers' `registry`
+(when given), then the MAX_ATTEMPTS setting, read from this process's environment as
+the service reads it. The statements and their announcing are the adapter's
+(`adapters/postgres/enqueue.py`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from jobqueue.adapters.postgres import enqueue as inserting
+from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.ports import Submitted
+from jobqueue.domain.registry import Registry
+from jobqueue.entrypoints.config import max_attempts_from
+
+
+async def enqueue(
+    connection: AsyncConnection | AsyncEngine,
+    new: NewJob,
+    *,
+    announce: bool = True,
+    registry: Registry | None = None,
+) -> Submitted:
+    """Submit `new` inside the caller's connection and transaction, or on its own.
+
+    Given the `registry` of the workers' handlers, `new` is first checked as `POST /jobs`
+    checks a submission: `UnknownJobType` for a type it has no handler for,
+    `InvalidPayload` for a payload its declared payload type does not fit (both
+    `InvalidJob`, the errors HTTP answers with 400), before anything is sent. What `new`
+    leaves out (queue, priority, max_attempts, timeout, unique) is taken from its type's
+    handler options in `registry`, then the attempt budget from MAX_ATTEMPTS: the job is
+    stored as `POST /jobs` would store it.
+
+    Given a connection, the job is enqueued atomically with your own writes: it exists if
+    and only if the caller's transaction commits, and idle workers are told when it does
+    (`announce=False` leaves the wake-up out, for producers committing thousands of
+    single-job transactions a second: workers then find the jobs at their next poll).
+    Given an engine, the job is committed at once by one statement on a pooled
+    connection (one round trip), and idle workers are told through a wake-up coalesced
+    per engine (at most one NOTIFY per 2 ms).
+
+    Duplicate Idempotency-Keys are safe under concurrency: the unique index decides the
+    winner, the others read the winner's job back. A unique job whose key is held is
+    answered with the job holding it (`duplicate`). Raises `InvalidJob` for a value
+    PostgreSQL refuses, `IdempotencyConflict` for a key used by a different request,
+    `StoreUnavailable` when the database fails, `ConfigError` for a MAX_ATTEMPTS that is
+    no budget.
+    """
+    return await inserting.enqueue(
+        connection,
+        new,
+        announce=announce,
+        registry=registry,
+        default_max_attempts=max_attempts_from(os.environ),
+    )
+
+
+async def enqueue_many(
+    connection: AsyncConnection | AsyncEngine,
+    news: Sequence[NewJob],
+    *,
+    announce: bool = True,
+    registry: Registry | None = None,
+) -> list[Submitted]:
+    """Submit every job of `news` inside the caller's connection and transaction, or on
+    its own (one transaction); return their `Submitted`, in the order given.
+
+    Like `enqueue`, job for job: checked by `registry` first when given (one that fails
+    fails the call, before any is sent), resolved as `enqueue` resolves it; all or none
+    exist once the transaction ends, and idle workers are told once. A job whose
+    Idempotency-Key is taken is answered with the job holding it (`replayed`), or
+    refused with `IdempotencyConflict` when that job is a different request (which fails
+    the whole call: the caller's transaction should then roll back). The returned jobs
+    carry the caller's payload objects as given.
+
+    Jobs without an Idempotency-Key or a unique key are written by COPY, a third of the
+    server's time of an INSERT; a call where any job has a key is one INSERT per 10,000
+    jobs instead, since only an INSERT can meet a conflict.
+    """
+    return await inserting.enqueue_many(
+        connection,
+        news,
+        announce=announce,
+        registry=registry,
+        default_max_attempts=max_attempts_from(os.environ),
+    )

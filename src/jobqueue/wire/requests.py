@@ -1,0 +1,337 @@
+"""Request bodies: a job to submit (`POST /jobs`), a batch of them (`POST /jobs/batch`), and
+which jobs a bulk action takes (`POST /jobs/retry|discard|cancel`).
+
+Each field says what it means in its `Meta` description, which the OpenAPI document
+shows. A submission's options are `NewJob.build`'s keywords under the same names, so a
+new one is a field here (and a key of `SubmitOptions`, the client's keywords), decoded
+by `options()`: durations arrive as text ("90s") and uniqueness as an object.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Any, TypedDict, Unpack
+
+import msgspec
+
+from jobqueue.domain.bulk import MAX_SELECTED, Selection
+from jobqueue.domain.durations import format_duration, parse_duration
+from jobqueue.domain.errors import InvalidJob
+from jobqueue.domain.fields import (
+    MAX_ATTEMPTS,
+    MAX_DELAY,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
+    MAX_PRIORITY,
+    MAX_QUEUE_LENGTH,
+    MAX_TIMEOUT,
+    MAX_TYPE_LENGTH,
+    MIN_ATTEMPTS,
+    MIN_PRIORITY,
+    QUEUE_NAME,
+)
+from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation
+from jobqueue.domain.unique import DEFAULT_UNIQUE_STATES, MAX_UNIQUE_KEY_LENGTH, Unique
+
+# The most jobs one batch submission (`POST /jobs/batch`) holds: a request the server
+# decodes, checks and inserts whole, in one transaction, in well under a second.
+MAX_BATCH_JOBS = 1000
+
+JobType = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=MAX_TYPE_LENGTH,
+        description="A job type some worker runs, e.g. 'sleep' or 'webhook'.",
+    ),
+]
+QueueName = Annotated[
+    str,
+    msgspec.Meta(pattern=f"^{QUEUE_NAME.pattern}$", max_length=MAX_QUEUE_LENGTH),
+]
+Duration = Annotated[
+    str,
+    msgspec.Meta(
+        examples=["90s", "1h30m"],
+        description="A duration: a number and a unit (ms, s, m, h), repeated, e.g. '1h30m'.",
+    ),
+]
+
+
+class UniqueRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """At most one job per key among the jobs in `states`: a duplicate is answered 200
+    with the job holding the key and `duplicate: true`."""
+
+    key: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=1,
+                max_length=MAX_UNIQUE_KEY_LENGTH,
+                description="The key; absent: derived from the type and the payload.",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    by: (
+        Annotated[
+            list[str],
+            msgspec.Meta(description="Derive the key from these payload fields only."),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    states: (
+        Annotated[
+            list[Status],
+            msgspec.Meta(
+                description="The statuses the key counts in; must include pending and "
+                "processing; those two when absent."
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    period: (
+        Annotated[
+            Duration,
+            msgspec.Meta(
+                description="At most one job per key per slot of this length, counted from "
+                "the Unix epoch by the database's clock, e.g. '1h'."
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+
+    def unique(self) -> Unique:
+        """Raises `InvalidJob` for a uniqueness no job can have."""
+        return Unique(
+            key=None if self.key is msgspec.UNSET else self.key,
+            by=None if self.by is msgspec.UNSET else tuple(self.by),
+            states=DEFAULT_UNIQUE_STATES
+            if self.states is msgspec.UNSET
+            else frozenset(self.states),
+            period=None
+            if self.period is msgspec.UNSET
+            else _duration(self.period, "unique period"),
+        )
+
+    @classmethod
+    def of(cls, unique: Unique) -> UniqueRequest:
+        return cls(
+            key=msgspec.UNSET if unique.key is None else unique.key,
+            by=msgspec.UNSET if unique.by is None else list(unique.by),
+            states=sorted(unique.states),
+            period=msgspec.UNSET if unique.period is None else format_duration(unique.period),
+        )
+
+
+class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Body of `POST /jobs`. Every field but `type` may be left out: the job then gets its
+    type's handler option, else the service's default."""
+
+    type: JobType
+    payload: Annotated[
+        Any,
+        msgspec.Meta(
+            description="Any JSON value, checked against the handler's payload type. "
+            "Defaults to {}."
+        ),
+    ] = msgspec.field(default_factory=dict)
+    # UNSET rather than None: an explicit `null` is a mistake worth reporting, while an
+    # absent field means "the default".
+    max_attempts: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=MIN_ATTEMPTS,
+                le=MAX_ATTEMPTS,
+                description="Attempts before the job is dead-lettered; absent: the type's, "
+                "else the service's MAX_ATTEMPTS.",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    run_at: (
+        Annotated[
+            datetime,
+            msgspec.Meta(
+                tz=True,
+                description="Not before this instant (RFC 3339, with an offset), by the "
+                "database's clock; due at once when absent or past. Not with delay.",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    delay: (
+        Annotated[
+            Duration,
+            msgspec.Meta(
+                description="Not before this long after the job is stored, by the "
+                f"database's clock, at most {MAX_DELAY.days} days. Not with run_at."
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    queue: (
+        Annotated[
+            QueueName,
+            msgspec.Meta(
+                description="The queue the job waits in; absent: the type's, else 'default'."
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    priority: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=MIN_PRIORITY,
+                le=MAX_PRIORITY,
+                description=f"{MIN_PRIORITY} is the most urgent: within a queue, due jobs "
+                f"are claimed by priority. Absent: the type's, else {MIN_PRIORITY}.",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    timeout: (
+        Annotated[
+            Duration,
+            msgspec.Meta(
+                description="How long one attempt may run, at most "
+                f"{MAX_TIMEOUT.days} days; absent: the type's, else the worker's "
+                "JOB_TIMEOUT."
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    unique: UniqueRequest | msgspec.UnsetType = msgspec.UNSET
+
+    def options(self) -> dict[str, Any]:
+        """The options given, decoded, as `NewJob.build` takes them; raises `InvalidJob`
+        for a duration or a uniqueness that is none."""
+        given: dict[str, Any] = {}
+        for name in _OPTIONS:
+            value = getattr(self, name)
+            if value is msgspec.UNSET:
+                continue
+            if isinstance(value, UniqueRequest):
+                value = value.unique()
+            elif name in _DURATIONS:
+                value = _duration(value, name)
+            given[name] = value
+        return given
+
+
+class BatchJob(CreateJobRequest, forbid_unknown_fields=True, frozen=True):
+    """One job of `POST /jobs/batch`: a `POST /jobs` body, with its own Idempotency-Key (a
+    batch has no header per job)."""
+
+    idempotency_key: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=1,
+                max_length=MAX_IDEMPOTENCY_KEY_LENGTH,
+                description="This job's Idempotency-Key: the same key with the same job "
+                "replays the first job (`replayed: true`); with a different job, the "
+                "batch is refused (409).",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+
+
+# A submission's options: `CreateJobRequest`'s fields but what every job has.
+_OPTIONS = tuple(
+    name for name in CreateJobRequest.__struct_fields__ if name not in ("type", "payload")
+)
+_DURATIONS = ("delay", "timeout")
+
+
+class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Body of `POST /jobs/batch`: every job is stored, or none."""
+
+    jobs: Annotated[
+        list[BatchJob],
+        msgspec.Meta(
+            min_length=1,
+            max_length=MAX_BATCH_JOBS,
+            description=f"1 to {MAX_BATCH_JOBS} jobs, stored all together or not at all.",
+        ),
+    ]
+
+
+class BulkRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Body of `POST /jobs/retry`, `/jobs/discard` and `/jobs/cancel`: which jobs, at most
+    how many, the oldest first."""
+
+    status: Annotated[Status, msgspec.Meta(description="Act on jobs of this status.")]
+    queue: (
+        Annotated[QueueName, msgspec.Meta(description="Only jobs of this queue; any when absent.")]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    type: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=1,
+                max_length=MAX_TYPE_LENGTH,
+                description="Only jobs of this type; any when absent.",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    limit: Annotated[
+        int,
+        msgspec.Meta(ge=1, le=MAX_SELECTED, description="At most this many, the oldest first."),
+    ] = MAX_SELECTED
+
+    def selection(self, operation: Operation) -> Selection:
+        """Raises `ValueError` for a selection `operation` may not act on."""
+        return Selection(
+            self.status,
+            queue=None if self.queue is msgspec.UNSET else self.queue,
+            type=None if self.type is msgspec.UNSET else self.type,
+            limit=self.limit,
+            operation=operation,
+        )
+
+
+class SubmitOptions(TypedDict, total=False):
+    """What a submission may say besides its type and payload: `CreateJobRequest`'s
+    options, as both clients' `submit` (and `job_request`) take them as keywords.
+    Durations may be `timedelta`s, uniqueness a `Unique`."""
+
+    max_attempts: int
+    # Not before this instant (aware), or this long after it is stored: at most one.
+    run_at: datetime
+    delay: timedelta | str
+    queue: str
+    priority: int
+    timeout: timedelta | str
+    unique: Unique
+    # Given: replays an earlier identical submission with it. Absent: a new key per
+    # call (per job of a batch), so that the call can be sent again safely.
+    idempotency_key: str
+
+
+def job_request(job_type: str, payload: Any = None, **options: Unpack[SubmitOptions]) -> BatchJob:
+    """A job to submit (`submit`) or one of a batch (`submit_batch`), as the API's body
+    holds it, from `SubmitOptions` keywords: a `timedelta` as a duration, a `Unique` as
+    its request."""
+    given: dict[str, Any] = {}
+    for name, value in options.items():
+        if value is None:
+            continue
+        if isinstance(value, timedelta):
+            value = format_duration(value)
+        elif isinstance(value, Unique):
+            value = UniqueRequest.of(value)
+        given[name] = value
+    return BatchJob(type=job_type, payload={} if payload is None else payload, **given)
+
+
+def _duration(text: str, name: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise InvalidJob(f"{name}: {error}") from None
