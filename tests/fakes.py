@@ -22,9 +22,8 @@ from typing import Any
 from uuid import UUID
 
 from jobqueue.domain.attempts import (
-    CANCELLED,
-    LEASE_EXPIRED,
     AttemptRecord,
+    Outcome,
     appended,
     holds_final_attempt,
 )
@@ -45,7 +44,7 @@ from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.job_types import JobType, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of
 from jobqueue.domain.new_job import NewJob
-from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision, Outcome
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
@@ -292,7 +291,7 @@ class InMemoryJobStore:
             Operation.RETRY,
             Status.PENDING,
             now,
-            attempt_log=_logged(job, job.status.value, job.last_error, job.updated_at)
+            attempt_log=_logged(job, Outcome(job.status.value), job.last_error, job.updated_at)
             if holds_final_attempt(job.status)
             else job.attempt_log,
             attempts=0,
@@ -315,7 +314,7 @@ class InMemoryJobStore:
             Operation.CANCEL,
             Status.CANCELLED,
             now,
-            attempt_log=_logged(job, CANCELLED, None, now) if running else job.attempt_log,
+            attempt_log=_logged(job, Outcome.CANCELLED, None, now) if running else job.attempt_log,
             locked_until=None,
         )
         if running:
@@ -393,7 +392,7 @@ class InMemoryJobStore:
                 run_at=job.run_at if job.is_last_attempt else now,
                 attempt_log=job.attempt_log
                 if job.is_last_attempt
-                else _logged(job, LEASE_EXPIRED, LEASE_EXPIRED_ERROR, now),
+                else _logged(job, Outcome.LEASE_EXPIRED, LEASE_EXPIRED_ERROR, now),
                 last_error=LEASE_EXPIRED_ERROR,
             )
             for job in expired
@@ -533,7 +532,7 @@ class InMemoryJobStore:
 
 
 def _logged(
-    job: Job, outcome: str, error: str | None, finished_at: datetime
+    job: Job, outcome: Outcome, error: str | None, finished_at: datetime
 ) -> tuple[AttemptRecord, ...]:
     ended = AttemptRecord(job.attempts, outcome, error, job.started_at, finished_at, job.worker)
     return appended(job.attempt_log, ended)

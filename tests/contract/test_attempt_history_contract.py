@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from datetime import timedelta
 
-from jobqueue.domain.attempts import LEASE_EXPIRED, MAX_KEPT_ATTEMPTS, RUNNING
+from jobqueue.domain.attempts import MAX_KEPT_ATTEMPTS, Outcome
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.ports import JobStore
@@ -32,7 +32,7 @@ async def test_retried_three_times_dead_lettered_then_retried_by_hand_keeps_ever
     assert job.status is Status.DEAD_LETTER
     job = await store.retry(job.id)
     running = await claim_only(store, job)
-    assert [(a.attempt, a.outcome) for a in running.history][-1] == (1, RUNNING)
+    assert [(a.attempt, a.outcome) for a in running.history][-1] == (1, Outcome.RUNNING)
     assert running.history[-1].finished_at is None
     done = await record(store, running.lease, Decision.complete())
 
@@ -90,7 +90,7 @@ async def test_a_recovered_lease_is_kept_as_lease_expired(store: JobStore) -> No
 
     assert dead.status is Status.DEAD_LETTER
     assert [(a.attempt, a.outcome, a.error) for a in dead.history] == [
-        (1, LEASE_EXPIRED, LEASE_EXPIRED_ERROR),
+        (1, Outcome.LEASE_EXPIRED, LEASE_EXPIRED_ERROR),
         (2, "dead_letter", LEASE_EXPIRED_ERROR),
     ]
 

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import Job
-from jobqueue.entrypoints.config import Settings
+from jobqueue.entrypoints.config.settings import Settings
 from tests.support.api import build_api
 from tests.support.logs import captured_json_log
 from tests.support.postgres import with_database

@@ -11,7 +11,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.entrypoints.config import Settings
+from jobqueue.entrypoints.config.settings import Settings
 from tests.support.api import build_api
 from tests.support.gated_jobs import Gate, handlers_for, wait_for_status
 

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.new_job import NewJob
-from jobqueue.entrypoints.config import Settings
+from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.http.openapi import ASSETS_PATH, documented_assets
 from jobqueue.wire.requests import BulkRequest, CreateJobRequest
 from tests.support.api import Api, build_api, eventually, metric_value, resolved

@@ -10,9 +10,9 @@ import asyncpg
 import pytest
 
 from jobqueue.adapters.postgres.schema_version import head_revisions
-from jobqueue.entrypoints.config import Settings
-from jobqueue.entrypoints.handler_modules import build_registry, load_handlers
-from jobqueue.entrypoints.runtime import StartupError
+from jobqueue.entrypoints.config.settings import Settings
+from jobqueue.entrypoints.service.handler_modules import build_registry, load_handlers
+from jobqueue.entrypoints.service.runtime import StartupError
 from tests.support.postgres import dsn
 from tests.support.processes import REPO_ROOT, environment, run
 

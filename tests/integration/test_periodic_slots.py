@@ -16,7 +16,7 @@ from jobqueue.adapters.cron import schedules
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.registry import JobContext, Registry
-from jobqueue.entrypoints.worker.cron import PeriodicScheduler
+from jobqueue.entrypoints.worker.periodic_scheduler import PeriodicScheduler
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -27,7 +27,7 @@ from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
+from jobqueue.entrypoints.worker.lease_recovery import LeaseRecovery
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from tests.fakes import RecordingObserver

@@ -105,7 +105,7 @@ def test_import_lines_are_read_with_their_nesting_and_filtered_by_package() -> N
         "import time:        20 |         20 |   litestar_helpers\n"
         "import time:        30 |         30 |   uvicorn\n"
         "import time:        30 |         30 |   uvicorn\n"
-        "import time:        10 |        290 | jobqueue.entrypoints.bootstrap\n"
+        "import time:        10 |        290 | jobqueue.entrypoints.service.compose\n"
         "a warning\n"
     )
 
@@ -117,7 +117,7 @@ def test_import_lines_are_read_with_their_nesting_and_filtered_by_package() -> N
         ("litestar_helpers", 1),
     ]
     assert under(found, ["litestar", "uvicorn"]) == ["litestar", "litestar.app", "uvicorn"]
-    assert importers(found, ["litestar", "uvicorn"]) == ["jobqueue.entrypoints.bootstrap"]
+    assert importers(found, ["litestar", "uvicorn"]) == ["jobqueue.entrypoints.service.compose"]
     assert other_output(stderr) == "a warning"
 
 
@@ -195,7 +195,7 @@ def test_a_worker_on_a_migrated_database_runs_a_job_without_http_or_alembic(
 
     found = imports(stderr.read_text())
     # The lines are the worker's own imports, from its entry point on.
-    assert "jobqueue.entrypoints.cli" in {each.name for each in found}
+    assert "jobqueue.entrypoints.cli.main" in {each.name for each in found}
     loaded = under(found, HTTP_AND_MIGRATIONS)
     assert loaded == [], (
         f"the worker imported {len(loaded)} modules of {', '.join(HTTP_AND_MIGRATIONS)} "

@@ -20,7 +20,7 @@ from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.registry import JobContext, Registry
-from jobqueue.entrypoints.config import Settings
+from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.worker.pool import WorkerPool
 
 # Distinct from the 1 of an uncaught exception: the test knows the handler did it.

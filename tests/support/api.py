@@ -26,11 +26,11 @@ from jobqueue.adapters.telemetry.tracing import trace_engine
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.registry import Registry
-from jobqueue.entrypoints.bootstrap import http_config
-from jobqueue.entrypoints.components import Runnable
-from jobqueue.entrypoints.config import Settings
+from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.http.app import create_app
 from jobqueue.entrypoints.http.health import Readiness
+from jobqueue.entrypoints.service.components import Runnable
+from jobqueue.entrypoints.service.compose import http_config
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from tests.support.pgbouncer import routed_url
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from jobqueue.entrypoints.config import SETTINGS
+from jobqueue.entrypoints.config.settings import SETTINGS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBQUEUE = Path(sys.executable).with_name("jobqueue")

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from jobqueue.entrypoints.bench.baseline import Baseline, Pair, compare, load
-from jobqueue.entrypoints.bench.report import as_json, metrics, ratios, render
-from jobqueue.entrypoints.bench.results import Latency, Measurement, StartupTime, Throughput
-from jobqueue.entrypoints.bench.runner import Run
-from jobqueue.entrypoints.bench.sizes import QUICK_SIZES
+from jobqueue.bench.baseline import Baseline, Pair, compare, load
+from jobqueue.bench.report import as_json, metrics, ratios, render
+from jobqueue.bench.results import Latency, Measurement, StartupTime, Throughput
+from jobqueue.bench.runner import Run
+from jobqueue.bench.sizes import QUICK_SIZES
 
 ENVIRONMENT: dict[str, str | int | float] = {
     "postgresql": "15.18",

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue.entrypoints import cli
-from jobqueue.entrypoints.bench.command import parse_options, sizes_of
-from jobqueue.entrypoints.bench.sizes import DEFAULT_SIZES, QUICK_SIZES, parse_processes
+from jobqueue.bench.command import parse_options, sizes_of
+from jobqueue.bench.sizes import DEFAULT_SIZES, QUICK_SIZES, parse_processes
+from jobqueue.entrypoints.cli import main as cli
 from jobqueue.wire.requests import MAX_BATCH_JOBS
 
 
@@ -156,9 +156,9 @@ def test_the_command_line_of_other_commands_loads_nothing_of_the_benchmark() -> 
     """A worker builds the same parser: the benchmark must cost its start-up nothing."""
     program = (
         "import sys\n"
-        "from jobqueue.entrypoints.cli import build_parser\n"
+        "from jobqueue.entrypoints.cli.main import build_parser\n"
         "build_parser().parse_args(['worker'])\n"
-        "print(sorted(m for m in sys.modules if m.startswith('jobqueue.entrypoints.bench')))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('jobqueue.bench')))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True

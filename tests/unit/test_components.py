@@ -10,9 +10,15 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.adapters.postgres.notify import Notifier
-from jobqueue.entrypoints.components import Component, Loop, OnStop, Phase, run_components
-from jobqueue.entrypoints.runtime import Signals, StartupError
-from jobqueue.entrypoints.wakeups import Announcing
+from jobqueue.entrypoints.service.components import (
+    Component,
+    Loop,
+    OnStop,
+    StopPhase,
+    run_components,
+)
+from jobqueue.entrypoints.service.runtime import Signals, StartupError
+from jobqueue.entrypoints.service.wakeups import Announcing
 
 NO_DELAY = timedelta(0)
 
@@ -21,7 +27,9 @@ class Recorded:
     """Runs until stopped, then takes `linger` seconds to return (a draining pool, a
     server finishing its requests); every step is written to the shared `events`."""
 
-    def __init__(self, name: str, phase: Phase, events: list[str], *, linger: float = 0.0) -> None:
+    def __init__(
+        self, name: str, phase: StopPhase, events: list[str], *, linger: float = 0.0
+    ) -> None:
         self.name = name
         self.phase = phase
         self._events = events
@@ -39,10 +47,10 @@ class Recorded:
         self._stopping.set()
 
 
-class Ending:
+class EndingEarly:
     """Returns, or raises, on its own, before any signal."""
 
-    phase = Phase.SIGNAL
+    phase = StopPhase.SIGNAL
 
     def __init__(self, name: str, error: BaseException | None = None) -> None:
         self.name = name
@@ -66,9 +74,9 @@ def signalled_soon(delay: float = 0.01) -> Signals:
 async def test_components_stop_phase_by_phase_after_the_signal() -> None:
     events: list[str] = []
     components = [
-        Recorded("pool", Phase.SIGNAL, events, linger=0.1),
-        Recorded("http", Phase.DRAINED, events),
-        Recorded("metrics", Phase.LAST, events),
+        Recorded("pool", StopPhase.SIGNAL, events, linger=0.1),
+        Recorded("http", StopPhase.DRAINED, events),
+        Recorded("metrics", StopPhase.LAST, events),
     ]
 
     await run_components(components, signalled_soon(), drain_delay=timedelta(milliseconds=20))
@@ -90,7 +98,7 @@ async def test_the_drain_delay_keeps_http_serving_after_the_signal(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     events: list[str] = []
-    components = [Recorded("http", Phase.DRAINED, events)]
+    components = [Recorded("http", StopPhase.DRAINED, events)]
     loop = asyncio.get_running_loop()
     signals = signalled_soon()
 
@@ -104,7 +112,7 @@ async def test_the_drain_delay_keeps_http_serving_after_the_signal(
 
 async def test_without_components_of_a_phase_nothing_waits_for_it() -> None:
     events: list[str] = []
-    components = [Recorded("pool", Phase.SIGNAL, events)]
+    components = [Recorded("pool", StopPhase.SIGNAL, events)]
     loop = asyncio.get_running_loop()
 
     started = loop.time()
@@ -118,7 +126,10 @@ async def test_a_component_ending_early_shuts_the_others_down_and_is_reported(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     events: list[str] = []
-    components: list[Component] = [Ending("lease recovery"), Recorded("pool", Phase.SIGNAL, events)]
+    components: list[Component] = [
+        EndingEarly("lease recovery"),
+        Recorded("pool", StopPhase.SIGNAL, events),
+    ]
 
     with caplog.at_level(logging.ERROR, logger="jobqueue"):
         await run_components(components, Signals(), drain_delay=NO_DELAY)
@@ -130,7 +141,10 @@ async def test_a_component_ending_early_shuts_the_others_down_and_is_reported(
 async def test_a_startup_error_of_a_component_is_raised_as_it_is() -> None:
     error = StartupError("the HTTP server failed to start (see the log above)")
     events: list[str] = []
-    components: list[Component] = [Recorded("pool", Phase.SIGNAL, events), Ending("http", error)]
+    components: list[Component] = [
+        Recorded("pool", StopPhase.SIGNAL, events),
+        EndingEarly("http", error),
+    ]
 
     with pytest.raises(StartupError) as raised:
         await run_components(components, Signals(), drain_delay=NO_DELAY)
@@ -140,7 +154,7 @@ async def test_a_startup_error_of_a_component_is_raised_as_it_is() -> None:
 
 
 async def test_any_other_failure_of_a_component_is_a_startup_error_naming_it() -> None:
-    components = [Ending("retention", ValueError("boom"))]
+    components = [EndingEarly("retention", ValueError("boom"))]
 
     with pytest.raises(StartupError, match="a component failed: ValueError: boom"):
         await run_components(components, Signals(), drain_delay=NO_DELAY)
@@ -149,8 +163,8 @@ async def test_any_other_failure_of_a_component_is_a_startup_error_naming_it() -
 async def test_forcing_cancels_every_component_without_waiting_for_phases() -> None:
     events: list[str] = []
     components = [
-        Recorded("pool", Phase.SIGNAL, events, linger=60),
-        Recorded("metrics", Phase.LAST, events),
+        Recorded("pool", StopPhase.SIGNAL, events, linger=60),
+        Recorded("metrics", StopPhase.LAST, events),
     ]
     runner = asyncio.create_task(run_components(components, signalled_soon(), drain_delay=NO_DELAY))
     await asyncio.sleep(0.1)  # signalled: the pool is draining, the listener waits
@@ -167,8 +181,8 @@ async def test_a_loop_and_an_action_are_components() -> None:
     events: list[str] = []
     drained: list[bool] = []
     components: list[Component] = [
-        Loop("pool", Phase.SIGNAL, Recorded("inner", Phase.SIGNAL, events)),
-        OnStop("readiness", Phase.SIGNAL, lambda: drained.append(True)),
+        Loop("pool", StopPhase.SIGNAL, Recorded("inner", StopPhase.SIGNAL, events)),
+        OnStop("readiness", StopPhase.SIGNAL, lambda: drained.append(True)),
     ]
 
     await run_components(components, signalled_soon(), drain_delay=NO_DELAY)

@@ -17,14 +17,14 @@ import pytest
 import jobqueue.entrypoints.http
 from jobqueue.adapters.handlers import builtin_registry
 from jobqueue.adapters.postgres.database import create_engine
-from jobqueue.entrypoints.bootstrap import Roles, build_components
-from jobqueue.entrypoints.components import Phase
-from jobqueue.entrypoints.config import Settings
-from jobqueue.entrypoints.runtime import Listeners
+from jobqueue.entrypoints.config.settings import Settings
+from jobqueue.entrypoints.service.components import StopPhase
+from jobqueue.entrypoints.service.compose import Roles, build_components
+from jobqueue.entrypoints.service.runtime import Listeners
 
 # No connection is opened: building the components only wires them.
 UNUSED_URL = "postgresql+asyncpg://nobody@localhost:1/nothing"
-SIGNAL, DRAINED, LAST = Phase.SIGNAL, Phase.DRAINED, Phase.LAST
+SIGNAL, DRAINED, LAST = StopPhase.SIGNAL, StopPhase.DRAINED, StopPhase.LAST
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def sockets() -> Iterator[tuple[socket.socket, socket.socket]]:
     metrics.close()
 
 
-def built(settings: Settings, roles: Roles, listeners: Listeners) -> list[tuple[str, Phase]]:
+def built(settings: Settings, roles: Roles, listeners: Listeners) -> list[tuple[str, StopPhase]]:
     engine = create_engine(UNUSED_URL)
     components = build_components(
         settings, roles, builtin_registry(webhook_allow_private=False), engine, listeners, None
@@ -149,9 +149,9 @@ def test_building_a_worker_without_listener_imports_no_http_alembic_or_tracing_s
         f"""
         from jobqueue.adapters.handlers import builtin_registry
         from jobqueue.adapters.postgres.database import create_engine
-        from jobqueue.entrypoints.bootstrap import Roles, build_components
-        from jobqueue.entrypoints.config import Settings
-        from jobqueue.entrypoints.runtime import Listeners
+        from jobqueue.entrypoints.service.compose import Roles, build_components
+        from jobqueue.entrypoints.config.settings import Settings
+        from jobqueue.entrypoints.service.runtime import Listeners
 
         build_components(
             Settings(),
@@ -171,7 +171,7 @@ def test_building_a_worker_without_listener_imports_no_http_alembic_or_tracing_s
 # --- the HTTP layer sees ports, not the settings or the concrete metrics ----------------
 
 HTTP_DIR = Path(jobqueue.entrypoints.http.__file__).parent
-NOT_FOR_HTTP = ("jobqueue.entrypoints.config", "jobqueue.adapters.telemetry.metrics")
+NOT_FOR_HTTP = ("jobqueue.entrypoints.config.settings", "jobqueue.adapters.telemetry.metrics")
 
 
 def imported_by(path: Path) -> set[str]:

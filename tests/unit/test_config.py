@@ -13,15 +13,21 @@ from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.cli import build_parser
-from jobqueue.entrypoints.config import (
+from jobqueue.entrypoints.cli.main import build_parser
+from jobqueue.entrypoints.config.settings import (
     SETTINGS,
     TRACING_COMMANDS,
     ConfigError,
     HttpAddress,
     Settings,
 )
-from jobqueue.entrypoints.variables import COMMANDS, Command, Setting, format_size, parse_size
+from jobqueue.entrypoints.config.variables import (
+    COMMANDS,
+    Command,
+    Setting,
+    format_size,
+    parse_size,
+)
 
 
 def problems_of(environ: dict[str, str]) -> list[str]:

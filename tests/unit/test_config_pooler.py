@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from jobqueue.adapters.postgres.pooler import Pooler
-from jobqueue.entrypoints.config import ConfigError, Settings
-from jobqueue.entrypoints.provisioning import run_migrate
-from jobqueue.entrypoints.runtime import StartupError
+from jobqueue.entrypoints.config.settings import ConfigError, Settings
+from jobqueue.entrypoints.service.provisioning import run_migrate
+from jobqueue.entrypoints.service.runtime import StartupError
 
 BEHIND_PGBOUNCER = {
     "DATABASE_URL": "postgresql://jobqueue@pgbouncer:6432/jobs",

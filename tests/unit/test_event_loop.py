@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from jobqueue.entrypoints.cli import _event_loop_factory
+from jobqueue.entrypoints.cli.main import _event_loop_factory
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="uvloop is not a dependency on Windows")

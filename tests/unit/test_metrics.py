@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from jobqueue.adapters.telemetry.metrics import Metrics, QueueDepthRefresher
 from jobqueue.domain.errors import StoreUnavailable
 from jobqueue.domain.job import Job
-from jobqueue.domain.outcome import Decision, Outcome
+from jobqueue.domain.outcome import DECIDED, Decision
 from jobqueue.domain.status import Status
 
 # One decision of every ending; the first test below fails when an outcome is added
@@ -28,8 +28,8 @@ ENDINGS = [
 ]
 
 
-def test_the_endings_listed_here_cover_every_outcome() -> None:
-    assert {decision.outcome for decision in ENDINGS} == set(Outcome)
+def test_the_endings_listed_here_cover_every_outcome_an_ending_may_be_decided_as() -> None:
+    assert {decision.outcome for decision in ENDINGS} == DECIDED
 
 
 def job(status: Status = Status.PROCESSING) -> Job:

@@ -15,7 +15,7 @@ from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.periodic import GRACE, PeriodicJob, slot_to_insert
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.cron import PeriodicScheduler
+from jobqueue.entrypoints.worker.periodic_scheduler import PeriodicScheduler
 from tests.fakes import InMemoryJobStore, wall_clock
 
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
+from jobqueue.entrypoints.worker.lease_recovery import LeaseRecovery
 from tests.fakes import TEST_TYPES, InMemoryJobStore, ManualClock, RecordingObserver
 from tests.unit.pool_harness import DEADLINE_SECONDS, eventually, submit
 

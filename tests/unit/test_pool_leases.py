@@ -13,7 +13,7 @@ import pytest
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry, StopReason
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.maintenance import LeaseRecovery
+from jobqueue.entrypoints.worker.lease_recovery import LeaseRecovery
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from tests.fakes import (
     TEST_TYPES,

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from jobqueue.domain.attempts import Outcome
 from jobqueue.domain.job import Job, Lease
-from jobqueue.domain.outcome import Decision, Outcome
+from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from tests.fakes import InMemoryJobStore, RecordingObserver, wall_clock

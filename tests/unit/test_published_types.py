@@ -19,7 +19,7 @@ from jobqueue.domain.job_types import JobType, KnownTypes, PublishedType
 from jobqueue.domain.new_job import NewJob, TypeOptions
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.unique import Unique
-from jobqueue.entrypoints.published_types import (
+from jobqueue.entrypoints.service.published_types import (
     LOOK_AGAIN_AFTER,
     Published,
     TypeCatalogue,

@@ -10,7 +10,7 @@ import pytest
 
 from jobqueue.adapters.telemetry import tracing_config
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
-from jobqueue.entrypoints.config import SETTINGS
+from jobqueue.entrypoints.config.settings import SETTINGS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 _VARIABLE = re.compile(r"`([A-Z][A-Z0-9_]*)`")

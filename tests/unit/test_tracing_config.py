@@ -10,7 +10,7 @@ from jobqueue.adapters.telemetry.tracing_config import (
     TracingConfig,
     TracingConfigError,
 )
-from jobqueue.entrypoints.config import ConfigError, Settings
+from jobqueue.entrypoints.config.settings import ConfigError, Settings
 
 
 def problems_of(environ: dict[str, str]) -> list[str]:

@@ -13,26 +13,49 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from jobqueue.domain.status import TRAITS, Phase, Status
 
 MAX_KEPT_ATTEMPTS = 20
 
-# The outcome of an attempt whose lease ran out before it ended (its process died).
-LEASE_EXPIRED = "lease_expired"
-# The outcome of an attempt still running.
-RUNNING = "running"
-# The outcome of an attempt stopped by an operator's cancel.
-CANCELLED = Status.CANCELLED.value
+
+class Outcome(StrEnum):
+    """What an attempt came to: the one vocabulary of the attempt history, logs, metrics
+    and traces. An ending the worker decides is one of the first six (`Decision`); the
+    history keeps those the job outlived or ended with, and the last three are what the
+    worker reports of an attempt whose ending it could not write."""
+
+    COMPLETED = "completed"
+    # A retryable failure: the job is due again after a backoff.
+    RETRIED = "retried"
+    FAILED = "failed"
+    DEAD_LETTER = "dead_letter"
+    # Given back (shutdown, claimed ahead and never started): not counted, not kept.
+    RELEASED = "released"
+    # The handler said "not yet" (`Snooze`): not counted, not kept.
+    SNOOZED = "snoozed"
+    # Its lease ran out before it ended (its process died): recovery wrote this.
+    LEASE_EXPIRED = "lease_expired"
+    # An operator cancelled the job while it ran.
+    CANCELLED = Status.CANCELLED.value
+    # Still running.
+    RUNNING = "running"
+    # The worker lost its lease (recovered, or claimed again): nothing written.
+    LEASE_LOST = "lease_lost"
+    # Its ending could not be written before its lease ran out: left to recovery.
+    UNRECORDED = "unrecorded"
+    # Its thread still ran at shutdown: left to recovery, never released.
+    ABANDONED = "abandoned"
 
 
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
     # The job's attempt count when it ran (an operator's retry starts the count again).
     attempt: int
-    # `Outcome`'s name for how it ended (`retried`, `completed`, `failed`,
-    # `dead_letter`), `lease_expired`, `cancelled`, or `running`.
-    outcome: str
+    # How it ended: retried, completed, failed, dead_letter, lease_expired, cancelled,
+    # or running.
+    outcome: Outcome
     error: str | None
     # When it was claimed, and when it ended (None while running), by the store's clock.
     started_at: datetime | None
@@ -52,12 +75,12 @@ def latest_attempt(
     """The attempt a job in `status` still holds in its own columns, if any: the one
     running, or the final one of a job that ended (`ended_at` is its `updated_at`)."""
     if status is Status.PROCESSING:
-        return AttemptRecord(attempts, RUNNING, None, started_at, None, worker)
+        return AttemptRecord(attempts, Outcome.RUNNING, None, started_at, None, worker)
     if attempts == 0 or not holds_final_attempt(status):
         return None
     # last_error outlives the attempt that set it; a completed attempt had none.
     shown = None if status is Status.COMPLETED else error
-    return AttemptRecord(attempts, status.value, shown, started_at, ended_at, worker)
+    return AttemptRecord(attempts, Outcome(status.value), shown, started_at, ended_at, worker)
 
 
 def holds_final_attempt(status: Status) -> bool:

@@ -10,8 +10,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 
+from jobqueue.domain.attempts import Outcome
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.fields import MAX_DELAY
 from jobqueue.domain.job import Job
@@ -78,17 +78,6 @@ Ending = Succeeded | Errored | TimedOut | Interrupted | Snoozed
 
 
 # --- what to do next ------------------------------------------------------------------
-
-
-class Outcome(StrEnum):
-    """What an attempt came to, as logs, metrics and traces name it."""
-
-    COMPLETED = "completed"
-    RETRIED = "retried"
-    FAILED = "failed"
-    DEAD_LETTER = "dead_letter"
-    RELEASED = "released"
-    SNOOZED = "snoozed"
 
 
 # What recovery records on a job whose lease ran out before its attempt ended.
@@ -232,3 +221,17 @@ def _storable(error: str) -> str:
     if len(error) <= MAX_ERROR_LENGTH:
         return error
     return error[: MAX_ERROR_LENGTH - 1] + "…"
+
+
+# The outcomes an attempt's ending may be decided as: one per named constructor.
+DECIDED: frozenset[Outcome] = frozenset(
+    decision.outcome
+    for decision in (
+        Decision.complete(),
+        Decision.backoff(timedelta(0), ""),
+        Decision.fail(""),
+        Decision.dead_letter(""),
+        Decision.release(),
+        Decision.snooze(timedelta(0)),
+    )
+)

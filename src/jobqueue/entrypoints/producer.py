@@ -19,7 +19,7 @@ from jobqueue.adapters.postgres import enqueue as inserting
 from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import Registry
-from jobqueue.entrypoints.config import max_attempts_from
+from jobqueue.entrypoints.config.settings import max_attempts_from
 
 
 async def enqueue(

@@ -11,7 +11,7 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from jobqueue.domain.attempts import AttemptRecord
+from jobqueue.domain.attempts import AttemptRecord, Outcome
 from jobqueue.domain.job import Job
 from jobqueue.domain.status import Status
 
@@ -40,7 +40,7 @@ def _attempt(entry: dict[str, Any]) -> AttemptRecord:
     # Written by `attempt_log.logged`: times as JSON strings, in the session's time zone.
     return AttemptRecord(
         attempt=entry["attempt"],
-        outcome=entry["outcome"],
+        outcome=Outcome(entry["outcome"]),
         error=entry["error"],
         started_at=_instant(entry["started_at"]),
         finished_at=_instant(entry["finished_at"]),

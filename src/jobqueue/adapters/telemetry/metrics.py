@@ -22,8 +22,9 @@ from prometheus_client import (
     generate_latest,
 )
 
+from jobqueue.domain.attempts import Outcome
 from jobqueue.domain.job import Job
-from jobqueue.domain.outcome import Decision, Outcome
+from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import COUNTED, PRUNABLE, Status
 
 _log = logging.getLogger(__name__)

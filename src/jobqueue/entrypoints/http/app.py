@@ -39,7 +39,7 @@ from jobqueue.entrypoints.http.routes import JobsController
 from jobqueue.entrypoints.http.service import JobService, QueueService, SubmissionMetrics
 from jobqueue.entrypoints.http.tracing import traced
 from jobqueue.entrypoints.http.type_routes import TypesController
-from jobqueue.entrypoints.published_types import TypeCatalogue
+from jobqueue.entrypoints.service.published_types import TypeCatalogue
 from jobqueue.release import package_version
 
 Lifespan = Callable[[Litestar], AbstractAsyncContextManager[None]]

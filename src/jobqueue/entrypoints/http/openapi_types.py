@@ -18,7 +18,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 
 from jobqueue.domain.job_types import KnownType
 from jobqueue.entrypoints.http.request_schemas import COMPONENTS, with_request_schemas
-from jobqueue.entrypoints.published_types import TypeCatalogue
+from jobqueue.entrypoints.service.published_types import TypeCatalogue
 
 # What an OpenAPI component name may hold.
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

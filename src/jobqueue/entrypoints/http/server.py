@@ -14,9 +14,9 @@ import uvicorn
 from litestar.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from jobqueue.entrypoints.components import Phase
 from jobqueue.entrypoints.http.app import HttpConfig
-from jobqueue.entrypoints.runtime import StartupError
+from jobqueue.entrypoints.service.components import StopPhase
+from jobqueue.entrypoints.service.runtime import StartupError
 
 
 class _Server(uvicorn.Server):
@@ -127,7 +127,7 @@ class HttpServer:
     def __init__(
         self,
         name: str,
-        phase: Phase,
+        phase: StopPhase,
         app: ASGIApp,
         sock: socket.socket,
         config: HttpConfig,

@@ -6,7 +6,7 @@ from litestar import Controller, get
 from litestar.di import NamedDependency
 
 from jobqueue.entrypoints.http.routes import STORE_DOWN
-from jobqueue.entrypoints.published_types import TypeCatalogue
+from jobqueue.entrypoints.service.published_types import TypeCatalogue
 from jobqueue.wire.records import JobTypeList, JobTypeView
 
 

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
+from enum import Enum, auto
 
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import StoreUnavailable
@@ -47,13 +47,15 @@ MAX_ENDINGS_PER_WRITE = 500
 RETRY_BACKOFF = Backoff(timedelta(milliseconds=50), timedelta(seconds=2))
 
 
-class Written(StrEnum):
-    RECORDED = "recorded"
+class Written(Enum):
+    """What became of an ending's write (the pool names the attempt's outcome from it)."""
+
+    RECORDED = auto()
     # The store refused it: the lease no longer held the job (recovered or superseded).
-    LEASE_LOST = "lease_lost"
+    LEASE_LOST = auto()
     # Not written: its lease ran out while the store failed, or the store refused the
     # statement for a reason retrying cannot change.
-    UNRECORDED = "unrecorded"
+    UNRECORDED = auto()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,9 @@ Deadline = Callable[[], float]
 
 
 @dataclass(slots=True, eq=False)
-class Ending:
+class PendingWrite:
+    """An ending waiting for its write, and the future its attempt learns the result from."""
+
     lease: Lease
     decision: Decision
     deadline: Deadline
@@ -100,7 +104,7 @@ class OutcomeWriter:
         self._backoff = backoff
         self._rand = rand
         self._clock = clock
-        self._waiting: list[Ending] = []
+        self._waiting: list[PendingWrite] = []
         self._writer: asyncio.Task[None] | None = None
         # Failed tries in a row; while there are any, the writer's own task retries
         # with backoff and claims carry nothing.
@@ -123,7 +127,7 @@ class OutcomeWriter:
     ) -> asyncio.Future[WriteResult]:
         """Queue the ending; the future says how it went. It never raises."""
         done: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
-        self._waiting.append(Ending(lease, decision, deadline, done))
+        self._waiting.append(PendingWrite(lease, decision, deadline, done))
         if self._writer is None:
             if self._carried_next:
                 if self._context is None:
@@ -132,7 +136,7 @@ class OutcomeWriter:
                 self._start(None)
         return done
 
-    def take(self) -> list[Ending]:
+    def take(self) -> list[PendingWrite]:
         """The endings a claim about to be sent should carry (maybe none); report how it
         went with `carried` or `carry_failed`. Until `flush`, later endings wait for the
         next claim."""
@@ -150,11 +154,11 @@ class OutcomeWriter:
         context, self._taken_context = self._taken_context, None
         return context
 
-    def carried(self, batch: list[Ending], held: set[Lease]) -> None:
+    def carried(self, batch: list[PendingWrite], held: set[Lease]) -> None:
         """The claim that carried `batch` went through; `held` as `record_many` says."""
         _settle_all(batch, held)
 
-    def carry_failed(self, batch: list[Ending], error: BaseException) -> None:
+    def carry_failed(self, batch: list[PendingWrite], error: BaseException) -> None:
         """The claim that carried `batch` failed with `error`: the writer takes them back."""
         retry = self._failed(batch, error)
         if retry:
@@ -203,7 +207,7 @@ class OutcomeWriter:
             # Nothing left to retry: the next ending is written at once.
             self._failures = 0
 
-    async def _write(self, batch: list[Ending]) -> list[Ending]:
+    async def _write(self, batch: list[PendingWrite]) -> list[PendingWrite]:
         """Write `batch`; return the endings to try again."""
         try:
             async with asyncio.timeout(self._timeout):
@@ -213,7 +217,7 @@ class OutcomeWriter:
         _settle_all(batch, held)
         return []
 
-    def _next_batch(self) -> list[Ending]:
+    def _next_batch(self) -> list[PendingWrite]:
         """The oldest waiting endings, at most a batch, each counted as tried once more."""
         batch = self._waiting[: self._max_batch]
         del self._waiting[: self._max_batch]
@@ -221,7 +225,7 @@ class OutcomeWriter:
             pending.tries += 1
         return batch
 
-    def _failed(self, batch: list[Ending], error: BaseException) -> list[Ending]:
+    def _failed(self, batch: list[PendingWrite], error: BaseException) -> list[PendingWrite]:
         """After `batch`'s write failed with `error`: the endings to try again."""
         # A claim carrying the batch that was cancelled on its way (a forced shutdown) may
         # or may not have written it, like one that timed out: tried again, the fence
@@ -238,7 +242,7 @@ class OutcomeWriter:
             _settle(pending, Written.UNRECORDED, error)
         return []
 
-    def _after_failure(self, batch: list[Ending], error: BaseException) -> list[Ending]:
+    def _after_failure(self, batch: list[PendingWrite], error: BaseException) -> list[PendingWrite]:
         now = self._clock()
         retry = []
         for pending in batch:
@@ -256,16 +260,16 @@ class OutcomeWriter:
         return retry
 
 
-def as_decided(batch: list[Ending]) -> list[tuple[Lease, Decision]]:
+def as_decided(batch: list[PendingWrite]) -> list[tuple[Lease, Decision]]:
     """`batch` as `JobStore.record_many` (or a claim carrying it) takes it."""
     return [(pending.lease, pending.decision) for pending in batch]
 
 
-def _settle_all(batch: list[Ending], held: set[Lease]) -> None:
+def _settle_all(batch: list[PendingWrite], held: set[Lease]) -> None:
     for pending in batch:
         _settle(pending, Written.RECORDED if pending.lease in held else Written.LEASE_LOST)
 
 
-def _settle(pending: Ending, written: Written, error: BaseException | None = None) -> None:
+def _settle(pending: PendingWrite, written: Written, error: BaseException | None = None) -> None:
     if not pending.done.done():
         pending.done.set_result(WriteResult(written, pending.tries, error))

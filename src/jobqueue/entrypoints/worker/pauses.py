@@ -17,7 +17,7 @@ from typing import Protocol
 from jobqueue.adapters.telemetry.logging import Outage
 from jobqueue.domain.errors import StoreError, StoreUnavailable
 from jobqueue.domain.ports import JobStore
-from jobqueue.entrypoints.worker.periodic import Periodic
+from jobqueue.entrypoints.service.interval_loop import IntervalLoop
 
 _log = logging.getLogger("jobqueue.worker")
 
@@ -48,7 +48,9 @@ class QueuePauses:
     ) -> None:
         self._store = store
         self._pools = dict(pools)
-        self._periodic = Periodic(self.refresh, interval, name="reading queue pauses", logger=_log)
+        self._periodic = IntervalLoop(
+            self.refresh, interval, name="reading queue pauses", logger=_log
+        )
         # Once per outage, without a traceback: a read every half second would otherwise
         # log two a second.
         self._outage = Outage(

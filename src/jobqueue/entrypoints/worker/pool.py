@@ -29,7 +29,7 @@ from functools import partial
 from uuid import UUID
 
 from jobqueue.adapters.telemetry.logging import log_failure
-from jobqueue.domain.attempts import CANCELLED
+from jobqueue.domain.attempts import Outcome
 from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision, decide
 from jobqueue.domain.ports import JobStore, PayloadDecoder
@@ -472,7 +472,7 @@ class WorkerPool:
                 # Renewed no more: the lease runs out and recovery takes the job.
                 self._held.pop(attempt.lease, None)
             if attempt.span is not None and not attempt.recording:
-                attempt.span.end("unrecorded", f"{type(error).__name__}: {error}")
+                attempt.span.end(Outcome.UNRECORDED, f"{type(error).__name__}: {error}")
             _log.error(
                 "attempt failed inside the worker; the job stays processing until its "
                 "lease expires",
@@ -566,7 +566,7 @@ class WorkerPool:
         job, fields, span = attempt.job, attempt.fields, attempt.span
         result = done.result()
         self._held.pop(attempt.lease, None)
-        outcome: str = decision.outcome
+        outcome = decision.outcome
         if result.written is Written.RECORDED:
             if observe:
                 self._observer.attempt_finished(job, decision, duration)
@@ -578,7 +578,7 @@ class WorkerPool:
                 outcome,
                 extra=fields,
             )
-            outcome = "lease_lost"
+            outcome = Outcome.LEASE_LOST
             self._observer.lease_lost(job)
         else:
             log_failure(
@@ -589,7 +589,7 @@ class WorkerPool:
                 result.tries,
                 extra=fields,
             )
-            outcome = "unrecorded"
+            outcome = Outcome.UNRECORDED
             self._observer.outcome_unrecorded(job)
         if _log.isEnabledFor(logging.INFO):
             _log.info(
@@ -613,12 +613,12 @@ class WorkerPool:
         if attempt.stop.reason is StopReason.CANCELLED:
             _log.info(
                 "job finished: cancelled while it ran; its handler was stopped",
-                extra={**attempt.fields, "outcome": CANCELLED},
+                extra={**attempt.fields, "outcome": Outcome.CANCELLED},
             )
             if attempt.span is not None:
-                attempt.span.end(CANCELLED, None)
+                attempt.span.end(Outcome.CANCELLED, None)
             return
-        outcome = "lease_lost" if attempt.lost else "abandoned"
+        outcome = Outcome.LEASE_LOST if attempt.lost else Outcome.ABANDONED
         _log.warning(
             "job finished without an outcome: %s",
             "its lease was lost"

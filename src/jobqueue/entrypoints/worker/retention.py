@@ -18,7 +18,7 @@ from datetime import timedelta
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.retention import RetentionPolicy
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.worker.periodic import Periodic
+from jobqueue.entrypoints.service.interval_loop import IntervalLoop
 
 _log = logging.getLogger("jobqueue.worker")
 
@@ -48,7 +48,7 @@ class RetentionLoop:
         self._policy = policy
         self._batch_size = batch_size
         self._on_pruned = on_pruned
-        self._periodic = Periodic(self.run_once, interval, name="retention", logger=_log)
+        self._periodic = IntervalLoop(self.run_once, interval, name="retention", logger=_log)
 
     def stop(self) -> None:
         """Stop after the batch in progress, however large the backlog left."""

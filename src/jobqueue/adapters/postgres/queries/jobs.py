@@ -13,9 +13,9 @@ from functools import cache
 
 from jobqueue.adapters.postgres.queries.sql import among, appended_attempt, quoted
 from jobqueue.adapters.postgres.statement import Statement
-from jobqueue.domain.attempts import CANCELLED, LEASE_EXPIRED, holds_final_attempt
+from jobqueue.domain.attempts import Outcome, holds_final_attempt
 from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE
-from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Outcome
+from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.status import TRAITS, Status
 
 # Never built from anything a client sent; the payload is a job id.
@@ -168,6 +168,9 @@ RENEW_LEASES = Statement(
 # outlives the attempt: it is logged; a last one stays in the row, dead-lettered. SKIP
 # LOCKED: a row locked right now is being written by its worker, which recovery must
 # never make wait; it can take the row next round if need be.
+_EXPIRED_ATTEMPT = appended_attempt(
+    quoted(Outcome.LEASE_EXPIRED), quoted(LEASE_EXPIRED_ERROR), "now()"
+)
 RECOVER_EXPIRED = Statement(
     "recover_expired",
     f"""
@@ -185,7 +188,7 @@ RECOVER_EXPIRED = Statement(
         run_at = CASE WHEN jobs.attempts >= jobs.max_attempts THEN jobs.run_at ELSE now() END,
         attempt_log = CASE
             WHEN jobs.attempts >= jobs.max_attempts THEN jobs.attempt_log
-            ELSE {appended_attempt(quoted(LEASE_EXPIRED), quoted(LEASE_EXPIRED_ERROR), "now()")}
+            ELSE {_EXPIRED_ATTEMPT}
         END,
         locked_until = NULL,
         last_error = {quoted(LEASE_EXPIRED_ERROR)},
@@ -250,7 +253,7 @@ def _cancelling(target: str, returned: str) -> str:
         SET status = 'cancelled',
             attempt_log = CASE
                 WHEN {target}.was = 'processing'
-                THEN {appended_attempt(quoted(CANCELLED), "NULL::text", "now()")}
+                THEN {appended_attempt(quoted(Outcome.CANCELLED), "NULL::text", "now()")}
                 ELSE jobs.attempt_log
             END,
             locked_until = NULL,

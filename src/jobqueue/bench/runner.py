@@ -1,0 +1,276 @@
+"""One benchmark run: the scenarios in order. First how long a worker process takes to
+start; then in-process enqueues, drains and pickups; then the same service as users run
+it, in `jobqueue api` and `jobqueue worker` processes; last, the in-process drains and
+pickups again, on a table holding many jobs scheduled for later, then on one holding many
+finished jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from uuid import UUID
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+import jobqueue
+from jobqueue.adapters.postgres.migrations import upgrade
+from jobqueue.bench import over_http
+from jobqueue.bench.database import Server, engine_on, scratch_database
+from jobqueue.bench.drain import drain
+from jobqueue.bench.enqueue import (
+    enqueue_in_batches,
+    enqueue_many_in_batches,
+    enqueue_one_per_call,
+)
+from jobqueue.bench.jobs_table import (
+    noop_jobs,
+    remove_scheduled,
+    reset,
+    seed_history,
+    seed_scheduled,
+    server_facts,
+    table_size,
+)
+from jobqueue.bench.over_http import (
+    running_api,
+    submit_batches_over_http,
+    submit_over_http,
+)
+from jobqueue.bench.pickup import pickup
+from jobqueue.bench.pools import POLL_INTERVAL
+from jobqueue.bench.probe import noop_job
+from jobqueue.bench.process_pickup import pickup_in_process
+from jobqueue.bench.progress import progress
+from jobqueue.bench.results import Measurement
+from jobqueue.bench.sizes import Sizes
+from jobqueue.bench.startup import worker_startup
+from jobqueue.bench.worker_handlers import PICKUP_TYPE
+from jobqueue.bench.worker_processes import (
+    drain_in_processes,
+    worker_processes,
+    worker_settings,
+)
+from jobqueue.domain.fields import JsonValue
+from jobqueue.domain.new_job import NewJob
+
+
+@dataclass(slots=True)
+class Run:
+    sizes: Sizes
+    environment: dict[str, str | int | float] = field(default_factory=dict)
+    measurements: list[Measurement] = field(default_factory=list)
+
+    def settings(self) -> dict[str, object]:
+        return {
+            **asdict(self.sizes),
+            "poll_interval_ms": _milliseconds(POLL_INTERVAL),
+            "worker_process_settings": worker_settings(self.sizes.process_workers),
+        }
+
+
+def seeded_rounds(sizes: Sizes) -> list[tuple[str, str]]:
+    """The rounds of in-process drains and pickups on a seeded table, in the order they
+    run: each one's phase (in its measurements' names) and what the table holds."""
+    return [
+        ("scheduled", f"{sizes.scheduled_rows:,} scheduled rows"),
+        ("history", f"{sizes.finished_rows:,} finished rows"),
+    ]
+
+
+async def run(server: Server, sizes: Sizes) -> Run:
+    result = Run(sizes)
+    async with scratch_database(server) as scratch:
+        async with progress("migrating the scratch database"):
+            await asyncio.to_thread(upgrade, scratch.url)
+        # Large enough for the most connections any scenario holds at once: every
+        # submitter, or two pools' outcome writes plus their claims and the drain's check.
+        pool_size = max(*sizes.submitters, 2 * sizes.workers + 3)
+        async with engine_on(scratch.url, pool_size) as engine:
+            facts = await server_facts(engine)
+            result.environment.update(
+                postgresql=facts.version,
+                server_version_num=facts.version_num,
+                fsync=facts.fsync,
+                synchronous_commit=facts.synchronous_commit,
+                shared_buffers=facts.shared_buffers,
+                database_source=server.source,
+                database=scratch.name,
+                cpu_count=os.cpu_count() or 0,
+                python=platform.python_version(),
+                jobqueue_package=_jobqueue_package(),
+            )
+            # First, while nothing else has run: a start-up is sensitive to a busy machine.
+            await _startup(engine, scratch.url, sizes, result.measurements)
+            await _enqueue(engine, sizes, result.measurements)
+            await _warm_up(engine, sizes)
+            await _workers(engine, sizes, "empty", "empty table", result.measurements)
+            await _processes(engine, scratch.url, sizes, result.measurements)
+            tables = dict(seeded_rounds(sizes))
+            if sizes.scheduled_rows:
+                seed = partial(seed_scheduled, engine, sizes.scheduled_rows)
+                await _seeded(engine, sizes, "scheduled", tables["scheduled"], seed, result)
+                # Gone before the history round, so that each round adds one thing only.
+                await remove_scheduled(engine)
+                await reset(engine)
+            if sizes.finished_rows:
+                seed = partial(seed_history, engine, sizes.finished_rows)
+                await _seeded(engine, sizes, "history", tables["history"], seed, result)
+    return result
+
+
+async def _startup(engine: AsyncEngine, url: str, sizes: Sizes, into: list[Measurement]) -> None:
+    label = "worker start-up: spawn → first handler call (METRICS_ADDR=off, AUTO_MIGRATE=false)"
+    result = await worker_startup(engine, url, sizes.startup_runs, label)
+    into.append(Measurement("startup.worker", label, result))
+
+
+async def _enqueue(engine: AsyncEngine, sizes: Sizes, into: list[Measurement]) -> None:
+    new = noop_job()
+    for submitters in sizes.submitters:
+        await reset(engine)
+        noun = "submitter" if submitters == 1 else "submitters"
+        label = f"enqueue: enqueue(engine), 1 job per call, {submitters} {noun}"
+        result = await enqueue_one_per_call(engine, new, sizes.jobs, submitters, label)
+        into.append(Measurement(f"enqueue.single.c{submitters}", label, result))
+    await reset(engine)
+    label = f"enqueue: enqueue() × {sizes.batch:,} per transaction"
+    result = await enqueue_in_batches(engine, new, sizes.jobs, sizes.batch, label)
+    into.append(Measurement("enqueue.bulk.in_transaction", label, result))
+    await reset(engine)
+    label = f"enqueue: enqueue_many() of {sizes.batch:,} per transaction"
+    result = await enqueue_many_in_batches(engine, new, sizes.jobs, sizes.batch, label)
+    into.append(Measurement("enqueue.bulk.many", label, result))
+
+
+async def _warm_up(engine: AsyncEngine, sizes: Sizes) -> None:
+    """An untimed drain, so that the first measured one does not also pay for preparing
+    the claim and outcome statements on every connection, which later runs never do."""
+    await reset(engine)
+    jobs = 10 * sizes.workers
+    await drain(engine, jobs, 2, sizes.workers, f"warm-up: drain {jobs} jobs, untimed")
+
+
+async def _seeded(
+    engine: AsyncEngine,
+    sizes: Sizes,
+    phase: str,
+    table: str,
+    seed: Callable[[], Awaitable[None]],
+    result: Run,
+) -> None:
+    """The in-process drains and pickups again, on a table `seed` filled with `table`
+    (`reset` keeps those rows), noting how long seeding took and how big the table got."""
+    await reset(engine)
+    seeding = time.perf_counter()
+    async with progress(f"inserting {table}"):
+        await seed()
+        await reset(engine)
+    # Insert plus VACUUM ANALYZE: how long building the table took, for scale.
+    result.environment[f"{phase}_seed_seconds"] = time.perf_counter() - seeding
+    result.environment[f"{phase}_table_size"] = await table_size(engine)
+    await _workers(engine, sizes, phase, table, result.measurements)
+
+
+async def _workers(
+    engine: AsyncEngine, sizes: Sizes, phase: str, table: str, into: list[Measurement]
+) -> None:
+    """Drains and pickups, with the table as it is now plus each run's own jobs."""
+    workers = sizes.workers
+    for pools in (1, 2):
+        await reset(engine)
+        plural = "s" if pools > 1 else ""
+        label = f"drain: {pools} pool{plural} × {workers} workers, {table}"
+        result = await drain(engine, sizes.jobs, pools, workers, label)
+        into.append(Measurement(f"drain.{phase}.{pools}pool{plural}", label, result))
+    poll_ms = f"{_milliseconds(POLL_INTERVAL):g} ms"
+    for mode, wake, how in (
+        ("poll", False, f"polling only ({poll_ms})"),
+        ("wake", True, "wake() after submit"),
+    ):
+        await reset(engine)
+        label = f"pickup: {how}, {table}"
+        latency = await pickup(engine, sizes.latency_samples, workers, wake=wake, label=label)
+        into.append(Measurement(f"pickup.{phase}.{mode}", label, latency))
+
+
+async def _processes(engine: AsyncEngine, url: str, sizes: Sizes, into: list[Measurement]) -> None:
+    """The service as users run it: a `jobqueue api` process taking submissions over HTTP,
+    `jobqueue worker` processes woken by its NOTIFY (or an in-process `enqueue`'s), on an
+    empty table."""
+    each = f"WORKERS={sizes.process_workers}"
+    rate = f"{sizes.pickup_rate:g} jobs/s"
+    with tempfile.TemporaryDirectory(prefix="jobqueue-bench-processes-") as directory:
+        folder = Path(directory)
+        async with worker_processes(url, folder, sizes.process_workers) as fleet:
+            async with running_api(url, folder, "starting a jobqueue api process") as api:
+                await reset(engine)
+                label = (
+                    f"enqueue: POST /jobs to a jobqueue api process, 1 job per request, "
+                    f"{sizes.http_clients} keep-alive clients"
+                )
+                stored = partial(noop_jobs, engine)
+                result = await submit_over_http(api, sizes.jobs, sizes.http_clients, stored, label)
+                into.append(Measurement(f"enqueue.http.c{sizes.http_clients}", label, result))
+                for clients in sizes.http_batch_clients:
+                    await reset(engine)
+                    noun = "client" if clients == 1 else "clients"
+                    label = (
+                        f"enqueue: POST /jobs/batch to a jobqueue api process, "
+                        f"{sizes.batch:,} jobs per request, {clients} keep-alive {noun}"
+                    )
+                    result = await submit_batches_over_http(
+                        api, sizes.jobs, sizes.batch, clients, stored, label
+                    )
+                    into.append(Measurement(f"enqueue.http_batch.c{clients}", label, result))
+
+                await fleet.grow_to(1, engine, "pickup")
+                await reset(engine)
+                label = f"pickup: POST /jobs → a jobqueue worker process ({each}), {rate}"
+                async with api.connect() as connection:
+
+                    async def over_the_api(payload: JsonValue) -> UUID:
+                        return await over_http.submit(connection, PICKUP_TYPE, payload)
+
+                    latency = await pickup_in_process(
+                        over_the_api, fleet, folder, sizes.latency_samples, sizes.pickup_rate, label
+                    )
+                into.append(Measurement("pickup.process.http", label, latency))
+
+            await reset(engine)
+            label = f"pickup: enqueue(engine) → a jobqueue worker process ({each}), {rate}"
+
+            async def in_process(payload: JsonValue) -> UUID:
+                new = NewJob.build(type=PICKUP_TYPE, payload=payload, registered=[PICKUP_TYPE])
+                return (await jobqueue.enqueue(engine, new)).job.id
+
+            latency = await pickup_in_process(
+                in_process, fleet, folder, sizes.latency_samples, sizes.pickup_rate, label
+            )
+            into.append(Measurement("pickup.process.enqueue", label, latency))
+
+            for count in sizes.processes:
+                plural = "es" if count > 1 else ""
+                label = (
+                    f"drain: {count} jobqueue worker process{plural} ({each}), "
+                    f"jobs enqueued before, empty table"
+                )
+                await fleet.grow_to(count, engine, label)
+                result = await drain_in_processes(engine, fleet, sizes.drain_jobs, label)
+                into.append(Measurement(f"drain.processes.{count}", label, result))
+
+
+def _jobqueue_package() -> str:
+    """Where the measured code came from: a run against another checkout says so."""
+    return str(Path(jobqueue.__file__).resolve().parent)
+
+
+def _milliseconds(value: timedelta) -> float:
+    return value.total_seconds() * 1000

@@ -1,0 +1,72 @@
+"""The handler module of the `jobqueue worker` and `jobqueue api` processes the benchmark
+starts (`--handlers jobqueue.bench.worker_handlers`), and the job types it runs.
+
+- `bench.noop` does nothing: drains measure the queue, not a handler.
+- `bench.startup` and `bench.pickup` note when they were called (`time.time()`: one
+  machine, one clock, the same in every process, unlike `perf_counter`) in the file their
+  job names, so the benchmark can tell how long a job waited for a process it does not
+  run itself.
+
+It imports only `jobqueue`'s public surface and the standard library, so it adds nothing
+measurable to a worker's start-up. The in-process pools register their own `bench.noop`
+(`probe.py`), on a registry of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import jobqueue
+from jobqueue import JobContext, Permanent, Registry
+
+NOOP_TYPE = "bench.noop"
+STARTUP_TYPE = "bench.startup"
+PICKUP_TYPE = "bench.pickup"
+
+registry = Registry()
+
+
+# No payload types: nothing to decode, so no msgspec conversion lies on a measured path.
+@registry.handler(NOOP_TYPE)
+async def noop(ctx: JobContext, payload: Any) -> None:
+    return None
+
+
+@registry.handler(STARTUP_TYPE)
+async def started(ctx: JobContext, payload: Any) -> None:
+    called = time.time()  # first: what follows is the handler's work, not the start-up
+    record_start(_path_of(payload, STARTUP_TYPE), called)
+
+
+@registry.handler(PICKUP_TYPE)
+async def picked_up(ctx: JobContext, payload: Any) -> None:
+    called = time.time()
+    record_pickup(_path_of(payload, PICKUP_TYPE), str(ctx.job_id), called)
+
+
+def record_start(path: Path, called: float) -> None:
+    """Write the call time, and which `jobqueue` package the worker ran, into `path`.
+
+    Written beside it and renamed into place, so the benchmark never reads half a file.
+    """
+    record = {"called": called, "jobqueue": jobqueue.__file__, "pid": os.getpid()}
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record), encoding="utf-8")
+    os.replace(partial, path)
+
+
+def record_pickup(path: Path, job_id: str, called: float) -> None:
+    """Append `<job id> <call time>` to `path`: one short write in append mode, so lines of
+    concurrent attempts never interleave (the reader keeps only lines already ended)."""
+    with path.open("a", encoding="utf-8") as starts:
+        starts.write(f"{job_id} {called!r}\n")
+
+
+def _path_of(payload: Any, job_type: str) -> Path:
+    if not isinstance(payload, dict) or not isinstance(payload.get("path"), str):
+        raise Permanent(f"a {job_type} payload is {{'path': <file>}}, got {payload!r}")
+    return Path(payload["path"])

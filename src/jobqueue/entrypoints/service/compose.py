@@ -1,0 +1,418 @@
+"""The composition root: the one place concrete adapters are chosen and wired together.
+
+`run_service` runs any mix of the HTTP API and the workers (pool, lease recovery and
+retention) in one event loop. `build_components` makes the process's ordered list of
+components (`entrypoints/components.py`), each stopping in its own phase:
+
+1. On SIGINT/SIGTERM the pool and recovery stop claiming, retention stops after its
+   current batch, and `/readyz` turns 503.
+2. HTTP keeps serving for DRAIN_DELAY (load balancers notice), then stops accepting
+   connections and finishes the requests in flight.
+3. Running jobs get SHUTDOWN_TIMEOUT (counted from the signal) to finish; then the pool
+   cancels them and releases their jobs, giving the attempt back.
+4. The METRICS_ADDR listener (`/metrics` and the probes, for `jobqueue worker`) and the
+   queue-depth refresher stop once everything else has returned, so the last counters
+   can still be scraped; the wake-up notifier sends what it still owes (the API has
+   stopped, so nothing more comes), and the wake-up listener closes.
+5. The process exits 0 once every component has returned. A component returning early
+   shuts the process down the same way and is reported. A second signal cancels all of
+   that and exits 130 at once.
+
+A process imports only what its components need: Litestar and uvicorn when it serves
+HTTP (the API or METRICS_ADDR), Alembic when it migrates, the OpenTelemetry SDK when
+tracing is on. Handler modules are loaded by `handler_modules.py`, the database comes
+from `provisioning.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from jobqueue.adapters.payloads import MsgspecPayloadDecoder
+from jobqueue.adapters.postgres.database import create_engine
+from jobqueue.adapters.postgres.job_types import PostgresJobTypes
+from jobqueue.adapters.postgres.notify import (
+    CHANNEL,
+    Listener,
+    Notifier,
+    asyncpg_connect,
+    pg_notify,
+)
+from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL
+from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
+from jobqueue.adapters.postgres.schema_version import is_current
+from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.adapters.telemetry.tracing_config import TracingConfig
+from jobqueue.domain.periodic import PeriodicJob, Schedule
+from jobqueue.domain.ports import JobStore
+from jobqueue.domain.registry import Registry
+from jobqueue.entrypoints.config.settings import Settings
+from jobqueue.entrypoints.service import exit_codes
+from jobqueue.entrypoints.service.components import (
+    Component,
+    Loop,
+    OnStop,
+    StopPhase,
+    run_components,
+)
+from jobqueue.entrypoints.service.handler_modules import build_registry
+from jobqueue.entrypoints.service.heap import settle_after_start
+from jobqueue.entrypoints.service.provisioning import (
+    database,
+    migrate,
+    run_migrate,
+    warn_unless_statements_bounded,
+)
+from jobqueue.entrypoints.service.published_types import Published, TypeCatalogue, TypePublisher
+from jobqueue.entrypoints.service.runtime import Listeners, Signals, bind_listeners, installed
+from jobqueue.entrypoints.service.wakeups import Announcing, Listening, announcer
+from jobqueue.entrypoints.worker.cancels import CancelRouter
+from jobqueue.entrypoints.worker.lease_recovery import LeaseRecovery
+from jobqueue.entrypoints.worker.pauses import QueuePauses
+from jobqueue.entrypoints.worker.periodic_scheduler import PeriodicScheduler
+from jobqueue.entrypoints.worker.pool import WorkerPool
+from jobqueue.entrypoints.worker.retention import RetentionLoop
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from jobqueue.adapters.telemetry.job_spans import JobSpans
+    from jobqueue.adapters.telemetry.metrics import Metrics
+    from jobqueue.adapters.telemetry.tracing import Tracing
+    from jobqueue.entrypoints.http.app import HttpConfig
+
+__all__ = ["Roles", "build_components", "http_config", "run_migrate", "run_service"]
+
+_log = logging.getLogger("jobqueue")
+
+
+@dataclass(frozen=True, slots=True)
+class Roles:
+    http: bool
+    workers: bool
+
+    @property
+    def name(self) -> str:
+        return {(True, True): "serve", (True, False): "api", (False, True): "worker"}[
+            (self.http, self.workers)
+        ]
+
+
+async def run_service(settings: Settings, roles: Roles) -> int:
+    """Run until a signal; return the exit code. Raises `StartupError`."""
+    async with installed(Signals()) as signals:
+        try:
+            return await _run_service(settings, roles, signals)
+        except asyncio.CancelledError:
+            if signals.forced:
+                return exit_codes.FORCED
+            raise
+
+
+async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> int:
+    registry = build_registry(settings)
+    listeners = bind_listeners(
+        settings.http_addr if roles.http else None,
+        settings.metrics_listener(serves_api=roles.http),
+    )
+    tracing = _start_tracing(settings.tracing)
+    tracer_provider = tracing.provider if tracing is not None else None
+    try:
+        async with database(settings) as url:
+            if settings.auto_migrate:
+                await migrate(url, unless_current=True)
+            elif not await is_current(url):
+                # Not refused: during a rolling deploy the new code may start first, and
+                # it works on the older schema, but its claims may lack their index.
+                _log.warning(
+                    "the database schema is not at this version's migrations; run "
+                    "`jobqueue migrate` (or set AUTO_MIGRATE=true): until then some "
+                    "statements may not find the indexes they were written for"
+                )
+            engine = create_engine(
+                url,
+                pool_size=min(max(10, sum(settings.concurrency().values())), 50),
+                limits=settings.database_limits(),
+                pooler=settings.database_pooler,
+            )
+            if not settings.database_pooler.keeps_sessions:
+                await warn_unless_statements_bounded(engine, settings)
+            if tracer_provider is not None:
+                from jobqueue.adapters.telemetry.tracing import trace_engine
+
+                trace_engine(engine, tracer_provider)
+            try:
+                components = build_components(
+                    settings, roles, registry, engine, listeners, tracer_provider
+                )
+                _log_running(settings, roles, registry)
+                settle_after_start()
+                await run_components(components, signals, drain_delay=settings.drain_delay)
+            finally:
+                await asyncio.shield(engine.dispose())
+    finally:
+        listeners.close()
+        if tracing is not None:
+            # Last, so the spans of the final attempts and requests are exported too.
+            await asyncio.shield(asyncio.to_thread(tracing.shutdown))
+    _log.info("stopped")
+    return exit_codes.OK
+
+
+def _start_tracing(config: TracingConfig) -> Tracing | None:
+    """The process's tracing, or None when it is off (the SDK is then not even imported).
+
+    Installed globally: handlers using the OpenTelemetry API themselves find this
+    provider, so their spans join the attempt's trace; jobqueue's own components are
+    handed it explicitly.
+    """
+    if not config.enabled:
+        return None
+    from jobqueue.adapters.telemetry.tracing import start_tracing
+
+    tracing = start_tracing(config)
+    tracing.make_global()
+    return tracing
+
+
+def _log_running(settings: Settings, roles: Roles, registry: Registry) -> None:
+    metrics_addr = settings.metrics_listener(serves_api=roles.http)
+    _log.info(
+        "jobqueue %s running",
+        roles.name,
+        extra={
+            "http_addr": str(settings.http_addr) if roles.http else None,
+            "metrics_addr": str(metrics_addr) if metrics_addr is not None else None,
+            "workers": settings.workers if roles.workers else 0,
+            "job_types": list(registry),
+        },
+    )
+
+
+# --- the components ----------------------------------------------------------------------
+
+
+def _schedules(registry: Registry) -> list[tuple[PeriodicJob, Schedule]]:
+    """The registry's periodic jobs with their cron schedules. Raises `ValueError` for an
+    expression that is none."""
+    if not registry.periodic_jobs():
+        return []
+    # Imported only when there is a schedule to read: croniter (and dateutil) would be
+    # start-up work for every process otherwise.
+    from jobqueue.adapters.cron import schedules
+
+    return schedules(registry)
+
+
+def build_components(
+    settings: Settings,
+    roles: Roles,
+    registry: Registry,
+    engine: AsyncEngine,
+    listeners: Listeners,
+    tracer_provider: TracerProvider | None,
+) -> list[Component]:
+    """Every component of the process, in the order they start (and are reported in).
+
+    A new background component is a class satisfying `Component` (or an object with
+    `run` and `stop`, wrapped in a `Loop`) added here, with the phase it stops in.
+    """
+    store = PostgresJobStore(engine)
+    serves_http = listeners.api is not None or listeners.metrics is not None
+    # Counted only where /metrics can be read: a worker with METRICS_ADDR=off spends
+    # neither the import nor the per-job work on numbers nobody can scrape.
+    metrics = _metrics() if serves_http else None
+    decoder = MsgspecPayloadDecoder()
+    periodic = _schedules(registry)
+    components: list[Component] = []
+    # One pool per queue consumed, each with its own concurrency, claims and prefetch.
+    pools: list[WorkerPool] = []
+    pauses: QueuePauses | None = None
+    if roles.workers:
+        tracer = _job_spans(tracer_provider)
+        for config in settings.pool_configs():
+            pool = WorkerPool(store, registry, decoder, config, observer=metrics, tracer=tracer)
+            components.append(Loop(f"worker pool ({config.queue})", StopPhase.SIGNAL, pool))
+            pools.append(pool)
+        pauses = QueuePauses(store, {pool.queue: pool for pool in pools})
+        components.append(Loop("queue pauses", StopPhase.SIGNAL, pauses))
+        # So that API processes without this code accept these types.
+        publisher = TypePublisher(PostgresJobTypes(engine), registry, decoder, store.worker)
+        components.append(Loop("job types publisher", StopPhase.SIGNAL, publisher))
+        if periodic:
+            scheduler = PeriodicScheduler(
+                store,
+                registry,
+                periodic,
+                default_max_attempts=settings.max_attempts,
+                on_due=_waking(pools),
+            )
+            components.append(Loop("periodic jobs", StopPhase.SIGNAL, scheduler))
+        recovery = LeaseRecovery(store, settings.recovery_interval, observer=metrics)
+        components.append(Loop("lease recovery", StopPhase.SIGNAL, recovery))
+        policy = settings.retention_policy()
+        if policy.ages:
+            retention = RetentionLoop(
+                store,
+                policy,
+                settings.retention_interval,
+                on_pruned=None if metrics is None else metrics.jobs_pruned,
+            )
+            components.append(Loop("retention", StopPhase.SIGNAL, retention))
+    # Wake-ups across processes: the API side announces new jobs, workers listen.
+    notifier = Notifier(pg_notify(engine)) if roles.http and settings.notify else None
+    if metrics is not None:
+        from jobqueue.adapters.postgres.stats import PostgresQueueStats
+        from jobqueue.adapters.telemetry.metrics import QueueDepthRefresher
+
+        types = _catalogue(registry, decoder, engine) if listeners.api is not None else None
+        if types is not None:
+            # Kept current while the API serves: stopped last, like the listener.
+            components.append(Loop("job types", StopPhase.LAST, types))
+        components += _http_components(
+            http_config(settings),
+            listeners,
+            store=store,
+            registry=registry,
+            types=types,
+            periodic=periodic,
+            decoder=decoder,
+            metrics=metrics,
+            on_enqueued=announcer(_waking(pools), notifier),
+            tracer_provider=tracer_provider,
+        )
+        # Kept current where /metrics is served; refreshed from a loop, never a scrape.
+        depth = QueueDepthRefresher(PostgresQueueStats(engine), metrics)
+        components.append(Loop("queue depth", StopPhase.LAST, depth))
+    if notifier is not None:
+        components.append(Announcing(notifier))
+    wake = _waking(pools)
+    if wake is not None and pauses is not None and settings.notify:
+        # Every callback is given the notification's payload; only a cancel's means
+        # anything (the job's id).
+        listener = Listener(
+            asyncpg_connect(_url_of(engine)),
+            {
+                CHANNEL: lambda _: wake(),
+                PAUSES_CHANNEL: lambda _: pauses.changed(),
+                CANCELS_CHANNEL: CancelRouter(pools).heard,
+            },
+        )
+        components.append(Listening(listener))
+    return components
+
+
+def _catalogue(
+    registry: Registry, decoder: MsgspecPayloadDecoder, engine: AsyncEngine
+) -> TypeCatalogue:
+    """The types the API accepts: its own, then those workers published. `jsonschema`
+    is imported here, by processes serving the API only."""
+    from jobqueue.adapters.payload_schemas import JsonSchemaCompiler
+
+    return TypeCatalogue(
+        registry, decoder, Published(PostgresJobTypes(engine), JsonSchemaCompiler())
+    )
+
+
+def _waking(pools: Sequence[WorkerPool]) -> Callable[[], None] | None:
+    """What wakes every pool of this process (a wake-up does not say which queue it is
+    for: each pool claims once, and those with nothing due go back to sleep)."""
+    if not pools:
+        return None
+
+    def wake() -> None:
+        for pool in pools:
+            pool.wake()
+
+    return wake
+
+
+def _metrics() -> Metrics:
+    from jobqueue.adapters.telemetry.metrics import Metrics
+
+    return Metrics()
+
+
+def http_config(settings: Settings) -> HttpConfig:
+    """What the HTTP side reads of `settings`: built here only."""
+    from jobqueue.entrypoints.http.app import HttpConfig
+
+    return HttpConfig(
+        max_body_bytes=settings.max_body_bytes,
+        api_tokens=settings.api_tokens,
+        default_max_attempts=settings.max_attempts,
+        # Requests still running when the listener closed get as long as jobs do.
+        graceful_timeout=settings.shutdown_timeout,
+        read_timeout=settings.http_read_timeout,
+        max_connections=settings.http_max_connections,
+    )
+
+
+def _http_components(
+    config: HttpConfig,
+    listeners: Listeners,
+    *,
+    store: JobStore,
+    registry: Registry,
+    types: TypeCatalogue | None,
+    periodic: list[tuple[PeriodicJob, Schedule]],
+    decoder: MsgspecPayloadDecoder,
+    metrics: Metrics,
+    on_enqueued: Callable[[], None] | None,
+    tracer_provider: TracerProvider | None,
+) -> list[Component]:
+    """The HTTP servers on the bound listeners, and `/readyz` turning 503 at the signal.
+    Litestar and uvicorn are imported here, by processes serving HTTP only."""
+    from jobqueue.entrypoints.http.app import create_app
+    from jobqueue.entrypoints.http.health import Readiness
+    from jobqueue.entrypoints.http.ops import create_ops_app
+    from jobqueue.entrypoints.http.server import HttpServer
+
+    readiness = Readiness(store)
+    components: list[Component] = [OnStop("readiness", StopPhase.SIGNAL, readiness.drain)]
+    if listeners.api is not None:
+        app = create_app(
+            config,
+            store=store,
+            registry=registry,
+            decoder=decoder,
+            metrics=metrics,
+            readiness=readiness,
+            on_enqueued=on_enqueued,
+            tracer_provider=tracer_provider,
+            types=types,
+            periodic=periodic,
+        )
+        components.append(HttpServer("http", StopPhase.DRAINED, app, listeners.api, config))
+    if listeners.metrics is not None:
+        ops = create_ops_app(metrics=metrics, readiness=readiness)
+        # Last, so the counters of the final attempts stay scrapeable while the pool
+        # drains and the probes keep answering (/readyz with 503).
+        components.append(
+            HttpServer(
+                "metrics server",
+                StopPhase.LAST,
+                ops,
+                listeners.metrics,
+                config,
+            )
+        )
+    return components
+
+
+def _job_spans(tracer_provider: TracerProvider | None) -> JobSpans | None:
+    if tracer_provider is None:
+        return None
+    from jobqueue.adapters.telemetry.job_spans import JobSpans
+
+    return JobSpans(tracer_provider)
+
+
+def _url_of(engine: AsyncEngine) -> str:
+    return engine.url.render_as_string(hide_password=False)
