@@ -13,9 +13,10 @@ import pytest
 from jobqueue.domain.job import Job
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
+from jobqueue.entrypoints.worker import dispatch
 from jobqueue.entrypoints.worker import pool as pool_module
+from jobqueue.entrypoints.worker.claim_sizing import AHEAD_PER_WORKER, MAX_CLAIMS_IN_FLIGHT
 from jobqueue.entrypoints.worker.pool import WorkerPool
-from jobqueue.entrypoints.worker.prefetch import AHEAD_PER_WORKER
 from tests.fakes import InMemoryJobStore, wall_clock
 from tests.unit.pool_harness import config, eventually, make_pool, running, settled, submit
 
@@ -205,7 +206,7 @@ async def test_when_the_round_trip_limits_the_pool_two_claims_are_on_their_way_a
         for job in jobs:
             await settled(store, job)
 
-    assert store.peak == pool_module.MAX_CLAIMS_IN_FLIGHT == 2
+    assert store.peak == MAX_CLAIMS_IN_FLIGHT == 2
     # Together they never bring more than one claim may hold: no job is held longer.
     assert store.most_held <= (1 + AHEAD_PER_WORKER) * 4
 
@@ -240,7 +241,9 @@ async def test_a_wake_up_from_idle_sends_one_claim_though_a_backlog_sent_two() -
 async def test_a_job_claimed_ahead_that_no_worker_takes_in_time_is_given_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The hold, and the dispatcher's wait bounded by it.
     monkeypatch.setattr(pool_module, "PREFETCH_HOLD_SECONDS", 0.05)
+    monkeypatch.setattr(dispatch, "PREFETCH_HOLD_SECONDS", 0.05)
     store = SlowClaimStore(claim_seconds=0.005)
     registry = Registry()
     release = asyncio.Event()

@@ -196,7 +196,7 @@ async def test_a_write_failing_until_the_lease_runs_out_leaves_the_job_to_recove
     assert failures[0].levelno == logging.WARNING
     assert failures[0].exc_info is None
     assert getattr(failures[0], "error", "").startswith("StoreUnavailable: ")
-    assert failures[0].module == "pool"  # the line is the caller's, not the helper's
+    assert failures[0].module == "ending_report"  # the line is the caller's, not the helper's
 
 
 async def test_completions_waiting_behind_a_write_are_flushed_at_shutdown() -> None:

@@ -27,14 +27,14 @@ import contextvars
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum, auto
 
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import StoreUnavailable
-from jobqueue.domain.job import Lease
+from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 
@@ -153,6 +153,40 @@ class OutcomeWriter:
         them is traced as part of that attempt, as a write of the writer's own is."""
         context, self._taken_context = self._taken_context, None
         return context
+
+    async def claim(
+        self,
+        wanted: int,
+        lease: timedelta,
+        queue: str,
+        types: Collection[str],
+        *,
+        traced: bool,
+    ) -> Sequence[Job]:
+        """Claim up to `wanted` jobs of `queue` and `types`, carrying the endings waiting
+        to be written (`take`): one statement where a busy pool would send two
+        (`JobStore.record_and_claim`). `traced`: the statement is a span of the attempt
+        whose ending waited first."""
+        carried = self.take()
+        if not carried:
+            return await self._store.claim(wanted, lease, queue, types=types)
+        context = self.taken_context()
+        try:
+            async with asyncio.timeout(self._timeout):
+                writing = self._store.record_and_claim(
+                    as_decided(carried), wanted, lease, queue, types=types
+                )
+                if context is None or not traced:
+                    held, jobs = await writing
+                else:
+                    # Awaited as a task, it is cancelled with this one.
+                    held, jobs = await asyncio.create_task(writing, context=context)
+        except BaseException as error:
+            # Cancelled too (a forced shutdown): taken back either way.
+            self.carry_failed(carried, error)
+            raise
+        self.carried(carried, held)
+        return jobs
 
     def carried(self, batch: list[PendingWrite], held: set[Lease]) -> None:
         """The claim that carried `batch` went through; `held` as `record_many` says."""

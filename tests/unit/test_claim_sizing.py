@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobqueue.entrypoints.worker.prefetch import AHEAD_PER_WORKER, Prefetch
+from jobqueue.entrypoints.worker.claim_sizing import AHEAD_PER_WORKER, Prefetch
 
 
 def test_nothing_is_claimed_ahead_before_anything_was_measured() -> None:
