@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue import enqueue, enqueue_many
+from jobqueue.adapters.postgres import copy as copy_module
 from jobqueue.adapters.postgres import enqueue as enqueue_module
 from jobqueue.adapters.postgres.notify import CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
@@ -180,7 +181,7 @@ async def test_a_bulk_call_cancelled_while_its_copy_is_on_its_way_takes_the_copy
     """The COPY runs while the returned jobs are built: a caller cancelled meanwhile must
     take the COPY down with it, leave no job and no task, and the pool usable."""
     building = asyncio.Event()
-    build = enqueue_module._stored_meanwhile
+    build = copy_module._stored_meanwhile
 
     async def announced_build(*arguments: Any) -> Any:
         building.set()
@@ -189,7 +190,7 @@ async def test_a_bulk_call_cancelled_while_its_copy_is_on_its_way_takes_the_copy
             await asyncio.sleep(0)
         return await build(*arguments)
 
-    monkeypatch.setattr(enqueue_module, "_stored_meanwhile", announced_build)
+    monkeypatch.setattr(copy_module, "_stored_meanwhile", announced_build)
     loop = asyncio.get_running_loop()
     reported: list[dict[str, Any]] = []
     loop.set_exception_handler(lambda _, context: reported.append(context))

@@ -22,6 +22,7 @@ from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.worker.pool import WorkerPool
+from jobqueue.entrypoints.worker.pool_config import pool_config
 
 # Distinct from the 1 of an uncaught exception: the test knows the handler did it.
 KILLED_BY_JOB = 17
@@ -36,7 +37,7 @@ async def serve(url: str, lease: timedelta) -> None:
 
     engine = create_engine(url, pool_size=1)
     config = replace(
-        Settings().pool_config(),
+        pool_config(Settings()),
         workers=1,
         lease_duration=lease,
         job_timeout=timedelta(seconds=30),

@@ -32,12 +32,13 @@ from jobqueue.entrypoints.http.health import Readiness
 from jobqueue.entrypoints.service.components import Runnable
 from jobqueue.entrypoints.service.compose import http_config
 from jobqueue.entrypoints.worker.pool import WorkerPool
+from jobqueue.entrypoints.worker.pool_config import pool_config
 from tests.support.pgbouncer import routed_url
 
 T = TypeVar("T")
 
 FAST_POOL = replace(
-    Settings().pool_config(),
+    pool_config(Settings()),
     workers=2,
     job_timeout=timedelta(seconds=10),
     lease_duration=timedelta(seconds=60),

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from jobqueue.bench.baseline import Baseline, Pair, compare, load
-from jobqueue.bench.report import as_json, metrics, ratios, render
+from jobqueue.bench.ratios import ratios
+from jobqueue.bench.report import as_json, metrics, render
 from jobqueue.bench.results import Latency, Measurement, StartupTime, Throughput
 from jobqueue.bench.runner import Run
 from jobqueue.bench.sizes import QUICK_SIZES

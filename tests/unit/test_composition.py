@@ -21,6 +21,7 @@ from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.service.components import StopPhase
 from jobqueue.entrypoints.service.compose import Roles, build_components
 from jobqueue.entrypoints.service.runtime import Listeners
+from jobqueue.entrypoints.worker.pool_config import pool_configs
 
 # No connection is opened: building the components only wires them.
 UNUSED_URL = "postgresql+asyncpg://nobody@localhost:1/nothing"
@@ -116,7 +117,7 @@ async def test_a_worker_runs_one_pool_per_queue_in_the_order_given() -> None:
         ("job types publisher", SIGNAL),
         ("lease recovery", SIGNAL),
     ]
-    configs = settings.pool_configs()
+    configs = pool_configs(settings)
     assert [(c.queue, c.workers) for c in configs] == [("default", 10), ("emails", 2), ("bulk", 3)]
 
 

@@ -28,6 +28,7 @@ from jobqueue.entrypoints.config.variables import (
     format_size,
     parse_size,
 )
+from jobqueue.entrypoints.worker.pool_config import concurrency, pool_config, pool_configs
 
 
 def problems_of(environ: dict[str, str]) -> list[str]:
@@ -115,11 +116,11 @@ def test_every_documented_variable_is_read() -> None:
     assert settings.metrics_addr == HttpAddress("127.0.0.1", 9100, "127.0.0.1:9100")
     assert settings.workers == 8
     assert settings.queues == (("default", 3), ("emails", None))
-    assert settings.concurrency() == {"default": 3, "emails": 8}
+    assert concurrency(settings) == {"default": 3, "emails": 8}
     assert settings.max_attempts == 7
     assert settings.job_timeout == timedelta(seconds=10)
     assert settings.max_snoozes == 12
-    assert settings.pool_config().max_snoozes == 12
+    assert pool_config(settings).max_snoozes == 12
     assert settings.lease_duration == timedelta(seconds=20)
     assert settings.statement_timeout == timedelta(seconds=2)
     assert settings.db_client_timeout == timedelta(seconds=3)
@@ -705,7 +706,7 @@ def test_pool_config_carries_the_worker_settings() -> None:
         }
     )
 
-    config = settings.pool_config()
+    config = pool_config(settings)
 
     assert config.workers == 3
     assert config.job_timeout == timedelta(seconds=7)
@@ -784,4 +785,4 @@ def test_queues_refusals_say_what_to_change(raw: str, problem: str) -> None:
 
 def test_without_queues_a_process_consumes_the_default_queue_with_workers() -> None:
     settings = Settings.from_env({"WORKERS": "6"})
-    assert [(c.queue, c.workers) for c in settings.pool_configs()] == [("default", 6)]
+    assert [(c.queue, c.workers) for c in pool_configs(settings)] == [("default", 6)]

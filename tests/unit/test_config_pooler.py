@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from jobqueue.adapters.postgres.pooler import Pooler
-from jobqueue.entrypoints.config.settings import ConfigError, Settings
+from jobqueue.entrypoints.config.rules import ConfigError
+from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.service.provisioning import run_migrate
 from jobqueue.entrypoints.service.runtime import StartupError
 

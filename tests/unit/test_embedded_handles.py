@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue.adapters.postgres.embedded import (
+from jobqueue.adapters.postgres.embedded import clear_stale_postmaster
+from jobqueue.adapters.postgres.embedded_handles import (
     HANDLE_FILE,
     IDENTITY_FILE,
     Handles,
-    clear_stale_postmaster,
     live_handles,
     process_identity,
     server_processes,

@@ -10,7 +10,8 @@ from jobqueue.adapters.telemetry.tracing_config import (
     TracingConfig,
     TracingConfigError,
 )
-from jobqueue.entrypoints.config.settings import ConfigError, Settings
+from jobqueue.entrypoints.config.rules import ConfigError
+from jobqueue.entrypoints.config.settings import Settings
 
 
 def problems_of(environ: dict[str, str]) -> list[str]:

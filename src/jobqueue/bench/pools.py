@@ -15,6 +15,7 @@ from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.bench.errors import BenchError
 from jobqueue.bench.probe import StartProbe, noop_registry
 from jobqueue.entrypoints.config.settings import Settings
+from jobqueue.entrypoints.worker import pool_config as pool_configs
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from jobqueue.entrypoints.worker.pool_config import PoolConfig
 
@@ -26,7 +27,7 @@ def pool_config(workers: int) -> PoolConfig:
     # Generous limits: no-op jobs never come near them, and a lease longer than the job
     # timeout plus the outcome write keeps the pool from warning about it.
     return replace(
-        Settings().pool_config(),
+        pool_configs.pool_config(Settings()),
         workers=workers,
         job_timeout=timedelta(seconds=30),
         lease_duration=timedelta(minutes=5),

@@ -11,15 +11,17 @@ the service reads it. The statements and their announcing are the adapter's
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from jobqueue.adapters.postgres import enqueue as inserting
+from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
 from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import Registry
-from jobqueue.entrypoints.config.settings import max_attempts_from
+from jobqueue.entrypoints.config.rules import ConfigError, check
+from jobqueue.entrypoints.config.settings import SETTINGS, VARIABLES, defaults
 
 
 async def enqueue(
@@ -92,3 +94,23 @@ async def enqueue_many(
         registry=registry,
         default_max_attempts=max_attempts_from(os.environ),
     )
+
+
+def max_attempts_from(environ: Mapping[str, str]) -> int:
+    """The MAX_ATTEMPTS setting alone, as an in-process producer reads it from its own
+    environment (`entrypoints/producer.py`); raises `ConfigError` for a bad value."""
+    row = next(row for row in SETTINGS if row.attribute == "max_attempts")
+    raw = environ.get(row.env, "").strip()
+    if not raw:
+        return DEFAULT_MAX_ATTEMPTS
+    try:
+        value = row.parse(raw)
+    except ValueError as error:
+        raise ConfigError([f"{row.env}: {error}"]) from None
+    # Every other setting at its default, which passes: only this one's problems show.
+    values = {**defaults(), "max_attempts": value}
+    problems = check(values, skip=frozenset(), variables=VARIABLES)
+    if problems:
+        raise ConfigError(problems)
+    assert isinstance(value, int)
+    return value

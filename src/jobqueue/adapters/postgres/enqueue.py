@@ -18,11 +18,7 @@ do not listen (`NOTIFY=false`): workers then find the jobs at their next poll.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import fields
-from datetime import datetime
-from operator import attrgetter
 from typing import Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
@@ -31,13 +27,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool
 
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
-from jobqueue.adapters.postgres.driver import driver_of, fetch_pooled
+from jobqueue.adapters.postgres.copy import copy_jobs, json_text
+from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
 from jobqueue.adapters.postgres.ids import time_ordered_ids
 from jobqueue.adapters.postgres.notify import Notifier, pg_notify
 from jobqueue.adapters.postgres.queries.inserts import (
-    CLOCK,
-    CLOCK_ANNOUNCED,
     FIND_REPLAY,
     FIND_UNIQUE_HOLDER,
     INSERT_JOB,
@@ -47,17 +42,14 @@ from jobqueue.adapters.postgres.queries.inserts import (
     SUBMITTED,
 )
 from jobqueue.adapters.postgres.rows import job_from_row
-from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
-from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue
+from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
 from jobqueue.domain.job import Job
 from jobqueue.domain.new_job import NO_OPTIONS, NewJob, resolve
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import Registry
-from jobqueue.domain.status import Status
 
-_JOB_FIELDS = tuple(field.name for field in fields(Job))
 # A bulk insert is one statement; past this many jobs a call is split, so that one call
 # cannot build a statement the server must hold in memory whole (ten thousand jobs is
 # ~ten MB of JSON).
@@ -124,7 +116,7 @@ async def enqueue_many(
     if not news:
         return []
     if all(new.idempotency_key is None and new.unique_key is None for new in news):
-        return await _copy(connection, news, announce)
+        return await copy_jobs(connection, news, announce)
     submitted: list[Submitted] = []
     for start in range(0, len(news), INSERT_CHUNK):
         chunk = news[start : start + INSERT_CHUNK]
@@ -143,108 +135,6 @@ def _ready(
     for new in news:
         registry.check(new.type, new.payload, decoder)
     return [resolve(new, registry.options_for(new.type), default_max_attempts) for new in news]
-
-
-# In the caller's transaction, COPY writes only what the submissions hold (and their ids):
-# every other column of a new job is the server's default, which is what `NewJob.stored`
-# gives (pending, no attempt, never leased, stamped `now()`: the transaction's clock, read
-# first, and due then unless scheduled, a delay counting from that clock). A column whose
-# every value is its default is left out as well. Half
-# the columns to encode and send cuts the client's and the server's time per row alike
-# (measured: 67k -> 100k rows/s for COPY alone). Outside a transaction (an autocommit
-# connection), the clock read is a statement of its own, so every column is sent with the
-# values read, and what the caller is returned is still exactly what was written.
-# Written by claims and endings, never by a submission: NULL in every new row.
-_CLAIMED_ONLY = ("started_at", "worker", "attempt_log")
-# Only unique jobs set these, and those are never copied (a COPY cannot meet a conflict).
-_UNIQUE_ONLY = ("unique_key", "unique_states")
-_COPIED = tuple(
-    name for name in _JOB_FIELDS if name not in ("payload", "status", *_CLAIMED_ONLY, *_UNIQUE_ONLY)
-)
-_COPY_COLUMNS = ("payload", "status", *_COPIED)
-_copied_values = attrgetter(*_COPIED)
-
-
-async def _copy(
-    connection: AsyncConnection, news: Sequence[NewJob], announce: bool
-) -> list[Submitted]:
-    with store_failures(), refused_values():
-        clock = await connection.execute((CLOCK_ANNOUNCED if announce else CLOCK).clause)
-        now = clock.scalar_one()
-        ids = time_ordered_ids(len(news))
-        async with driver_of(connection) as driver:
-            if not driver.is_in_transaction():
-                stored = [new.stored(job_id, now) for job_id, new in zip(ids, news, strict=True)]
-                await driver.copy_records_to_table(
-                    jobs.name, records=_every_column(stored), columns=_COPY_COLUMNS
-                )
-                return [Submitted(job, replayed=False) for job in stored]
-            columns, records = _submitted_records(ids, news, now)
-            # The server writes the rows while this process builds the jobs it returns
-            # (a seventh of a bulk call's client time, measured), rather than after.
-            copying = asyncio.ensure_future(
-                driver.copy_records_to_table(jobs.name, records=records, columns=columns)
-            )
-            try:
-                submitted = await _stored_meanwhile(ids, news, now)
-            except BaseException:
-                # Cancelled: so is the COPY, before the connection is given up.
-                copying.cancel()
-                await asyncio.gather(copying, return_exceptions=True)
-                raise
-            await copying
-            return submitted
-
-
-# Jobs built between two turns of the event loop while a COPY is on its way: the first
-# turn lets it send its statement, a later one its rows once the server is ready for them.
-_BUILT_PER_TURN = 200
-
-
-async def _stored_meanwhile(
-    ids: Sequence[UUID], news: Sequence[NewJob], now: datetime
-) -> list[Submitted]:
-    submitted: list[Submitted] = []
-    for start in range(0, len(news), _BUILT_PER_TURN):
-        await asyncio.sleep(0)
-        end = start + _BUILT_PER_TURN
-        submitted += [
-            Submitted(new.stored(job_id, now), replayed=False)
-            for job_id, new in zip(ids[start:end], news[start:end], strict=True)
-        ]
-    return submitted
-
-
-def _submitted_records(
-    ids: Sequence[UUID], news: Sequence[NewJob], now: datetime
-) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
-    # Built column by column, then zipped into rows. The keyless path: `idempotency_key`
-    # is always its default (NULL) here.
-    columns: dict[str, Sequence[Any]] = {
-        "id": ids,
-        "type": [new.type for new in news],
-        "max_attempts": [new.max_attempts for new in news],
-    }
-    if any(type(new.payload) is not dict or new.payload for new in news):
-        columns["payload"] = [_json_text(new.payload) for new in news]
-    if any(new.traceparent is not None for new in news):
-        columns["traceparent"] = [new.traceparent for new in news]
-    # One pass for the three rarely set columns, each sent only when some job sets it.
-    placed = {(new.run_at is not None or bool(new.delay), new.queue, new.priority) for new in news}
-    if any(scheduled for scheduled, _, _ in placed):
-        columns["run_at"] = [new.due_at(now) for new in news]
-    if any(queue != DEFAULT_QUEUE for _, queue, _ in placed):
-        columns["queue"] = [new.queue for new in news]
-    if any(priority != DEFAULT_PRIORITY for _, _, priority in placed):
-        columns["priority"] = [new.priority for new in news]
-    if any(new.timeout is not None for new in news):
-        columns["timeout"] = [new.timeout for new in news]
-    return tuple(columns), list(zip(*columns.values(), strict=True))
-
-
-def _every_column(stored: Sequence[Job]) -> list[tuple[Any, ...]]:
-    pending = Status.PENDING.value
-    return [(_json_text(job.payload), pending, *_copied_values(job)) for job in stored]
 
 
 def _lock_order(new: NewJob) -> tuple[str, str]:
@@ -285,24 +175,10 @@ def _each(name: str, placed: Sequence[NewJob]) -> list[Any]:
     """The array of field `name` of `placed`, as `INSERT_JOBS` takes it."""
     values = [getattr(new, name) for new in placed]
     if name == "payload":
-        return [_json_text(value) for value in values]
+        return [json_text(value) for value in values]
     if name == "unique_states":
         return [None if value is None else ",".join(value) for value in values]
     return values
-
-
-# `json`, not msgspec (5x faster): msgspec writes NaN as null, changing the data of a
-# NewJob made without `build`. NaN is refused here, a lone surrogate by the server
-# (escaped by `ensure_ascii`), as the SQLAlchemy path refuses them. One encoder, made
-# once: `json.dumps` with arguments makes a new one per call, at twice the cost.
-_encode_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-
-
-def _json_text(payload: JsonValue) -> str:
-    try:
-        return _encode_json(payload)
-    except ValueError as error:
-        raise InvalidJob(f"the job store refused the job: payload is not JSON ({error})") from None
 
 
 async def _enqueue_committed(engine: AsyncEngine, new: NewJob, announce: bool) -> Submitted:
@@ -358,7 +234,7 @@ def insert_values(new: NewJob) -> dict[str, object]:
     """The insert's parameters for `new`: its fields (each the column of the same name),
     the payload as JSON text."""
     values: dict[str, object] = {name: getattr(new, name) for name in SUBMITTED}
-    values["payload"] = _json_text(new.payload)
+    values["payload"] = json_text(new.payload)
     if new.unique_states is not None:
         values["unique_states"] = list(new.unique_states)
     return values
@@ -410,7 +286,7 @@ async def _replay(fetch: Fetch, new: NewJob, key: str) -> Submitted | None:
     values = {
         "idempotency_key": key,
         "type": new.type,
-        "payload": _json_text(new.payload),
+        "payload": json_text(new.payload),
         "max_attempts": new.max_attempts,
     }
     rows = await fetch(FIND_REPLAY, values)

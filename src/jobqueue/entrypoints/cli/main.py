@@ -16,7 +16,8 @@ from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.entrypoints.cli.operate import COMMANDS as OPERATOR_COMMANDS
 from jobqueue.entrypoints.cli.operate import DEFAULT_URL, TOKEN_VARIABLE, URL_VARIABLE, add_commands
 from jobqueue.entrypoints.cli.operate import run as run_operator
-from jobqueue.entrypoints.config.settings import SETTINGS, TRACING_COMMANDS, ConfigError, Settings
+from jobqueue.entrypoints.config.rules import ConfigError
+from jobqueue.entrypoints.config.settings import SETTINGS, TRACING_COMMANDS, Settings
 from jobqueue.entrypoints.config.variables import Command, parse_modules, parse_queues, show_queues
 from jobqueue.entrypoints.service import exit_codes
 from jobqueue.release import package_version
@@ -259,7 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log_level, log_format=settings.log_format)
     # Imported only now: the adapters take seconds to import on a busy machine, and
     # `--help` or a configuration error should answer at once.
-    from jobqueue.entrypoints.service.compose import Roles, run_migrate, run_service
+    from jobqueue.entrypoints.service.compose import Roles
+    from jobqueue.entrypoints.service.process import run_service
+    from jobqueue.entrypoints.service.provisioning import run_migrate
     from jobqueue.entrypoints.service.runtime import StartupError
 
     try:

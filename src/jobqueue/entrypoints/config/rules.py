@@ -139,3 +139,11 @@ def check(
 
 def _positive(value: timedelta) -> bool:
     return value > timedelta(0)
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; `problems` says why, one line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems

@@ -21,28 +21,32 @@ from jobqueue.adapters.postgres.limits import Limits
 from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
-from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.durations import parse_duration
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_ATTEMPTS, MIN_ATTEMPTS
 from jobqueue.domain.outcome import DEFAULT_MAX_SNOOZES
 from jobqueue.domain.retention import DEFAULT_COMPLETED, DEFAULT_FAILED, RetentionPolicy
-from jobqueue.entrypoints.config.rules import check
+from jobqueue.entrypoints.config.rules import ConfigError, check
 from jobqueue.entrypoints.config.variables import (
     ALL_COMMANDS,
     EXCEPT_BENCH,
     LOG_LEVELS,
+    METRICS_OFF,
     SERVICES,
     SETTING_KEY,
     WITH_API,
     WITH_WORKERS,
+    HttpAddress,
+    QueueConcurrency,
     Setting,
     format_size,
     parse_bool,
     parse_database_url,
+    parse_http_addr,
     parse_int,
     parse_log_format,
     parse_log_level,
     parse_metrics_addr,
+    parse_modules,
     parse_path,
     parse_pooler,
     parse_queues,
@@ -51,12 +55,6 @@ from jobqueue.entrypoints.config.variables import (
     setting,
     show_queues,
 )
-from jobqueue.entrypoints.config.variables import METRICS_OFF as METRICS_OFF
-from jobqueue.entrypoints.config.variables import HttpAddress as HttpAddress
-from jobqueue.entrypoints.config.variables import QueueConcurrency as QueueConcurrency
-from jobqueue.entrypoints.config.variables import parse_http_addr as parse_http_addr
-from jobqueue.entrypoints.config.variables import parse_modules as parse_modules
-from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from jobqueue.entrypoints.worker.retention import DEFAULT_INTERVAL as DEFAULT_RETENTION_INTERVAL
 
 TRACING_OFF = TracingConfig()
@@ -67,14 +65,6 @@ WORKER_METRICS_ADDR = parse_http_addr(":9090")
 
 # The OTEL_* variables (TRACING_ENVIRONMENT) matter where the service runs.
 TRACING_COMMANDS = SERVICES
-
-
-class ConfigError(ValueError):
-    """The configuration cannot be used; `problems` says why, one line per problem."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +324,7 @@ class Settings:
     tracing: TracingConfig = TRACING_OFF
 
     def __post_init__(self) -> None:
-        problems = check(_values_of(self), skip=frozenset(), variables=_VARIABLE)
+        problems = check(_values_of(self), skip=frozenset(), variables=VARIABLES)
         if problems:
             raise ConfigError(problems)
 
@@ -358,35 +348,11 @@ class Settings:
             values["tracing"] = TracingConfig.from_env(environ)
         except TracingConfigError as error:
             problems.extend(error.problems)
-        merged = {**_defaults(), **values}
-        problems.extend(check(merged, skip=frozenset(failed), variables=_VARIABLE))
+        merged = {**defaults(), **values}
+        problems.extend(check(merged, skip=frozenset(failed), variables=VARIABLES))
         if problems:
             raise ConfigError(problems)
         return cls(**values)
-
-    def concurrency(self) -> dict[str, int]:
-        """Each queue this process consumes, and how many of its jobs run at once."""
-        return {name: self.workers if count is None else count for name, count in self.queues}
-
-    def pool_configs(self) -> list[PoolConfig]:
-        """One pool per queue consumed, in the order QUEUES lists them."""
-        return [
-            replace(self.pool_config(), queue=name, workers=count)
-            for name, count in self.concurrency().items()
-        ]
-
-    def pool_config(self) -> PoolConfig:
-        """What every pool is told but its queue and its concurrency (`pool_configs`)."""
-        return PoolConfig(
-            workers=self.workers,
-            job_timeout=self.job_timeout,
-            lease_duration=self.lease_duration,
-            poll_interval=self.poll_interval,
-            shutdown_timeout=self.shutdown_timeout,
-            outcome_timeout=self.db_client_timeout,
-            backoff=Backoff(self.backoff_base, self.backoff_max),
-            max_snoozes=self.max_snoozes,
-        )
 
     def database_limits(self) -> Limits:
         return Limits(statement=self.statement_timeout, client=self.db_client_timeout)
@@ -417,32 +383,12 @@ SETTINGS: tuple[Setting, ...] = tuple(
     for f in fields(Settings)
     if SETTING_KEY in f.metadata
 )
-_VARIABLE = {row.attribute: row.env for row in SETTINGS}
+VARIABLES = {row.attribute: row.env for row in SETTINGS}
 
 
 def _values_of(settings: Settings) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in fields(settings)}
 
 
-def _defaults() -> dict[str, Any]:
+def defaults() -> dict[str, Any]:
     return {f.name: f.default for f in fields(Settings)}
-
-
-def max_attempts_from(environ: Mapping[str, str]) -> int:
-    """The MAX_ATTEMPTS setting alone, as an in-process producer reads it from its own
-    environment (`entrypoints/producer.py`); raises `ConfigError` for a bad value."""
-    row = next(row for row in SETTINGS if row.attribute == "max_attempts")
-    raw = environ.get(row.env, "").strip()
-    if not raw:
-        return DEFAULT_MAX_ATTEMPTS
-    try:
-        value = row.parse(raw)
-    except ValueError as error:
-        raise ConfigError([f"{row.env}: {error}"]) from None
-    # Every other setting at its default, which passes: only this one's problems show.
-    values = {**_defaults(), "max_attempts": value}
-    problems = check(values, skip=frozenset(), variables=_VARIABLE)
-    if problems:
-        raise ConfigError(problems)
-    assert isinstance(value, int)
-    return value

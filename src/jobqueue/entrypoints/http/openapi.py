@@ -3,7 +3,7 @@ response outside the routes (the request id, the 401 of the token guard, the rou
 405, the last-resort 500, `Retry-After` on a 503), and the docs page with its assets
 served by the service itself, so that it renders with no network.
 
-Routes declare their own statuses (`routes.error_spec`); this adds the rest once, to
+Routes declare their own statuses (`parameters.error_spec`); this adds the rest once, to
 the document Litestar built, in one pass over its operations.
 """
 

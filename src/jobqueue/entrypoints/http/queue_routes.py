@@ -11,7 +11,7 @@ from litestar.params import PathParameter
 from litestar.status_codes import HTTP_200_OK
 
 from jobqueue.domain.fields import MAX_QUEUE_LENGTH, QUEUE_NAME, check_queue_name
-from jobqueue.entrypoints.http.routes import STORE_DOWN, error_spec
+from jobqueue.entrypoints.http.parameters import STORE_DOWN, error_spec
 from jobqueue.entrypoints.http.service import QueueService
 from jobqueue.wire.records import QueueList, QueueRecord, QueueStateView
 

@@ -1,228 +1,54 @@
-"""The `/jobs` resource: submit, read, list, retry and cancel jobs."""
+"""The `/jobs` resource: submit, read, list, retry and cancel jobs, one or many."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
-from uuid import UUID
+from typing import Any
 
-import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
-from litestar.exceptions import ClientException
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import OpenAPIMediaType, Operation, RequestBody
-from litestar.params import HeaderParameter, PathParameter, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from jobqueue.domain.bulk import MAX_SELECTED, Selection
-from jobqueue.domain.fields import MAX_QUEUE_LENGTH, MAX_TYPE_LENGTH, QUEUE_NAME
-from jobqueue.domain.listing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MIN_LIST_LIMIT
-from jobqueue.domain.status import BY_QUEUE, TRAITS, Status
+from jobqueue.domain.bulk import MAX_SELECTED
 from jobqueue.domain.transitions import Operation as JobOperation
+from jobqueue.entrypoints.http.bodies import (
+    BatchOperation,
+    BulkCancelOperation,
+    BulkOperation,
+    CreateJobOperation,
+    parse_batch,
+    parse_create_request,
+    parse_selection,
+)
 from jobqueue.entrypoints.http.listing import encode_cursor, parse_list_query
-from jobqueue.entrypoints.http.request_schemas import bulk_request, reference
+from jobqueue.entrypoints.http.parameters import (
+    INVALID_ID,
+    STORE_DOWN,
+    UNKNOWN_JOB,
+    IdempotencyKey,
+    JobId,
+    ListCursor,
+    ListLimit,
+    ListQueue,
+    ListStatus,
+    ListType,
+    error_spec,
+    parse_job_id,
+)
 from jobqueue.entrypoints.http.service import JobService
 from jobqueue.wire.records import (
     BatchItem,
     BatchResult,
     Cancelled,
     Discarded,
-    ErrorBody,
     JobList,
     JobRecord,
     JobStatusView,
     Retried,
     SubmittedRecord,
 )
-from jobqueue.wire.requests import MAX_BATCH_JOBS, BatchRequest, BulkRequest, CreateJobRequest
-
-_EXAMPLE_BODY = '{"type": "sleep", "payload": {"duration": "2s"}, "max_attempts": 3}'
-_EXAMPLE_BATCH = (
-    '{"jobs": [{"type": "sleep", "payload": {"duration": "2s"}, "idempotency_key": "a-1"}, '
-    '{"type": "sleep", "payload": {"duration": "5s"}}]}'
-)
-_EXAMPLE_BULK = {
-    JobOperation.RETRY: '{"status": "dead_letter", "queue": "emails", "limit": 100}',
-    JobOperation.CANCEL: '{"status": "pending", "type": "send_email", "limit": 100}',
-}
-
-JobId = Annotated[
-    str, PathParameter(description="The job's id, a UUID.", schema_extra={"format": "uuid"})
-]
-IdempotencyKey = Annotated[
-    str | None,
-    HeaderParameter(
-        name="Idempotency-Key",
-        required=False,
-        description="Makes retries of this request safe: the same key with the same "
-        "request returns the first job (200); with a different request, 409.",
-    ),
-]
-
-# Declared as plain strings, for the OpenAPI document only: `list_jobs` parses the query
-# string itself, so that every refusal is a 400 saying exactly what to change.
-ListStatus = Annotated[
-    str | None,
-    QueryParameter(
-        name="status",
-        required=True,
-        description="Required: list jobs of this status. Order: "
-        + "; ".join(
-            f"{status.value} by {''.join(f'{g}, ' for g in order.groups)}{order.column.value} "
-            f"{'newest' if order.descending else 'soonest'} first"
-            for status, order in ((s, TRAITS[s].order) for s in Status)
-        )
-        + "; ties by id.",
-        schema_extra={"enum": [status.value for status in Status]},
-    ),
-]
-ListType = Annotated[
-    str | None,
-    QueryParameter(
-        name="type",
-        required=False,
-        description="Only jobs of this type.",
-        schema_extra={"minLength": 1, "maxLength": MAX_TYPE_LENGTH},
-    ),
-]
-ListQueue = Annotated[
-    str | None,
-    QueryParameter(
-        name="queue",
-        required=False,
-        description="Only jobs of this queue; only with status="
-        + ", ".join(status.value for status in BY_QUEUE)
-        + " (no index holds the others by queue).",
-        schema_extra={"pattern": f"^{QUEUE_NAME.pattern}$", "maxLength": MAX_QUEUE_LENGTH},
-    ),
-]
-# `Any`, so that the schema is only what is written here: an optional `str` would add a
-# `oneOf: [string, null]` that no integer, not even the default, satisfies.
-ListLimit = Annotated[
-    Any,
-    QueryParameter(
-        name="limit",
-        required=False,
-        description=f"Jobs per page, {MIN_LIST_LIMIT} to {MAX_LIST_LIMIT}; "
-        f"{DEFAULT_LIST_LIMIT} when absent.",
-        schema_extra={
-            "type": "integer",
-            "minimum": MIN_LIST_LIMIT,
-            "maximum": MAX_LIST_LIMIT,
-            "default": DEFAULT_LIST_LIMIT,
-        },
-    ),
-]
-ListCursor = Annotated[
-    str | None,
-    QueryParameter(
-        name="cursor",
-        required=False,
-        description="The previous page's next_cursor, unchanged, for the page after it.",
-    ),
-]
-
-
-def error_spec(description: str) -> ResponseSpec:
-    """An error response as the OpenAPI document shows it."""
-    return ResponseSpec(ErrorBody, description=description, generate_examples=False)
-
-
-_INVALID_ID = error_spec("The job id is not a UUID")
-_UNKNOWN_JOB = error_spec("No job has this id")
-STORE_DOWN = error_spec("The job store is unavailable; retry later")
-
-
-def _bulk_body(operation: JobOperation) -> RequestBody:
-    return RequestBody(
-        required=True,
-        description=f"Which jobs, e.g. {_EXAMPLE_BULK[operation]}",
-        content={"application/json": OpenAPIMediaType(schema=reference(bulk_request(operation)))},
-    )
-
-
-@dataclass
-class _BulkOperation(Operation):
-    """Documents the body that `retry_many` and `discard_many` decode by hand."""
-
-    def __post_init__(self) -> None:
-        self.request_body = _bulk_body(JobOperation.RETRY)
-
-
-@dataclass
-class _BulkCancelOperation(Operation):
-    """Documents the body that `cancel_many` decodes by hand."""
-
-    def __post_init__(self) -> None:
-        self.request_body = _bulk_body(JobOperation.CANCEL)
-
-
-@dataclass
-class _CreateJobOperation(Operation):
-    """Documents the body that `create_job` decodes by hand."""
-
-    def __post_init__(self) -> None:
-        self.request_body = RequestBody(
-            required=True,
-            description=f"The job to run, e.g. {_EXAMPLE_BODY}",
-            content={"application/json": OpenAPIMediaType(schema=reference("CreateJobRequest"))},
-        )
-
-
-@dataclass
-class _BatchOperation(Operation):
-    """Documents the body that `create_batch` decodes by hand."""
-
-    def __post_init__(self) -> None:
-        self.request_body = RequestBody(
-            required=True,
-            description=f"The jobs to run, e.g. {_EXAMPLE_BATCH}",
-            content={"application/json": OpenAPIMediaType(schema=reference("BatchRequest"))},
-        )
-
-
-def parse_create_request(body: bytes) -> CreateJobRequest:
-    """The body as a `CreateJobRequest`, or a 400 saying exactly what is wrong with it."""
-    return _decoded(body, CreateJobRequest, _EXAMPLE_BODY)
-
-
-Body = TypeVar("Body", bound=msgspec.Struct)
-
-
-def _decoded(body: bytes, kind: type[Body], example: str) -> Body:
-    if not body.strip():
-        raise ClientException(detail=f"request body is empty; send a JSON object such as {example}")
-    try:
-        return msgspec.json.decode(body, type=kind)
-    except msgspec.ValidationError as error:
-        raise ClientException(detail=f"invalid request body: {error}") from None
-    except msgspec.DecodeError as error:
-        raise ClientException(detail=f"request body is not valid JSON: {error}") from None
-    except UnicodeDecodeError as error:
-        # msgspec validates UTF-8 only as it decodes a string: raised, not a DecodeError.
-        raise ClientException(
-            detail="request body is not valid UTF-8: a string holds the byte "
-            f"0x{error.object[error.start]:02x}"
-        ) from None
-    except RecursionError:
-        raise ClientException(detail="request body is nested too deeply") from None
-
-
-def _selection(body: bytes, operation: JobOperation) -> Selection:
-    try:
-        return _decoded(body, BulkRequest, _EXAMPLE_BULK[operation]).selection(operation)
-    except ValueError as error:
-        raise ClientException(detail=str(error)) from None
-
-
-def parse_job_id(raw: str) -> UUID:
-    try:
-        return UUID(raw)
-    except ValueError:
-        shown = raw if len(raw) <= 64 else raw[:64] + "…"
-        raise ClientException(detail=f"job id must be a UUID, got {shown!r}") from None
+from jobqueue.wire.requests import MAX_BATCH_JOBS
 
 
 class JobsController(Controller):
@@ -237,7 +63,7 @@ class JobsController(Controller):
         description="201 with the new job; 200 with the original job when an "
         "Idempotency-Key replays an identical earlier request, or with the job holding "
         "the submission's unique key (`duplicate: true`).",
-        operation_class=_CreateJobOperation,
+        operation_class=CreateJobOperation,
         response_headers=[
             ResponseHeader(
                 name="Location",
@@ -287,7 +113,7 @@ class JobsController(Controller):
         "idempotency_key that replays an earlier identical job); one invalid job, or a key "
         "reused with a different job, refuses the whole batch and stores nothing. 201 when "
         "the batch created a job, 200 when every one was a replay or a duplicate.",
-        operation_class=_BatchOperation,
+        operation_class=BatchOperation,
         responses={
             200: ResponseSpec(
                 BatchResult,
@@ -306,7 +132,7 @@ class JobsController(Controller):
     async def create_batch(
         self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
     ) -> Response[BatchResult]:
-        body = _decoded(await request.body(), BatchRequest, _EXAMPLE_BATCH)
+        body = parse_batch(await request.body())
         submitted = await jobs.submit_batch(body.jobs)
         created = any(not (each.replayed or each.duplicate) for each in submitted)
         return Response(
@@ -358,7 +184,7 @@ class JobsController(Controller):
         "/{job_id:str}",
         summary="Read a job's full record",
         response_description="The job",
-        responses={400: _INVALID_ID, 404: _UNKNOWN_JOB, 503: STORE_DOWN},
+        responses={400: INVALID_ID, 404: UNKNOWN_JOB, 503: STORE_DOWN},
     )
     async def get_job(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:
         return JobRecord.of(await jobs.get(parse_job_id(job_id)))
@@ -367,7 +193,7 @@ class JobsController(Controller):
         "/{job_id:str}/status",
         summary="Read a job's status and attempt counters",
         response_description="The job's status",
-        responses={400: _INVALID_ID, 404: _UNKNOWN_JOB, 503: STORE_DOWN},
+        responses={400: INVALID_ID, 404: UNKNOWN_JOB, 503: STORE_DOWN},
     )
     async def get_job_status(
         self, job_id: JobId, jobs: NamedDependency[JobService]
@@ -383,13 +209,13 @@ class JobsController(Controller):
         f"and `type`, at most `limit` (1 to {MAX_SELECTED}, the default) in one statement; "
         "call again while `retried` equals the limit. Each gets a fresh attempt budget and "
         "keeps its history, like a single retry.",
-        operation_class=_BulkOperation,
+        operation_class=BulkOperation,
         responses={400: error_spec("A bad filter: status, queue, type or limit"), 503: STORE_DOWN},
     )
     async def retry_many(
         self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
     ) -> Retried:
-        selection = _selection(await request.body(), JobOperation.RETRY)
+        selection = parse_selection(await request.body(), JobOperation.RETRY)
         return Retried(retried=await jobs.retry_many(selection))
 
     @post(
@@ -399,13 +225,13 @@ class JobsController(Controller):
         response_description="How many were deleted",
         description="Selected as by POST /jobs/retry; deleted as retention would delete "
         "them later. A deleted job answers 404.",
-        operation_class=_BulkOperation,
+        operation_class=BulkOperation,
         responses={400: error_spec("A bad filter: status, queue, type or limit"), 503: STORE_DOWN},
     )
     async def discard_many(
         self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
     ) -> Discarded:
-        selection = _selection(await request.body(), JobOperation.RETRY)
+        selection = parse_selection(await request.body(), JobOperation.RETRY)
         return Discarded(discarded=await jobs.discard_many(selection))
 
     @post(
@@ -417,13 +243,13 @@ class JobsController(Controller):
         "processing: soonest lease end first), narrowed by `queue` and `type`, at most "
         f"`limit` (1 to {MAX_SELECTED}, the default) in one statement; call again while "
         "`cancelled` equals the limit. Each is cancelled as by POST /jobs/{id}/cancel.",
-        operation_class=_BulkCancelOperation,
+        operation_class=BulkCancelOperation,
         responses={400: error_spec("A bad filter: status, queue, type or limit"), 503: STORE_DOWN},
     )
     async def cancel_many(
         self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
     ) -> Cancelled:
-        selection = _selection(await request.body(), JobOperation.CANCEL)
+        selection = parse_selection(await request.body(), JobOperation.CANCEL)
         return Cancelled(cancelled=await jobs.cancel_many(selection))
 
     @post(
@@ -432,8 +258,8 @@ class JobsController(Controller):
         summary="Requeue a failed, dead-lettered or cancelled job with a fresh attempt budget",
         response_description="The job, pending again with no attempts used",
         responses={
-            400: _INVALID_ID,
-            404: _UNKNOWN_JOB,
+            400: INVALID_ID,
+            404: UNKNOWN_JOB,
             409: error_spec("The job is not failed, dead-lettered or cancelled"),
             503: STORE_DOWN,
         },
@@ -452,8 +278,8 @@ class JobsController(Controller):
         "(at its next lease renewal when notifications are off). A cancelled job can be "
         "retried with POST /jobs/{id}/retry.",
         responses={
-            400: _INVALID_ID,
-            404: _UNKNOWN_JOB,
+            400: INVALID_ID,
+            404: UNKNOWN_JOB,
             409: error_spec("The job has finished already (or is dead-lettered)"),
             503: STORE_DOWN,
         },

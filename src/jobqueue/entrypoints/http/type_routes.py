@@ -5,7 +5,7 @@ from __future__ import annotations
 from litestar import Controller, get
 from litestar.di import NamedDependency
 
-from jobqueue.entrypoints.http.routes import STORE_DOWN
+from jobqueue.entrypoints.http.parameters import STORE_DOWN
 from jobqueue.entrypoints.service.published_types import TypeCatalogue
 from jobqueue.wire.records import JobTypeList, JobTypeView
 

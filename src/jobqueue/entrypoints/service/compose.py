@@ -1,8 +1,8 @@
 """The composition root: the one place concrete adapters are chosen and wired together.
 
-`run_service` runs any mix of the HTTP API and the workers (pool, lease recovery and
-retention) in one event loop. `build_components` makes the process's ordered list of
-components (`entrypoints/components.py`), each stopping in its own phase:
+`build_components` makes a process's ordered list of components
+(`service/components.py`) for its roles (`process.run_service` runs them), each
+stopping in its own phase:
 
 1. On SIGINT/SIGTERM the pool and recovery stop claiming, retention stops after its
    current batch, and `/readyz` turns 503.
@@ -26,7 +26,6 @@ from `provisioning.py`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +34,6 @@ from typing import TYPE_CHECKING
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
-from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.job_types import PostgresJobTypes
 from jobqueue.adapters.postgres.notify import (
     CHANNEL,
@@ -46,37 +44,26 @@ from jobqueue.adapters.postgres.notify import (
 )
 from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL
 from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
-from jobqueue.adapters.postgres.schema_version import is_current
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.adapters.telemetry.tracing_config import TracingConfig
 from jobqueue.domain.periodic import PeriodicJob, Schedule
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.config.settings import Settings
-from jobqueue.entrypoints.service import exit_codes
 from jobqueue.entrypoints.service.components import (
     Component,
     Loop,
     OnStop,
     StopPhase,
-    run_components,
-)
-from jobqueue.entrypoints.service.handler_modules import build_registry
-from jobqueue.entrypoints.service.heap import settle_after_start
-from jobqueue.entrypoints.service.provisioning import (
-    database,
-    migrate,
-    run_migrate,
-    warn_unless_statements_bounded,
 )
 from jobqueue.entrypoints.service.published_types import Published, TypeCatalogue, TypePublisher
-from jobqueue.entrypoints.service.runtime import Listeners, Signals, bind_listeners, installed
+from jobqueue.entrypoints.service.runtime import Listeners
 from jobqueue.entrypoints.service.wakeups import Announcing, Listening, announcer
 from jobqueue.entrypoints.worker.cancels import CancelRouter
 from jobqueue.entrypoints.worker.lease_recovery import LeaseRecovery
 from jobqueue.entrypoints.worker.pauses import QueuePauses
 from jobqueue.entrypoints.worker.periodic_scheduler import PeriodicScheduler
 from jobqueue.entrypoints.worker.pool import WorkerPool
+from jobqueue.entrypoints.worker.pool_config import pool_configs
 from jobqueue.entrypoints.worker.retention import RetentionLoop
 
 if TYPE_CHECKING:
@@ -84,10 +71,9 @@ if TYPE_CHECKING:
 
     from jobqueue.adapters.telemetry.job_spans import JobSpans
     from jobqueue.adapters.telemetry.metrics import Metrics
-    from jobqueue.adapters.telemetry.tracing import Tracing
     from jobqueue.entrypoints.http.app import HttpConfig
 
-__all__ = ["Roles", "build_components", "http_config", "run_migrate", "run_service"]
+__all__ = ["Roles", "build_components", "http_config"]
 
 _log = logging.getLogger("jobqueue")
 
@@ -102,100 +88,6 @@ class Roles:
         return {(True, True): "serve", (True, False): "api", (False, True): "worker"}[
             (self.http, self.workers)
         ]
-
-
-async def run_service(settings: Settings, roles: Roles) -> int:
-    """Run until a signal; return the exit code. Raises `StartupError`."""
-    async with installed(Signals()) as signals:
-        try:
-            return await _run_service(settings, roles, signals)
-        except asyncio.CancelledError:
-            if signals.forced:
-                return exit_codes.FORCED
-            raise
-
-
-async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> int:
-    registry = build_registry(settings)
-    listeners = bind_listeners(
-        settings.http_addr if roles.http else None,
-        settings.metrics_listener(serves_api=roles.http),
-    )
-    tracing = _start_tracing(settings.tracing)
-    tracer_provider = tracing.provider if tracing is not None else None
-    try:
-        async with database(settings) as url:
-            if settings.auto_migrate:
-                await migrate(url, unless_current=True)
-            elif not await is_current(url):
-                # Not refused: during a rolling deploy the new code may start first, and
-                # it works on the older schema, but its claims may lack their index.
-                _log.warning(
-                    "the database schema is not at this version's migrations; run "
-                    "`jobqueue migrate` (or set AUTO_MIGRATE=true): until then some "
-                    "statements may not find the indexes they were written for"
-                )
-            engine = create_engine(
-                url,
-                pool_size=min(max(10, sum(settings.concurrency().values())), 50),
-                limits=settings.database_limits(),
-                pooler=settings.database_pooler,
-            )
-            if not settings.database_pooler.keeps_sessions:
-                await warn_unless_statements_bounded(engine, settings)
-            if tracer_provider is not None:
-                from jobqueue.adapters.telemetry.tracing import trace_engine
-
-                trace_engine(engine, tracer_provider)
-            try:
-                components = build_components(
-                    settings, roles, registry, engine, listeners, tracer_provider
-                )
-                _log_running(settings, roles, registry)
-                settle_after_start()
-                await run_components(components, signals, drain_delay=settings.drain_delay)
-            finally:
-                await asyncio.shield(engine.dispose())
-    finally:
-        listeners.close()
-        if tracing is not None:
-            # Last, so the spans of the final attempts and requests are exported too.
-            await asyncio.shield(asyncio.to_thread(tracing.shutdown))
-    _log.info("stopped")
-    return exit_codes.OK
-
-
-def _start_tracing(config: TracingConfig) -> Tracing | None:
-    """The process's tracing, or None when it is off (the SDK is then not even imported).
-
-    Installed globally: handlers using the OpenTelemetry API themselves find this
-    provider, so their spans join the attempt's trace; jobqueue's own components are
-    handed it explicitly.
-    """
-    if not config.enabled:
-        return None
-    from jobqueue.adapters.telemetry.tracing import start_tracing
-
-    tracing = start_tracing(config)
-    tracing.make_global()
-    return tracing
-
-
-def _log_running(settings: Settings, roles: Roles, registry: Registry) -> None:
-    metrics_addr = settings.metrics_listener(serves_api=roles.http)
-    _log.info(
-        "jobqueue %s running",
-        roles.name,
-        extra={
-            "http_addr": str(settings.http_addr) if roles.http else None,
-            "metrics_addr": str(metrics_addr) if metrics_addr is not None else None,
-            "workers": settings.workers if roles.workers else 0,
-            "job_types": list(registry),
-        },
-    )
-
-
-# --- the components ----------------------------------------------------------------------
 
 
 def _schedules(registry: Registry) -> list[tuple[PeriodicJob, Schedule]]:
@@ -236,7 +128,7 @@ def build_components(
     pauses: QueuePauses | None = None
     if roles.workers:
         tracer = _job_spans(tracer_provider)
-        for config in settings.pool_configs():
+        for config in pool_configs(settings):
             pool = WorkerPool(store, registry, decoder, config, observer=metrics, tracer=tracer)
             components.append(Loop(f"worker pool ({config.queue})", StopPhase.SIGNAL, pool))
             pools.append(pool)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jobqueue.entrypoints.config.settings import HttpAddress
+    from jobqueue.entrypoints.config.variables import HttpAddress
 
 _log = logging.getLogger("jobqueue")
 

@@ -1,18 +1,19 @@
-"""What a worker pool is told: built from the settings in one place (`Settings.pool_config`)."""
+"""What a worker pool is told: built from the settings in one place (`pool_config`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.fields import DEFAULT_QUEUE, check_queue_name
 from jobqueue.domain.outcome import DEFAULT_MAX_SNOOZES
+from jobqueue.entrypoints.config.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
 class PoolConfig:
-    """What the pool is told. No defaults here: they are the settings' (`Settings.pool_config`
+    """What the pool is told. No defaults here: they are the settings' (`pool_config`
     builds this), so a default is declared once."""
 
     workers: int
@@ -37,3 +38,30 @@ class PoolConfig:
                 raise ValueError(f"{name} must be positive")
         if self.shutdown_timeout < timedelta(0):
             raise ValueError("shutdown_timeout cannot be negative")
+
+
+def concurrency(settings: Settings) -> dict[str, int]:
+    """Each queue the process consumes, and how many of its jobs run at once."""
+    return {name: settings.workers if count is None else count for name, count in settings.queues}
+
+
+def pool_configs(settings: Settings) -> list[PoolConfig]:
+    """One pool per queue consumed, in the order QUEUES lists them."""
+    return [
+        replace(pool_config(settings), queue=name, workers=count)
+        for name, count in concurrency(settings).items()
+    ]
+
+
+def pool_config(settings: Settings) -> PoolConfig:
+    """What every pool is told but its queue and its concurrency (`pool_configs`)."""
+    return PoolConfig(
+        workers=settings.workers,
+        job_timeout=settings.job_timeout,
+        lease_duration=settings.lease_duration,
+        poll_interval=settings.poll_interval,
+        shutdown_timeout=settings.shutdown_timeout,
+        outcome_timeout=settings.db_client_timeout,
+        backoff=Backoff(settings.backoff_base, settings.backoff_max),
+        max_snoozes=settings.max_snoozes,
+    )
