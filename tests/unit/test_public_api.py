@@ -1,4 +1,5 @@
-"""The public API: what `jobqueue` exports is importable, and the README uses only it."""
+"""The public API: what `jobqueue` exports is importable, and the README and the user guide
+use only it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ import jobqueue
 from jobqueue.adapters.telemetry import trace_context
 from jobqueue.entrypoints import producer
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+# What users copy code from: the README and the guide's pages (docs/), less the design
+# notes, which are for contributors and name internal modules by design.
+DESIGN = ROOT / "docs" / "design.md"
+USER_DOCUMENTS = [README, *sorted(set((ROOT / "docs").glob("*.md")) - {DESIGN})]
 
 
 @pytest.mark.parametrize("name", jobqueue.__all__)
@@ -30,10 +36,22 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         _ = jobqueue.enqueue_all  # type: ignore[attr-defined]
 
 
-def test_readme_code_imports_only_the_public_api() -> None:
+def python_blocks(document: Path) -> list[str]:
+    """The Python code blocks of a Markdown document, also those indented in a list."""
+    text = document.read_text(encoding="utf-8")
+    found = re.findall(r"^( *)```python\n(.*?)^\1```", text, flags=re.DOTALL | re.MULTILINE)
+    return [re.sub(rf"(?m)^{indent}", "", block) for indent, block in found]
+
+
+def test_the_readme_and_the_guide_show_python_code() -> None:
+    assert python_blocks(README), "the README shows no Python code"
+    assert len(USER_DOCUMENTS) > 1, "no page of the guide found in docs/"
+
+
+@pytest.mark.parametrize("document", USER_DOCUMENTS, ids=lambda path: path.name)
+def test_documented_code_imports_only_the_public_api(document: Path) -> None:
     # Internal modules may change between releases; what users copy must not reach them.
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
-    assert blocks, "the README shows no Python code"
+    blocks = python_blocks(document)
     internal = [
         line.strip()
         for block in blocks

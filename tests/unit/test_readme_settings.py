@@ -1,5 +1,6 @@
-"""The README's configuration tables say what the code reads, in its order, with its
-defaults: the settings table (`SETTINGS`) and the tracing one (`TRACING_ENVIRONMENT`)."""
+"""The documents' configuration tables say what the code reads, in its order, with its
+defaults: the README's settings table (`SETTINGS`), which the guide's configuration page
+includes as it is, and the guide's tracing table (`TRACING_ENVIRONMENT`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from jobqueue.adapters.telemetry import tracing_config
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.entrypoints.config.settings import SETTINGS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+# The guide's pages (mkdocs.yml): the configuration page includes the README's settings
+# table between these markers (pymdownx.snippets); the tracing table lives on its page.
+CONFIGURATION_PAGE = ROOT / "docs" / "configuration.md"
+OBSERVABILITY_PAGE = ROOT / "docs" / "observability.md"
+SETTINGS_START = "<!-- --8<-- [start:settings] -->"
+SETTINGS_END = "<!-- --8<-- [end:settings] -->"
 _VARIABLE = re.compile(r"`([A-Z][A-Z0-9_]*)`")
 _CELL_SEPARATOR = re.compile(r"(?<!\\)\|")
 
@@ -65,10 +73,19 @@ def test_the_configuration_table_lists_the_settings_in_order_with_their_defaults
     assert documented == [(row.env, row.shown) for row in SETTINGS]
 
 
-def test_the_tracing_table_lists_the_tracing_variables_in_order_with_their_defaults(
-    readme: str,
-) -> None:
-    documented = variables_table(section(readme, "### Tracing"))
+def test_the_configuration_page_shows_the_readme_table_of_the_settings(readme: str) -> None:
+    # The page includes what stands between the markers: that must be the whole table.
+    assert f'--8<-- "{README.name}:settings"' in CONFIGURATION_PAGE.read_text(encoding="utf-8")
+    included = readme.split(SETTINGS_START, 1)[1].split(SETTINGS_END, 1)[0]
+    table = "\n".join(line for line in included.splitlines() if line.strip())
+
+    assert variables_table(table) == [(row.env, row.shown) for row in SETTINGS]
+    assert included in section(readme, "## Configuration")
+
+
+def test_the_tracing_table_lists_the_tracing_variables_in_order_with_their_defaults() -> None:
+    page = OBSERVABILITY_PAGE.read_text(encoding="utf-8")
+    documented = variables_table(section(page, "## Tracing"))
 
     assert documented == [(name, default) for name, default, _ in TRACING_ENVIRONMENT]
 
