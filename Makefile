@@ -15,7 +15,7 @@ $(UV):
 	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
 $(VENV)/.installed: $(UV) uv.lock pyproject.toml
-	$(UV) sync --frozen
+	$(UV) sync --frozen --all-extras
 	touch $@
 
 install: $(VENV)/.installed

@@ -28,6 +28,7 @@ from jobqueue.client import (
     job_request,
 )
 from jobqueue.client import calls as calls_module
+from jobqueue.wire.requests import BatchJob, SubmitOptions, UniqueRequest
 
 NOW = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
 RECORD: dict[str, Any] = {
@@ -271,3 +272,23 @@ def test_retry_after_is_a_floor_of_the_wait_in_seconds_or_as_a_date() -> None:
         delay = calls_module.judged(calls_module.health(), response, 0, retries)
         assert isinstance(delay, float)
         assert at_least <= delay <= at_most, header
+
+
+def test_the_client_s_keywords_are_the_request_s_options() -> None:
+    # A field added to the request is a keyword of `submit` too (or this fails).
+    fields = set(BatchJob.__struct_fields__) - {"type", "payload"}
+    assert set(SubmitOptions.__annotations__) == fields
+
+
+def test_a_job_request_sends_durations_as_text_and_uniqueness_as_its_request() -> None:
+    job = job_request(
+        "report",
+        {"n": 1},
+        delay=timedelta(minutes=1, seconds=30),
+        timeout="45s",
+        unique=Unique(by=("n",), period=timedelta(hours=1)),
+        priority=2,
+    )
+    assert (job.delay, job.timeout, job.priority) == ("1m30s", "45s", 2)
+    assert job.unique == UniqueRequest(by=["n"], states=["pending", "processing"], period="1h")
+    assert job.options()["unique"] == Unique(by=("n",), period=timedelta(hours=1))

