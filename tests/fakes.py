@@ -40,10 +40,9 @@ from jobqueue.domain.errors import (
     UniqueKeyHeld,
 )
 from jobqueue.domain.fields import DEFAULT_QUEUE, MAX_ATTEMPTS, MIN_ATTEMPTS, JsonValue
-from jobqueue.domain.job import Job, Lease
+from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of
-from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary

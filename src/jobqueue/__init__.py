@@ -30,8 +30,7 @@ from jobqueue.domain.errors import (
     UnknownJobType,
 )
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.outcome import Snooze
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import JobContext, Registry, StopReason

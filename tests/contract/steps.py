@@ -14,8 +14,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from jobqueue.domain.fields import JsonValue
-from jobqueue.domain.job import Job, Lease
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status

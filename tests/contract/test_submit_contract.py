@@ -8,7 +8,7 @@ import pytest
 
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, JobNotFound
 from jobqueue.domain.fields import JsonValue
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
 from tests.contract.steps import LEASE, TRACEPARENT, claim_only, new_job

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jobqueue.domain.errors import IdempotencyConflict
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.listing import JobQuery
-from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
 from jobqueue.domain.unique import Unique

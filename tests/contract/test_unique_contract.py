@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobqueue.domain.errors import InvalidJob, UniqueKeyHeld
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status

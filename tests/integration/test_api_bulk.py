@@ -11,7 +11,7 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from tests.fakes import TEST_TYPES

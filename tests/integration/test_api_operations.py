@@ -13,7 +13,7 @@ from openapi_spec_validator import validate
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.http.openapi import ASSETS_PATH, documented_assets
 from jobqueue.wire.requests import BulkRequest, CreateJobRequest

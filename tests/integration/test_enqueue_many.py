@@ -20,7 +20,7 @@ from jobqueue.adapters.postgres import enqueue as enqueue_module
 from jobqueue.adapters.postgres.notify import CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.status import Status
 from tests.support.job_rows import count_jobs
 from tests.support.postgres import dsn
@@ -60,6 +60,31 @@ async def test_copied_jobs_are_stored_as_a_single_enqueue_stores_them(
     assert replace(copied.job, id=single.job.id) == single.job
     assert copied.job.run_at == copied.job.created_at == copied.job.updated_at
     assert await PostgresJobStore(engine).get(copied.job.id) == copied.job
+
+
+async def test_every_field_a_submission_sets_is_copied_as_a_single_insert_stores_it(
+    engine: AsyncEngine,
+) -> None:
+    # Each option given (none at its default): the COPY must send every one of them.
+    full = NewJob.build(
+        type="report",
+        payload={"n": 1},
+        max_attempts=7,
+        queue="reports",
+        priority=4,
+        timeout=timedelta(seconds=45),
+        delay=timedelta(minutes=5),
+        traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01",
+    )
+    async with engine.begin() as connection:
+        single = await enqueue(connection, full)
+        copied, plain = await enqueue_many(connection, [full, job(2)])
+    store = PostgresJobStore(engine)
+    stored = await store.get(copied.job.id)
+    assert stored == copied.job
+    assert replace(stored, id=single.job.id) == await store.get(single.job.id)
+    assert (stored.queue, stored.priority, stored.timeout) == ("reports", 4, timedelta(seconds=45))
+    assert await store.get(plain.job.id) == plain.job
 
 
 @pytest.mark.parametrize("payload", [{}, {"n": 1}, [], 0], ids=["empty", "object", "list", "zero"])

@@ -13,8 +13,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.job_types import PostgresJobTypes
+from jobqueue.domain.job import TypeOptions
 from jobqueue.domain.job_types import JobType
-from jobqueue.domain.new_job import TypeOptions
 from jobqueue.domain.status import Status
 from jobqueue.domain.unique import Unique
 

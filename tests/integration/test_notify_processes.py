@@ -15,7 +15,7 @@ import pytest
 
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from tests.support.processes import Service, free_port, start
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.cron import schedules
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.entrypoints.worker.periodic_scheduler import PeriodicScheduler
 

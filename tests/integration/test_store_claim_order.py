@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue import enqueue_many
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
 from tests.fakes import TEST_TYPES
 

@@ -20,8 +20,7 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import IdempotencyConflict
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.status import Status
 from tests.fakes import TEST_TYPES

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from jobqueue.adapters.postgres.driver import driver_of, fetch_pooled
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
 from tests.fakes import TEST_TYPES
 

@@ -20,8 +20,7 @@ from jobqueue.adapters.postgres.database import create_engine, normalize_url
 from jobqueue.adapters.postgres.failures import is_transient, store_failures
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import StoreError, StoreUnavailable
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, NewJob
 from tests.fakes import TEST_TYPES
 from tests.support.api import build_api
 from tests.support.logs import captured_json_log

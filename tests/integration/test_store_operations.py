@@ -23,8 +23,7 @@ from jobqueue.domain.errors import (
     StoreUnavailable,
 )
 from jobqueue.domain.fields import JsonValue
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status

@@ -18,8 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.errors import JobNotFound
-from jobqueue.domain.job import Lease
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Lease, NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import Operation

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.tracing import trace_engine
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from tests.fakes import TEST_TYPES
 
 

@@ -22,8 +22,7 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import Permanent
-from jobqueue.domain.job import Job, Lease
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status

@@ -10,7 +10,7 @@ from litestar.testing import AsyncTestClient
 
 from jobqueue.adapters.telemetry.metrics import Metrics
 from jobqueue.domain.errors import StoreError, StoreUnavailable
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.entrypoints.http.health import Readiness
 from jobqueue.entrypoints.http.ops import create_ops_app

@@ -12,8 +12,7 @@ from typing import Any
 
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.fields import JsonValue
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.registry import Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.observer import PoolObserver

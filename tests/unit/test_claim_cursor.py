@@ -13,8 +13,7 @@ import pytest
 from jobqueue.adapters.postgres.claim_cursor import START, ClaimCursor
 from jobqueue.domain.claims import claim_ranges
 from jobqueue.domain.fields import PRIORITIES
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, NewJob
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 TYPES = ("a", "b")

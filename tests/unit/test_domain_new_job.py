@@ -16,8 +16,7 @@ from jobqueue.domain.fields import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TYPE_LENGTH,
 )
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.registry import Registry
 from jobqueue.domain.status import Status
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from jobqueue.domain.errors import UnknownJobType
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.registry import JobContext, Registry
 
 

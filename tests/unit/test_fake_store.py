@@ -15,8 +15,7 @@ from jobqueue.domain.errors import (
     StoreUnavailable,
 )
 from jobqueue.domain.fields import JsonValue
-from jobqueue.domain.job import Job, Lease
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import TRANSITIONS, Operation

@@ -14,7 +14,7 @@ import pytest
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.domain.unique import Unique

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobqueue.adapters.cron import CronSchedule, schedules
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.periodic import GRACE, PeriodicJob, slot_to_insert
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status

@@ -15,8 +15,8 @@ import pytest
 from jobqueue.adapters.payload_schemas import JsonSchemaCompiler
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.domain.errors import InvalidPayload, StoreError, StoreUnavailable, UnknownJobType
+from jobqueue.domain.job import NewJob, TypeOptions
 from jobqueue.domain.job_types import JobType, KnownTypes, PublishedType
-from jobqueue.domain.new_job import NewJob, TypeOptions
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.unique import Unique
 from jobqueue.entrypoints.service.published_types import (

@@ -9,8 +9,7 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.domain.errors import StoreUnavailable
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.retention import RetentionPolicy
 from jobqueue.domain.status import Status

@@ -19,8 +19,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from jobqueue.adapters.telemetry.job_spans import JobSpans
 from jobqueue.adapters.telemetry.logging import TraceContextFilter
 from jobqueue.domain.errors import Permanent
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.pool import WorkerPool

@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from jobqueue.bench.worker_handlers import NOOP_TYPE
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.registry import JobContext, Registry
 
 

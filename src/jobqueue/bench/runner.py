@@ -59,7 +59,7 @@ from jobqueue.bench.worker_processes import (
     worker_settings,
 )
 from jobqueue.domain.fields import JsonValue
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 
 
 @dataclass(slots=True)

@@ -14,10 +14,9 @@ from uuid import UUID
 
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.fields import DEFAULT_QUEUE, JsonValue
-from jobqueue.domain.job import Job, Lease
+from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, JsonSchema, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery
-from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status

@@ -15,8 +15,8 @@ from uuid import UUID
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue
+from jobqueue.domain.job import NO_OPTIONS, TypeOptions
 from jobqueue.domain.job_types import JobType
-from jobqueue.domain.new_job import NO_OPTIONS, TypeOptions
 from jobqueue.domain.periodic import PeriodicJob
 from jobqueue.domain.unique import Unique
 

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from jobqueue.adapters.postgres import enqueue as inserting
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.config.rules import ConfigError, check

@@ -21,12 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from jobqueue.adapters.postgres.driver import driver_of
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
 from jobqueue.adapters.postgres.ids import time_ordered_ids
-from jobqueue.adapters.postgres.queries.inserts import CLOCK, CLOCK_ANNOUNCED
+from jobqueue.adapters.postgres.queries.inserts import CLOCK, CLOCK_ANNOUNCED, SUBMITTED
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.errors import InvalidJob
-from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.fields import JsonValue
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.status import Status
 
@@ -102,30 +101,33 @@ async def _stored_meanwhile(
     return submitted
 
 
+# The submission's fields a COPY in a transaction sends only when some job of the call
+# does not leave them at their default (`NewJob`'s, which is the column's server default):
+# every stored field but those always sent, those computed (`run_at` from `run_at` and
+# `delay`), and the payload (a dict, compared apart). A keyless call has no unique key.
+_ALWAYS = ("type", "max_attempts")
+_COMPUTED = ("run_at", "delay", "unique_key", "unique_states", "unique_period")
+_DEFAULTED = tuple(name for name in SUBMITTED if name not in (*_ALWAYS, *_COMPUTED, "payload"))
+_DEFAULTS = tuple(NewJob.__dataclass_fields__[name].default for name in _DEFAULTED)
+_defaulted = attrgetter(*_DEFAULTED)
+
+
 def _submitted_records(
     ids: Sequence[UUID], news: Sequence[NewJob], now: datetime
 ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
-    # Built column by column, then zipped into rows. The keyless path: `idempotency_key`
-    # is always its default (NULL) here.
-    columns: dict[str, Sequence[Any]] = {
-        "id": ids,
-        "type": [new.type for new in news],
-        "max_attempts": [new.max_attempts for new in news],
-    }
+    # Built column by column, then zipped into rows.
+    columns: dict[str, Sequence[Any]] = {"id": ids}
+    columns |= {name: [getattr(new, name) for new in news] for name in _ALWAYS}
     if any(type(new.payload) is not dict or new.payload for new in news):
         columns["payload"] = [json_text(new.payload) for new in news]
-    if any(new.traceparent is not None for new in news):
-        columns["traceparent"] = [new.traceparent for new in news]
-    # One pass for the three rarely set columns, each sent only when some job sets it.
-    placed = {(new.run_at is not None or bool(new.delay), new.queue, new.priority) for new in news}
-    if any(scheduled for scheduled, _, _ in placed):
+    if any(new.run_at is not None or new.delay for new in news):
         columns["run_at"] = [new.due_at(now) for new in news]
-    if any(queue != DEFAULT_QUEUE for _, queue, _ in placed):
-        columns["queue"] = [new.queue for new in news]
-    if any(priority != DEFAULT_PRIORITY for _, _, priority in placed):
-        columns["priority"] = [new.priority for new in news]
-    if any(new.timeout is not None for new in news):
-        columns["timeout"] = [new.timeout for new in news]
+    # One pass over the jobs for all the rarely set fields: most calls leave them all at
+    # their defaults, and then the set holds one tuple.
+    seen = {_defaulted(new) for new in news}
+    for index, name in enumerate(_DEFAULTED):
+        if any(values[index] != _DEFAULTS[index] for values in seen):
+            columns[name] = [getattr(new, name) for new in news]
     return tuple(columns), list(zip(*columns.values(), strict=True))
 
 

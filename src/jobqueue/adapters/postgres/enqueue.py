@@ -45,8 +45,7 @@ from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NO_OPTIONS, NewJob, resolve
+from jobqueue.domain.job import NO_OPTIONS, Job, NewJob, resolve
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import Registry
 

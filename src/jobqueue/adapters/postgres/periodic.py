@@ -16,8 +16,7 @@ from jobqueue.adapters.postgres.queries.periodic import (
     INSERT_SLOT_JOB,
     LAST_SLOTS,
 )
-from jobqueue.domain.job import Job
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import Job, NewJob
 
 
 class PostgresPeriodicSlots:

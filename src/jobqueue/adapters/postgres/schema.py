@@ -6,6 +6,10 @@ Alembic's hand-written revisions create these; a test proves they agree.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import fields
+from datetime import datetime, timedelta
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from sqlalchemy import (
     ARRAY,
@@ -34,6 +38,7 @@ from jobqueue.domain.fields import (
     MIN_ATTEMPTS,
     MIN_PRIORITY,
 )
+from jobqueue.domain.job import Job
 from jobqueue.domain.status import TRAITS, Status
 
 metadata = MetaData(
@@ -58,39 +63,59 @@ def _indexed_in(index: str) -> str:
     return _quoted(status for status in Status if TRAITS[status].index == index)
 
 
+# How a `Job` field is stored when its type says it all; a field that may be None is a
+# nullable column.
+_STORED_AS: dict[object, Any] = {
+    str: Text,
+    Status: Text,
+    int: Integer,
+    datetime: DateTime(timezone=True),
+    timedelta: Interval,
+}
+# What a field's type does not say: the key, wider or narrower types, JSON, the defaults a
+# new row gets from the server (what `NewJob.stored` gives the job returned).
+_NOW = text("now()")
+_COLUMNS: dict[str, dict[str, Any]] = {
+    "id": {"type_": UUID(as_uuid=True), "primary_key": True},
+    "payload": {"type_": JSONB, "server_default": text("'{}'::jsonb"), "nullable": False},
+    "status": {"server_default": text(f"'{Status.PENDING}'")},
+    "attempts": {"server_default": text("0")},
+    "run_at": {"server_default": _NOW},
+    "lease_token": {"type_": BigInteger, "server_default": text("0")},
+    "created_at": {"server_default": _NOW},
+    "updated_at": {"server_default": _NOW},
+    "queue": {"server_default": text(f"'{DEFAULT_QUEUE}'")},
+    "priority": {"type_": SmallInteger, "server_default": text(str(DEFAULT_PRIORITY))},
+    # An empty log is NULL: the common job never outlives an attempt.
+    "attempt_log": {"type_": JSONB, "nullable": True},
+    "snoozes": {"server_default": text("0")},
+    "unique_states": {"type_": ARRAY(Text)},
+}
+_COLUMNS["id"]["server_default"] = text("gen_random_uuid()")
+
+
+def _job_columns() -> list[Column[Any]]:
+    """A column of `jobs` per field of `Job`, in its order: what each holds is said on the
+    field (`domain/job.py`), how it is stored here (`_STORED_AS`, `_COLUMNS`)."""
+    hints = get_type_hints(Job)
+    columns = []
+    for each in fields(Job):
+        hint = hints[each.name]
+        stored = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)
+        optional = type(None) in stored
+        extra = dict(_COLUMNS.get(each.name, {}))
+        kind = extra.pop("type_", None)
+        if kind is None:
+            (plain,) = [part for part in stored if part is not type(None)]
+            kind = _STORED_AS[plain]
+        columns.append(Column(each.name, kind, nullable=extra.pop("nullable", optional), **extra))
+    return columns
+
+
 jobs = Table(
     "jobs",
     metadata,
-    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
-    Column("type", Text, nullable=False),
-    Column("payload", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
-    Column("status", Text, nullable=False, server_default=text("'pending'")),
-    Column("attempts", Integer, nullable=False, server_default=text("0")),
-    Column("max_attempts", Integer, nullable=False),
-    Column("run_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("locked_until", DateTime(timezone=True), nullable=True),
-    Column("lease_token", BigInteger, nullable=False, server_default=text("0")),
-    Column("last_error", Text, nullable=True),
-    Column("idempotency_key", Text, nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("traceparent", Text, nullable=True),
-    Column("queue", Text, nullable=False, server_default=text(f"'{DEFAULT_QUEUE}'")),
-    Column("priority", SmallInteger, nullable=False, server_default=text(str(DEFAULT_PRIORITY))),
-    # The latest attempt's claim: when, and by which process.
-    Column("started_at", DateTime(timezone=True), nullable=True),
-    Column("worker", Text, nullable=True),
-    # The endings of the earlier attempts (`domain/attempts.py`): a JSON array, NULL for
-    # the common job, which never outlives an attempt.
-    Column("attempt_log", JSONB, nullable=True),
-    # How often a handler said "not yet" (`Snooze`) since the job last counted an attempt
-    # or an operator retried it: bounded, so that a job cannot snooze forever.
-    Column("snoozes", Integer, nullable=False, server_default=text("0")),
-    # A unique job's key (`domain/unique.py`), and the statuses in which it counts.
-    Column("unique_key", Text, nullable=True),
-    Column("unique_states", ARRAY(Text), nullable=True),
-    # How long one attempt may run (the submission's or its type's); NULL: JOB_TIMEOUT.
-    Column("timeout", Interval, nullable=True),
+    *_job_columns(),
     CheckConstraint(f"status IN ({_STATUSES})", name="status"),
     # The domain's range, so that no row holds a priority no claim reads. Queue names are
     # checked where jobs are made, not here: a regular-expression CHECK cost a fifth of a

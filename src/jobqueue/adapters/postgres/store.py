@@ -38,9 +38,8 @@ from jobqueue.domain.errors import (
     UniqueKeyHeld,
 )
 from jobqueue.domain.fields import DEFAULT_QUEUE
-from jobqueue.domain.job import Job, Lease
+from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery, position_of
-from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary

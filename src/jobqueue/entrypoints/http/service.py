@@ -12,10 +12,9 @@ import msgspec
 from jobqueue.adapters.telemetry.trace_context import annotate_current_span, current_traceparent
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.errors import InvalidJob
-from jobqueue.domain.job import Job
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.job_types import KnownTypes
 from jobqueue.domain.listing import JobPage, JobQuery
-from jobqueue.domain.new_job import NewJob
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.wire.requests import BatchJob, CreateJobRequest

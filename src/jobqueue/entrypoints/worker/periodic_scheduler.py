@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
-from jobqueue.domain.new_job import NO_OPTIONS, NewJob, resolve
+from jobqueue.domain.job import NO_OPTIONS, NewJob, resolve
 from jobqueue.domain.periodic import (
     GRACE,
     LEAD,

@@ -24,7 +24,7 @@ from jobqueue.adapters.postgres.notify import CHANNEL
 from jobqueue.adapters.postgres.queries.sql import quoted
 from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.adapters.postgres.statement import Statement
-from jobqueue.domain.new_job import NewJob
+from jobqueue.domain.job import NewJob
 
 _DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
 
