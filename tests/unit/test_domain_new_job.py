@@ -8,6 +8,8 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.fields import (
@@ -16,7 +18,7 @@ from jobqueue.domain.fields import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TYPE_LENGTH,
 )
-from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.job import NO_OPTIONS, Job, NewJob, resolve
 from jobqueue.domain.registry import Registry
 from jobqueue.domain.status import Status
 
@@ -291,3 +293,31 @@ def test_schedule_values_of_the_wrong_type_are_refused(
 ) -> None:
     with pytest.raises(InvalidJob, match=message):
         build(**{field: value})
+
+
+@given(
+    max_attempts=st.none() | st.integers(1, 100),
+    queue=st.none() | st.sampled_from(["default", "reports"]),
+    priority=st.none() | st.integers(0, 9),
+    timeout=st.none() | st.sampled_from([timedelta(seconds=1), timedelta(minutes=5)]),
+    budget=st.integers(1, 100),
+)
+def test_building_with_a_default_budget_is_resolving_with_no_options(
+    max_attempts: int | None,
+    queue: str | None,
+    priority: int | None,
+    timeout: timedelta | None,
+    budget: int,
+) -> None:
+    # `build` resolves at once, without the type's options, by a shortcut of its own: it
+    # must give what the one rule gives.
+    options: dict[str, Any] = {
+        "max_attempts": max_attempts,
+        "queue": queue,
+        "priority": priority,
+        "timeout": timeout,
+    }
+    at_once = NewJob.build(type="email", **options, default_max_attempts=budget)
+    later = resolve(NewJob.build(type="email", **options), NO_OPTIONS, budget)
+    assert at_once == later
+    assert at_once.left_out == frozenset()
