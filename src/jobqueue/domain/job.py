@@ -219,7 +219,6 @@ class NewJob:
         check_json("payload", body)
         options = NO_OPTIONS if registered is None else options_of(registered, type)
         resolved_now = registered is not None or default_max_attempts is not None
-        left_out = _left_out(max_attempts, queue, priority, timeout, unique)
         if resolved_now and options is NO_OPTIONS:
             # What `resolve` with no options gives, made at once (one construction for a
             # bulk enqueue's thousand jobs, not two): the defaults, and the budget.
@@ -229,6 +228,8 @@ class NewJob:
                     check_max_attempts(default_max_attempts)
                     max_attempts = default_max_attempts
             left_out = _NOTHING_LEFT
+        else:
+            left_out = _left_out(max_attempts, queue, priority, timeout, unique)
         # By position, in the fields' order: keywords cost a third of the construction.
         new = cls(
             type,
