@@ -91,3 +91,13 @@ def test_the_check_sees_imports_hidden_in_functions_and_relative_ones() -> None:
     )
     found = _imports(source, "jobqueue.entrypoints.http")
     assert {"jobqueue.entrypoints.http.app", "jobqueue.entrypoints.worker.pool"} <= found
+
+
+def test_no_two_classes_share_a_name() -> None:
+    # One name, one thing: a reader who meets a name knows which it is.
+    seen: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                seen.setdefault(node.name, []).append(_module(path))
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}

@@ -46,7 +46,7 @@ class JobSpans:
     def __init__(self, provider: trace.TracerProvider) -> None:
         self._tracer = provider.get_tracer("jobqueue.worker", package_version())
 
-    def start(self, job: Job, claim_started_ns: int, claim_ended_ns: int) -> AttemptSpan:
+    def start(self, job: Job, claim_started_ns: int, claim_ended_ns: int) -> OtelAttemptSpan:
         """The span of the attempt about to run `job` (as claimed), begun when its claim
         began, with the claim as its first child: a slow claim shows in the job's trace,
         though the statement ran before anyone knew which job it would return."""
@@ -70,10 +70,10 @@ class JobSpans:
                 start_time=claim_started_ns,
             )
             claim.end(end_time=claim_ended_ns)
-        return AttemptSpan(span)
+        return OtelAttemptSpan(span)
 
 
-class AttemptSpan:
+class OtelAttemptSpan:
     """One attempt's span, as the pool drives it: current while the handler runs, ended
     once the outcome is recorded (so the outcome write is inside it)."""
 

@@ -14,8 +14,13 @@ from collections.abc import Callable, Sequence
 
 from jobqueue.adapters.telemetry.logging import configure_logging
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
-from jobqueue.entrypoints.cli.operate import COMMANDS as OPERATOR_COMMANDS
-from jobqueue.entrypoints.cli.operate import DEFAULT_URL, TOKEN_VARIABLE, URL_VARIABLE, add_commands
+from jobqueue.entrypoints.cli.operate import (
+    DEFAULT_URL,
+    OPERATOR_COMMANDS,
+    TOKEN_VARIABLE,
+    URL_VARIABLE,
+    add_commands,
+)
 from jobqueue.entrypoints.cli.operate import run as run_operator
 from jobqueue.entrypoints.config.rules import ConfigError
 from jobqueue.entrypoints.config.settings import SETTINGS, TRACING_COMMANDS, Settings

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 DEFAULT_URL = "http://127.0.0.1:8080"
 URL_VARIABLE = "JOBQUEUE_URL"
 TOKEN_VARIABLE = "JOBQUEUE_TOKEN"
-COMMANDS = ("jobs", "queues", "types")
+OPERATOR_COMMANDS = ("jobs", "queues", "types")
 # How much of an error a table cell shows; `show` and --json give it whole.
 _ERROR_WIDTH = 60
 
