@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -134,6 +135,10 @@ async def test_get_periodic_lists_each_periodic_job_with_its_next_slot(
     async with AsyncTestClient(app=build_api(database_url, handlers=registry).app) as client:
         listed = (await client.get("/periodic")).json()
         paths = (await client.get("/schema/openapi.json")).json()["paths"]
+        # Once a slot's job is in, the listing says which slot.
+        slot = datetime(2026, 12, 4, 12, 0, 5, tzinfo=UTC)
+        await PostgresJobStore(engine).insert_slot("tick", slot, NewJob.build(type="tick"))
+        after = (await client.get("/periodic")).json()["periodic"][0]
 
     (tick,) = listed["periodic"]
     assert (tick["name"], tick["type"], tick["cron"], tick["timezone"]) == (
@@ -143,4 +148,6 @@ async def test_get_periodic_lists_each_periodic_job_with_its_next_slot(
         "UTC",
     )
     assert tick["next_run_at"].endswith("Z") or tick["next_run_at"].endswith("+00:00")
+    assert tick["last_slot_at"] is None
+    assert after["last_slot_at"] == "2026-12-04T12:00:05Z"
     assert "/periodic" in paths

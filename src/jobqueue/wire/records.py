@@ -177,9 +177,10 @@ class PeriodicView(msgspec.Struct, frozen=True):
     # The next slot from now, in the schedule's time zone: its job is due then.
     next_run_at: datetime
     catch_up: bool
-    # The last slot whose job was inserted (each slot runs at most once); null before the
-    # first.
-    last_run_at: datetime | None = None
+    # The latest slot whose job was inserted: it is inserted ahead of its slot, so this
+    # can be `next_run_at` itself, its job pending until then. Each slot runs at most
+    # once, ever; null before the first.
+    last_slot_at: datetime | None = None
 
 
 class PeriodicList(msgspec.Struct, frozen=True):
