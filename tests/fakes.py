@@ -48,7 +48,7 @@ from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
 from jobqueue.domain.status import COUNTED, ListOrder, Status
-from jobqueue.domain.transitions import Operation, sources, targets
+from jobqueue.domain.transitions import DELETABLE, DELETE, Operation, sources, targets
 
 Clock = Callable[[], datetime]
 
@@ -319,6 +319,25 @@ class InMemoryJobStore:
         if running:
             self.cancels_announced.append(job.id)
         return cancelled
+
+    async def reschedule(
+        self, job_id: UUID, *, run_at: datetime | None = None, delay: timedelta = timedelta(0)
+    ) -> Job:
+        await self._enter()
+        job = self._existing(job_id)
+        if job.status not in sources(Operation.RESCHEDULE):
+            raise InvalidTransition(job_id, Operation.RESCHEDULE, job.status)
+        now = self.clock()
+        due = now + delay if run_at is None else run_at
+        return self._move(job, Operation.RESCHEDULE, Status.PENDING, now, run_at=due)
+
+    async def delete(self, job_id: UUID) -> Job:
+        await self._enter()
+        job = self._existing(job_id)
+        if job.status not in DELETABLE:
+            raise InvalidTransition(job_id, DELETE, job.status)
+        del self._jobs[job_id]
+        return _detached(job)
 
     async def cancel_many(self, selection: Selection) -> int:
         await self._enter()

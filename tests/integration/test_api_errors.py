@@ -204,7 +204,8 @@ async def test_an_unknown_route_is_a_json_404(client: AsyncTestClient[Any]) -> N
 @pytest.mark.parametrize(
     ("method", "path"),
     [
-        ("DELETE", "/jobs/" + "0b6c3a51-8f0e-4d5e-9a4e-1f2d3c4b5a69"),
+        ("DELETE", "/jobs"),
+        ("PUT", "/jobs/" + "0b6c3a51-8f0e-4d5e-9a4e-1f2d3c4b5a69"),
         ("PUT", "/jobs"),
         ("POST", "/healthz"),
     ],

@@ -85,6 +85,8 @@ async def _apply(
                 outcomes[job_id] = await store.retry(job_id)
             elif operation is Operation.CANCEL:
                 outcomes[job_id] = await store.cancel(job_id)
+            elif operation is Operation.RESCHEDULE:
+                outcomes[job_id] = await store.reschedule(job_id, delay=timedelta(minutes=5))
             else:
                 outcomes[job_id] = await LEASED[operation](store, Lease(job_id, SEEDED_TOKEN))
         except JobQueueError as error:
@@ -95,7 +97,7 @@ async def _apply(
 def _is_expected_refusal(operation: Operation, source: Status, outcome: object) -> bool:
     if operation in (Operation.CLAIM, Operation.RECOVER):
         return outcome is None
-    if operation in (Operation.RETRY, Operation.CANCEL):
+    if operation in (Operation.RETRY, Operation.CANCEL, Operation.RESCHEDULE):
         return isinstance(outcome, InvalidTransition) and outcome.status == source
     return isinstance(outcome, LeaseLost)
 

@@ -30,6 +30,7 @@ EXPECTED: dict[tuple[Operation, Status], frozenset[Status]] = {
     (Operation.SNOOZE, Status.PROCESSING): frozenset({Status.PENDING}),
     (Operation.CANCEL, Status.PENDING): frozenset({Status.CANCELLED}),
     (Operation.CANCEL, Status.PROCESSING): frozenset({Status.CANCELLED}),
+    (Operation.RESCHEDULE, Status.PENDING): frozenset({Status.PENDING}),
 }
 
 ALL_PAIRS = list(itertools.product(Operation, Status))
@@ -61,6 +62,7 @@ def test_status_and_operation_values_are_the_stored_strings() -> None:
         "retry",
         "snooze",
         "cancel",
+        "reschedule",
     }
 
 

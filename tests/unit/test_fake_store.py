@@ -293,6 +293,8 @@ async def _attempt(
             await store.retry(job.id)
         case Operation.CANCEL:
             await store.cancel(job.id)
+        case Operation.RESCHEDULE:
+            await store.reschedule(job.id, delay=timedelta(minutes=5))
         case Operation.RECOVER:
             clock.advance(LEASE * 2)
             if not await store.recover_expired(1):

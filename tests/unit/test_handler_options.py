@@ -116,6 +116,26 @@ async def test_a_handler_s_timeout_bounds_its_attempts_instead_of_job_timeout() 
     assert started < deadlines[0] <= datetime.now(UTC) + timedelta(milliseconds=30)
 
 
+async def test_a_submission_s_timeout_bounds_its_attempts_instead_of_the_handler_s() -> None:
+    store = InMemoryJobStore(wall_clock)
+    registry = Registry()
+
+    @registry.handler("patient", timeout=timedelta(hours=1))
+    async def patient(ctx: JobContext, payload: Any) -> None:
+        await asyncio.Event().wait()
+
+    new = NewJob.build(
+        type="patient", registered=registry, max_attempts=1, timeout=timedelta(milliseconds=30)
+    )
+    job = (await store.submit(new)).job
+    pool = make_pool(store, registry, config(job_timeout=timedelta(hours=1)))
+    async with running(pool):
+        done = await settled(store, job)
+
+    assert done.status is Status.DEAD_LETTER
+    assert done.last_error == "attempt timed out after 0.03s"
+
+
 async def test_a_handler_s_backoff_spaces_its_retries_instead_of_the_service_s() -> None:
     store = InMemoryJobStore(wall_clock)
     registry = Registry()

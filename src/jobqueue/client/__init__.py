@@ -17,6 +17,7 @@ call that is safe to repeat.
 
 from __future__ import annotations
 
+from jobqueue.client.async_sessions import AsyncClient
 from jobqueue.client.calls import Retries
 from jobqueue.client.errors import (
     ApiError,
@@ -33,7 +34,7 @@ from jobqueue.client.errors import (
     Unavailable,
     UnexpectedAnswer,
 )
-from jobqueue.client.sessions import AsyncClient, Client
+from jobqueue.client.sessions import Client
 from jobqueue.wire.records import (
     AttemptView,
     BatchItem,

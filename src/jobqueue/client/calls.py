@@ -22,6 +22,7 @@ import msgspec
 from msgspec.structs import replace
 
 from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable, UnexpectedAnswer
+from jobqueue.domain.durations import format_duration
 from jobqueue.domain.status import Status
 from jobqueue.wire.records import (
     BatchResult,
@@ -39,7 +40,7 @@ from jobqueue.wire.records import (
     Retried,
     SubmittedRecord,
 )
-from jobqueue.wire.requests import BatchJob
+from jobqueue.wire.requests import BatchJob, RescheduleRequest
 
 T = TypeVar("T")
 
@@ -187,6 +188,30 @@ def retry(job_id: UUID | str) -> Call[JobRecord]:
 
 def cancel(job_id: UUID | str) -> Call[JobRecord]:
     return Call("POST", f"/jobs/{_segment(job_id)}/cancel", JobRecord)
+
+
+def run_now(job_id: UUID | str) -> Call[JobRecord]:
+    return Call("POST", f"/jobs/{_segment(job_id)}/run-now", JobRecord)
+
+
+def reschedule(
+    job_id: UUID | str, run_at: datetime | None, delay: timedelta | str | None
+) -> Call[JobRecord]:
+    body = RescheduleRequest(
+        run_at=msgspec.UNSET if run_at is None else run_at,
+        delay=msgspec.UNSET
+        if delay is None
+        else format_duration(delay)
+        if isinstance(delay, timedelta)
+        else delay,
+    )
+    return Call("POST", f"/jobs/{_segment(job_id)}/reschedule", JobRecord, body=body)
+
+
+def delete(job_id: UUID | str) -> Call[JobRecord]:
+    # Not sent again after a request that may have arrived: its second answer, a 404,
+    # would hide that the first one deleted the job.
+    return Call("DELETE", f"/jobs/{_segment(job_id)}", JobRecord, repeatable=False)
 
 
 def _selection(

@@ -1,11 +1,12 @@
-"""`Client` and `AsyncClient`: the calls of `calls.py`, sent over one httpx connection
-pool, tried again as `Retries` says. The two differ only in how they wait."""
+"""`Client`: the calls of `calls.py`, sent over one httpx connection pool, tried again as
+`Retries` says; and what both clients hand httpx. `AsyncClient` (`async_sessions.py`)
+differs only in how it waits."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 from uuid import UUID
@@ -33,7 +34,7 @@ T = TypeVar("T")
 DEFAULT_RETRIES = Retries()
 
 
-def _options(
+def http_options(
     base_url: str, token: str | None, timeout: float, headers: Mapping[str, str] | None
 ) -> dict[str, Any]:
     sent = {"Accept": "application/json", **(headers or {})}
@@ -44,7 +45,7 @@ def _options(
     return {"base_url": base_url.rstrip("/"), "timeout": timeout, "headers": sent}
 
 
-def _request(call: Call[Any]) -> dict[str, Any]:
+def http_request(call: Call[Any]) -> dict[str, Any]:
     headers = dict(call.headers)
     content = call.encoded()
     if content is not None:
@@ -74,7 +75,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self._http = httpx.Client(
-            **_options(base_url, token, timeout, headers), transport=transport
+            **http_options(base_url, token, timeout, headers), transport=transport
         )
         self._retries = retries
 
@@ -97,7 +98,7 @@ class Client:
         while True:
             try:
                 verdict = calls.judged(
-                    call, self._http.request(**_request(call)), tries, self._retries
+                    call, self._http.request(**http_request(call)), tries, self._retries
                 )
             except httpx.TransportError as error:
                 verdict = calls.after_failure(call, error, tries, self._retries)
@@ -160,6 +161,24 @@ class Client:
     def cancel(self, job_id: UUID | str) -> JobRecord:
         return self._send(calls.cancel(job_id))
 
+    def run_now(self, job_id: UUID | str) -> JobRecord:
+        """A pending job (scheduled, or waiting out a backoff) due at once."""
+        return self._send(calls.run_now(job_id))
+
+    def reschedule(
+        self,
+        job_id: UUID | str,
+        *,
+        run_at: datetime | None = None,
+        delay: timedelta | str | None = None,
+    ) -> JobRecord:
+        """A pending job due at `run_at`, or `delay` from now (one of the two)."""
+        return self._send(calls.reschedule(job_id, run_at, delay))
+
+    def delete(self, job_id: UUID | str) -> JobRecord:
+        """Delete a job that is not running; answers it as it was."""
+        return self._send(calls.delete(job_id))
+
     def retry_many(
         self,
         status: Status | str,
@@ -214,158 +233,5 @@ class Client:
         """Whether `/readyz` says the service takes work (False on its 503)."""
         try:
             return self._send(calls.ready()).status == "ready"
-        except Unavailable:
-            return False
-
-
-class AsyncClient:
-    """The API, for asyncio: `Client`'s methods, awaited. `async with`, or `aclose()`."""
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | None = None,
-        timeout: float = 10.0,
-        retries: Retries = DEFAULT_RETRIES,
-        headers: Mapping[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self._http = httpx.AsyncClient(
-            **_options(base_url, token, timeout, headers), transport=transport
-        )
-        self._retries = retries
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def _send(self, call: Call[T]) -> T:
-        tries = 0
-        while True:
-            try:
-                verdict = calls.judged(
-                    call, await self._http.request(**_request(call)), tries, self._retries
-                )
-            except httpx.TransportError as error:
-                verdict = calls.after_failure(call, error, tries, self._retries)
-            if not isinstance(verdict, float):
-                return verdict
-            await asyncio.sleep(verdict)
-            tries += 1
-
-    async def submit(
-        self, job_type: str, payload: Any = None, **options: Unpack[SubmitOptions]
-    ) -> SubmittedRecord:
-        return await self._send(calls.submit(job_request(job_type, payload, **options)))
-
-    async def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:
-        return (await self._send(calls.submit_batch(jobs))).jobs
-
-    async def job(self, job_id: UUID | str) -> JobRecord:
-        return await self._send(calls.job(job_id))
-
-    async def status(self, job_id: UUID | str) -> JobStatusView:
-        return await self._send(calls.status(job_id))
-
-    async def jobs(
-        self,
-        status: Status | str,
-        *,
-        job_type: str | None = None,
-        queue: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> JobList:
-        return await self._send(
-            calls.jobs(status, job_type=job_type, queue=queue, limit=limit, cursor=cursor)
-        )
-
-    async def iter_jobs(
-        self,
-        status: Status | str,
-        *,
-        job_type: str | None = None,
-        queue: str | None = None,
-        page_size: int | None = None,
-    ) -> AsyncIterator[JobRecord]:
-        cursor = None
-        while True:
-            page = await self.jobs(
-                status, job_type=job_type, queue=queue, limit=page_size, cursor=cursor
-            )
-            for each in page.jobs:
-                yield each
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
-
-    async def retry(self, job_id: UUID | str) -> JobRecord:
-        return await self._send(calls.retry(job_id))
-
-    async def cancel(self, job_id: UUID | str) -> JobRecord:
-        return await self._send(calls.cancel(job_id))
-
-    async def retry_many(
-        self,
-        status: Status | str,
-        *,
-        queue: str | None = None,
-        job_type: str | None = None,
-        limit: int | None = None,
-    ) -> int:
-        return (await self._send(calls.retry_many(status, queue, job_type, limit))).retried
-
-    async def discard_many(
-        self,
-        status: Status | str,
-        *,
-        queue: str | None = None,
-        job_type: str | None = None,
-        limit: int | None = None,
-    ) -> int:
-        return (await self._send(calls.discard_many(status, queue, job_type, limit))).discarded
-
-    async def cancel_many(
-        self,
-        status: Status | str,
-        *,
-        queue: str | None = None,
-        job_type: str | None = None,
-        limit: int | None = None,
-    ) -> int:
-        return (await self._send(calls.cancel_many(status, queue, job_type, limit))).cancelled
-
-    async def queues(self) -> list[QueueRecord]:
-        return (await self._send(calls.queues())).queues
-
-    async def pause(self, queue: str) -> QueueStateView:
-        return await self._send(calls.pause(queue))
-
-    async def resume(self, queue: str) -> QueueStateView:
-        return await self._send(calls.resume(queue))
-
-    async def periodic(self) -> list[PeriodicView]:
-        return (await self._send(calls.periodic())).periodic
-
-    async def types(self) -> list[JobTypeView]:
-        return (await self._send(calls.types())).types
-
-    async def healthy(self) -> bool:
-        return (await self._send(calls.health())).status == "ok"
-
-    async def ready(self) -> bool:
-        try:
-            return (await self._send(calls.ready())).status == "ready"
         except Unavailable:
             return False

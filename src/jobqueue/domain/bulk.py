@@ -23,6 +23,8 @@ MAX_SELECTED = 1000
 ACTIONABLE: frozenset[Status] = sources(Operation.RETRY)
 # What an operator may cancel: jobs that have not finished, running or not.
 CANCELLABLE: frozenset[Status] = sources(Operation.CANCEL)
+# What an operator may reschedule or run now: jobs waiting for their claim.
+RESCHEDULABLE: frozenset[Status] = sources(Operation.RESCHEDULE)
 
 # The statuses each bulk action may select; a discard deletes what a retry could requeue.
 SELECTABLE: dict[Operation, frozenset[Status]] = {

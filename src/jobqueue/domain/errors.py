@@ -55,6 +55,8 @@ _SPOKEN_OPERATIONS = {"dead_letter": "dead-letter"}
 _HINTS = {
     "retry": "; only failed, dead-lettered and cancelled jobs can be retried",
     "cancel": "; only pending and running jobs can be cancelled",
+    "reschedule": "; only pending jobs can be rescheduled or run now",
+    "delete": "; a running job cannot be deleted: cancel it first",
 }
 
 

@@ -125,6 +125,18 @@ class JobStore(PeriodicSlots, Protocol):
         its process is told to stop it."""
         ...
 
+    async def reschedule(
+        self, job_id: UUID, *, run_at: datetime | None = None, delay: timedelta = timedelta(0)
+    ) -> Job:
+        """An operator's reschedule of a pending job: due at `run_at`, else `delay` from
+        now by the store's clock (now: "run now"). Its attempts and options stay."""
+        ...
+
+    async def delete(self, job_id: UUID) -> Job:
+        """An operator's delete of one job in any status but processing; return it as it
+        was. Its unique key is free from then on."""
+        ...
+
     async def cancel_many(self, selection: Selection) -> int:
         """`cancel` the first jobs `selection` names (pending or processing), at most its
         limit, skipping any a concurrent call or a worker's write holds; return how many."""

@@ -33,6 +33,8 @@ class Operation(StrEnum):
     RETRY = "retry"
     # An operator's request: a job that has not finished stops for good, running or not.
     CANCEL = "cancel"
+    # An operator's request: a pending job due at another time (now, for "run now").
+    RESCHEDULE = "reschedule"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +65,16 @@ TRANSITIONS: frozenset[Transition] = frozenset(
         # so nothing the handler does later can be written over the cancellation.
         Transition(Operation.CANCEL, Status.PENDING, Status.CANCELLED),
         Transition(Operation.CANCEL, Status.PROCESSING, Status.CANCELLED),
+        # Only a job waiting for its claim: a running one's `run_at` means nothing more.
+        Transition(Operation.RESCHEDULE, Status.PENDING, Status.PENDING),
     }
 )
+
+# What an operator may delete. Deleting is no transition (the row goes), so it is not in
+# the table: any job but a running one, whose worker holds a lease and would run on
+# unseen. Cancel it first.
+DELETABLE: frozenset[Status] = frozenset(Status) - {Status.PROCESSING}
+DELETE = "delete"
 
 
 def sources(operation: Operation) -> frozenset[Status]:

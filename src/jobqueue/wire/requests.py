@@ -1,5 +1,6 @@
-"""Request bodies: a job to submit (`POST /jobs`), a batch of them (`POST /jobs/batch`), and
-which jobs a bulk action takes (`POST /jobs/retry|discard|cancel`).
+"""Request bodies: a job to submit (`POST /jobs`), a batch of them (`POST /jobs/batch`),
+when a pending job is due again (`POST /jobs/{id}/reschedule`), and which jobs a bulk
+action takes (`POST /jobs/retry|discard|cancel`).
 
 Each field says what it means in its `Meta` description, which the OpenAPI document
 shows. A submission's options are `NewJob.build`'s keywords under the same names, so a
@@ -258,6 +259,42 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
             description=f"1 to {MAX_BATCH_JOBS} jobs, stored all together or not at all.",
         ),
     ]
+
+
+class RescheduleRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Body of `POST /jobs/{id}/reschedule`: when the pending job is due, an instant or a
+    delay from now; one of the two."""
+
+    run_at: (
+        Annotated[
+            datetime,
+            msgspec.Meta(
+                tz=True,
+                description="Due at this instant (RFC 3339, with an offset), by the "
+                "database's clock; at once when past. Not with delay.",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    delay: (
+        Annotated[
+            Duration,
+            msgspec.Meta(
+                description="Due this long from now, by the database's clock, at most "
+                f"{MAX_DELAY.days} days. Not with run_at.",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+
+    def when(self) -> tuple[datetime | None, timedelta]:
+        """`run_at`, else the delay; raises `InvalidJob` unless exactly one is given."""
+        if (self.run_at is msgspec.UNSET) == (self.delay is msgspec.UNSET):
+            raise InvalidJob('give run_at or delay (exactly one), e.g. {"delay": "10m"}')
+        if self.run_at is not msgspec.UNSET:
+            return self.run_at, timedelta(0)
+        assert self.delay is not msgspec.UNSET
+        return None, _duration(self.delay, "delay")
 
 
 class BulkRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):

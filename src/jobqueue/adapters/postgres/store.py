@@ -29,7 +29,7 @@ from jobqueue.adapters.postgres.queries.listing import list_page, prune
 from jobqueue.adapters.postgres.queues import PostgresQueues
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.statement import Statement
-from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE, Selection
+from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE, RESCHEDULABLE, Selection
 from jobqueue.domain.errors import (
     InvalidTransition,
     JobNotFound,
@@ -45,7 +45,7 @@ from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
 from jobqueue.domain.status import Status
-from jobqueue.domain.transitions import Operation
+from jobqueue.domain.transitions import DELETABLE, DELETE, Operation
 
 __all__ = ["PostgresJobStore"]
 
@@ -193,6 +193,17 @@ class PostgresJobStore:
     async def cancel(self, job_id: UUID) -> Job:
         return await self._transition(q.CANCEL_JOB, job_id, Operation.CANCEL, CANCELLABLE)
 
+    async def reschedule(
+        self, job_id: UUID, *, run_at: datetime | None = None, delay: timedelta = timedelta(0)
+    ) -> Job:
+        values = {"run_at": run_at, "delay": delay}
+        return await self._transition(
+            q.RESCHEDULE_JOB, job_id, Operation.RESCHEDULE, RESCHEDULABLE, values
+        )
+
+    async def delete(self, job_id: UUID) -> Job:
+        return await self._transition(q.DELETE_JOB, job_id, DELETE, DELETABLE)
+
     async def cancel_many(self, selection: Selection) -> int:
         selection.require(Operation.CANCEL)
         return await self._count(q.cancel_selected, selection)
@@ -221,14 +232,16 @@ class PostgresJobStore:
         self,
         statement: Statement,
         job_id: UUID,
-        operation: Operation,
+        operation: str,
         allowed: frozenset[Status],
+        values: Mapping[str, Any] | None = None,
     ) -> Job:
-        """Run `statement`, an operator's transition of one job returning the job; when it
-        matched no row, raise the error its current status explains."""
+        """Run `statement`, an operator's action on one job returning the job, with `values`
+        besides its id; when it matched no row, raise the error its current status
+        explains."""
         status: str | None = None
         for _ in range(_REFUSAL_ROUNDS):
-            rows = await self._fetch(statement, {"id": job_id})
+            rows = await self._fetch(statement, {"id": job_id, **(values or {})})
             if rows:
                 return job_from_row(rows[0])
             found = await self._fetch(q.STATUS_OF, {"id": job_id})

@@ -15,13 +15,14 @@ from litestar.openapi.spec import OpenAPIMediaType, Operation, RequestBody
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.transitions import Operation as JobOperation
 from jobqueue.entrypoints.http.request_schemas import bulk_request, reference
-from jobqueue.wire.requests import BatchRequest, BulkRequest, CreateJobRequest
+from jobqueue.wire.requests import BatchRequest, BulkRequest, CreateJobRequest, RescheduleRequest
 
 _EXAMPLE_BODY = '{"type": "sleep", "payload": {"duration": "2s"}, "max_attempts": 3}'
 _EXAMPLE_BATCH = (
     '{"jobs": [{"type": "sleep", "payload": {"duration": "2s"}, "idempotency_key": "a-1"}, '
     '{"type": "sleep", "payload": {"duration": "5s"}}]}'
 )
+_EXAMPLE_RESCHEDULE = '{"run_at": "2026-12-24T18:00:00Z"} or {"delay": "10m"}'
 _EXAMPLE_BULK = {
     JobOperation.RETRY: '{"status": "dead_letter", "queue": "emails", "limit": 100}',
     JobOperation.CANCEL: '{"status": "pending", "type": "send_email", "limit": 100}',
@@ -74,6 +75,23 @@ class BatchOperation(Operation):
             description=f"The jobs to run, e.g. {_EXAMPLE_BATCH}",
             content={"application/json": OpenAPIMediaType(schema=reference("BatchRequest"))},
         )
+
+
+@dataclass
+class RescheduleOperation(Operation):
+    """Documents the body that `reschedule_job` decodes by hand."""
+
+    def __post_init__(self) -> None:
+        self.request_body = RequestBody(
+            required=True,
+            description=f"When the job is due, e.g. {_EXAMPLE_RESCHEDULE}",
+            content={"application/json": OpenAPIMediaType(schema=reference("RescheduleRequest"))},
+        )
+
+
+def parse_reschedule(body: bytes) -> RescheduleRequest:
+    """The body as a `RescheduleRequest`, or a 400 saying exactly what is wrong with it."""
+    return _decoded(body, RescheduleRequest, _EXAMPLE_RESCHEDULE)
 
 
 def parse_create_request(body: bytes) -> CreateJobRequest:

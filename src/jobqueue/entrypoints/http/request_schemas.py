@@ -15,7 +15,12 @@ from litestar.openapi.spec import Reference
 
 from jobqueue.domain.bulk import SELECTABLE
 from jobqueue.domain.transitions import Operation
-from jobqueue.wire.requests import BatchRequest, BulkRequest, CreateJobRequest
+from jobqueue.wire.requests import (
+    BatchRequest,
+    BulkRequest,
+    CreateJobRequest,
+    RescheduleRequest,
+)
 
 COMPONENTS = "#/components/schemas/"
 
@@ -33,7 +38,8 @@ def bulk_request(operation: Operation) -> str:
 @cache
 def _components() -> dict[str, Any]:
     _, components = msgspec.json.schema_components(
-        (CreateJobRequest, BatchRequest, BulkRequest), ref_template=COMPONENTS + "{name}"
+        (CreateJobRequest, BatchRequest, BulkRequest, RescheduleRequest),
+        ref_template=COMPONENTS + "{name}",
     )
     bulk = components.pop("BulkRequest")
     for operation, statuses in SELECTABLE.items():

@@ -1,10 +1,11 @@
-"""The `/jobs` resource: submit, read, list, retry and cancel jobs, one or many."""
+"""The `/jobs` resource: submit, read, list, retry and cancel jobs, one or many; reschedule,
+run now and delete one."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, Response, get, post
+from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
@@ -17,8 +18,10 @@ from jobqueue.entrypoints.http.bodies import (
     BulkCancelOperation,
     BulkOperation,
     CreateJobOperation,
+    RescheduleOperation,
     parse_batch,
     parse_create_request,
+    parse_reschedule,
     parse_selection,
 )
 from jobqueue.entrypoints.http.listing import encode_cursor, parse_list_query
@@ -286,3 +289,58 @@ class JobsController(Controller):
     )
     async def cancel_job(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:
         return JobRecord.of(await jobs.cancel(parse_job_id(job_id)))
+
+    @post(
+        "/{job_id:str}/run-now",
+        status_code=HTTP_200_OK,
+        summary="Make a pending job due now",
+        response_description="The job, due now",
+        description="A scheduled job, or one waiting out a backoff, is due at once (by the "
+        "database's clock) and idle workers are woken. Its attempts and options stay.",
+        responses={
+            400: INVALID_ID,
+            404: UNKNOWN_JOB,
+            409: error_spec("The job is not pending"),
+            503: STORE_DOWN,
+        },
+    )
+    async def run_job_now(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:
+        return JobRecord.of(await jobs.reschedule(parse_job_id(job_id)))
+
+    @post(
+        "/{job_id:str}/reschedule",
+        status_code=HTTP_200_OK,
+        summary="Move a pending job to another time",
+        response_description="The job, due at its new time",
+        description="Due at `run_at`, or `delay` from now, by the database's clock. Its "
+        "attempts and options stay.",
+        operation_class=RescheduleOperation,
+        responses={
+            400: error_spec("A bad job id, or a body without exactly one of run_at and delay"),
+            404: UNKNOWN_JOB,
+            409: error_spec("The job is not pending"),
+            503: STORE_DOWN,
+        },
+    )
+    async def reschedule_job(
+        self, job_id: JobId, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
+    ) -> JobRecord:
+        run_at, delay = parse_reschedule(await request.body()).when()
+        return JobRecord.of(await jobs.reschedule(parse_job_id(job_id), run_at=run_at, delay=delay))
+
+    @delete(
+        "/{job_id:str}",
+        status_code=HTTP_200_OK,
+        summary="Delete a job that is not running",
+        response_description="The job as it was; it answers 404 from now on",
+        description="Any job but a running one (cancel it first). Its unique key is free "
+        "from then on; a periodic job's slot is not made again.",
+        responses={
+            400: INVALID_ID,
+            404: UNKNOWN_JOB,
+            409: error_spec("The job is running"),
+            503: STORE_DOWN,
+        },
+    )
+    async def delete_job(self, job_id: JobId, jobs: NamedDependency[JobService]) -> JobRecord:
+        return JobRecord.of(await jobs.delete(parse_job_id(job_id)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
+from datetime import datetime, timedelta
 from typing import Protocol
 from uuid import UUID
 
@@ -12,6 +13,7 @@ import msgspec
 from jobqueue.adapters.telemetry.trace_context import annotate_current_span, current_traceparent
 from jobqueue.domain.bulk import Selection
 from jobqueue.domain.errors import InvalidJob
+from jobqueue.domain.fields import check_schedule
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.job_types import KnownTypes
 from jobqueue.domain.listing import JobPage, JobQuery
@@ -47,8 +49,8 @@ class TypeSource(Protocol):
 
 
 class JobService:
-    """Submits, reads, lists, retries and cancels jobs; counts and announces those entering
-    the queue.
+    """Submits, reads, lists, retries, cancels, reschedules and deletes jobs; counts and
+    announces those entering the queue.
 
     A job is validated against the same registry and payload types the workers use (or
     the JSON Schemas they published), so a job the worker would refuse at once is refused
@@ -178,6 +180,30 @@ class JobService:
         annotate_current_span({"job.id": str(job.id), "cancelled": True})
         _log.info("job cancelled", extra={"job_id": str(job.id), "job_type": job.type})
         self._metrics.jobs_cancelled(1)
+        return job
+
+    async def reschedule(
+        self, job_id: UUID, *, run_at: datetime | None = None, delay: timedelta = timedelta(0)
+    ) -> Job:
+        """An operator's reschedule of a pending job (a zero delay: run it now); raises
+        `InvalidJob` for a time no job may have."""
+        check_schedule(run_at, None if run_at is not None else delay)
+        job = await self._store.reschedule(job_id, run_at=run_at, delay=delay)
+        _log.info(
+            "job rescheduled",
+            extra={"job_id": str(job.id), "job_type": job.type, "run_at": job.run_at.isoformat()},
+        )
+        if run_at is None and not delay:
+            self._announce()
+        return job
+
+    async def delete(self, job_id: UUID) -> Job:
+        """An operator's delete of one job that is not running."""
+        job = await self._store.delete(job_id)
+        _log.info(
+            "job deleted",
+            extra={"job_id": str(job.id), "job_type": job.type, "status": job.status.value},
+        )
         return job
 
     async def cancel_many(self, selection: Selection) -> int:

@@ -1,5 +1,5 @@
 """The statements of a job's life on `jobs`: claims, endings, lease renewals and recovery,
-and an operator's retry, cancel and discard.
+and an operator's retry, cancel, reschedule, delete and discard.
 
 Every transition is one compare-and-swap: `UPDATE … WHERE status = <from>` (and, for a
 claimed job's writes, `AND lease_token = <the claim's token>`), applied atomically or to
@@ -17,6 +17,7 @@ from jobqueue.domain.attempts import Outcome, holds_final_attempt
 from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.status import TRAITS, Status
+from jobqueue.domain.transitions import DELETABLE
 
 # Never built from anything a client sent; the payload is a job id.
 CANCELS_CHANNEL = "jobqueue_cancels"
@@ -279,6 +280,30 @@ CANCEL_JOB = Statement(
         FOR UPDATE
     ),
     {_cancelling("target", "jobs.*")}
+    """,
+)
+
+# --- an operator's reschedule and delete ---------------------------------------------------
+
+# A pending job due at `:run_at`, else `:delay` from now ("run now": a zero delay). A job
+# made due behind a claim cursor is found at its next rescan (`claim_cursor.py`).
+RESCHEDULE_JOB = Statement(
+    "reschedule_job",
+    """
+    UPDATE jobs
+    SET run_at = COALESCE(CAST(:run_at AS timestamptz), now() + CAST(:delay AS interval)),
+        updated_at = now()
+    WHERE id = :id AND status = 'pending'
+    RETURNING *
+    """,
+)
+
+DELETE_JOB = Statement(
+    "delete_job",
+    f"""
+    DELETE FROM jobs
+    WHERE id = :id AND status IN ({among(DELETABLE)})
+    RETURNING *
     """,
 )
 

@@ -1,0 +1,204 @@
+"""`AsyncClient`: `Client` (`sessions.py`) for asyncio, the same calls waited for with
+`await`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Self, TypeVar, Unpack
+from uuid import UUID
+
+import httpx
+
+from jobqueue.client import calls
+from jobqueue.client.calls import Call, Retries
+from jobqueue.client.errors import Unavailable
+from jobqueue.client.sessions import DEFAULT_RETRIES, http_options, http_request
+from jobqueue.domain.status import Status
+from jobqueue.wire.records import (
+    BatchItem,
+    JobList,
+    JobRecord,
+    JobStatusView,
+    JobTypeView,
+    PeriodicView,
+    QueueRecord,
+    QueueStateView,
+    SubmittedRecord,
+)
+from jobqueue.wire.requests import BatchJob, SubmitOptions, job_request
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """The API, for asyncio: `Client`'s methods, awaited. `async with`, or `aclose()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 10.0,
+        retries: Retries = DEFAULT_RETRIES,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            **http_options(base_url, token, timeout, headers), transport=transport
+        )
+        self._retries = retries
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: Call[T]) -> T:
+        tries = 0
+        while True:
+            try:
+                verdict = calls.judged(
+                    call, await self._http.request(**http_request(call)), tries, self._retries
+                )
+            except httpx.TransportError as error:
+                verdict = calls.after_failure(call, error, tries, self._retries)
+            if not isinstance(verdict, float):
+                return verdict
+            await asyncio.sleep(verdict)
+            tries += 1
+
+    async def submit(
+        self, job_type: str, payload: Any = None, **options: Unpack[SubmitOptions]
+    ) -> SubmittedRecord:
+        return await self._send(calls.submit(job_request(job_type, payload, **options)))
+
+    async def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:
+        return (await self._send(calls.submit_batch(jobs))).jobs
+
+    async def job(self, job_id: UUID | str) -> JobRecord:
+        return await self._send(calls.job(job_id))
+
+    async def status(self, job_id: UUID | str) -> JobStatusView:
+        return await self._send(calls.status(job_id))
+
+    async def jobs(
+        self,
+        status: Status | str,
+        *,
+        job_type: str | None = None,
+        queue: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobList:
+        return await self._send(
+            calls.jobs(status, job_type=job_type, queue=queue, limit=limit, cursor=cursor)
+        )
+
+    async def iter_jobs(
+        self,
+        status: Status | str,
+        *,
+        job_type: str | None = None,
+        queue: str | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[JobRecord]:
+        cursor = None
+        while True:
+            page = await self.jobs(
+                status, job_type=job_type, queue=queue, limit=page_size, cursor=cursor
+            )
+            for each in page.jobs:
+                yield each
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def retry(self, job_id: UUID | str) -> JobRecord:
+        return await self._send(calls.retry(job_id))
+
+    async def cancel(self, job_id: UUID | str) -> JobRecord:
+        return await self._send(calls.cancel(job_id))
+
+    async def run_now(self, job_id: UUID | str) -> JobRecord:
+        """A pending job (scheduled, or waiting out a backoff) due at once."""
+        return await self._send(calls.run_now(job_id))
+
+    async def reschedule(
+        self,
+        job_id: UUID | str,
+        *,
+        run_at: datetime | None = None,
+        delay: timedelta | str | None = None,
+    ) -> JobRecord:
+        """A pending job due at `run_at`, or `delay` from now (one of the two)."""
+        return await self._send(calls.reschedule(job_id, run_at, delay))
+
+    async def delete(self, job_id: UUID | str) -> JobRecord:
+        """Delete a job that is not running; answers it as it was."""
+        return await self._send(calls.delete(job_id))
+
+    async def retry_many(
+        self,
+        status: Status | str,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        limit: int | None = None,
+    ) -> int:
+        return (await self._send(calls.retry_many(status, queue, job_type, limit))).retried
+
+    async def discard_many(
+        self,
+        status: Status | str,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        limit: int | None = None,
+    ) -> int:
+        return (await self._send(calls.discard_many(status, queue, job_type, limit))).discarded
+
+    async def cancel_many(
+        self,
+        status: Status | str,
+        *,
+        queue: str | None = None,
+        job_type: str | None = None,
+        limit: int | None = None,
+    ) -> int:
+        return (await self._send(calls.cancel_many(status, queue, job_type, limit))).cancelled
+
+    async def queues(self) -> list[QueueRecord]:
+        return (await self._send(calls.queues())).queues
+
+    async def pause(self, queue: str) -> QueueStateView:
+        return await self._send(calls.pause(queue))
+
+    async def resume(self, queue: str) -> QueueStateView:
+        return await self._send(calls.resume(queue))
+
+    async def periodic(self) -> list[PeriodicView]:
+        return (await self._send(calls.periodic())).periodic
+
+    async def types(self) -> list[JobTypeView]:
+        return (await self._send(calls.types())).types
+
+    async def healthy(self) -> bool:
+        return (await self._send(calls.health())).status == "ok"
+
+    async def ready(self) -> bool:
+        try:
+            return (await self._send(calls.ready())).status == "ready"
+        except Unavailable:
+            return False
