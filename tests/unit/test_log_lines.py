@@ -18,6 +18,7 @@ from jobqueue.adapters.telemetry.logging import (
     TextFormatter,
     configure_logging,
     default_log_format,
+    every_time,
     log_failure,
 )
 from jobqueue.domain.errors import StoreUnavailable
@@ -144,6 +145,22 @@ def test_the_same_warning_of_two_jobs_is_two_lines(clock: _Clock) -> None:
         logger.warning("job finished without an outcome", extra={"job_id": job_id})
     written = [json.loads(line)["job_id"] for line in stream.getvalue().splitlines()]
     assert written == ["j-1", "j-2"]
+
+
+def test_a_line_marked_every_time_is_never_held_back_nor_shows_its_mark(clock: _Clock) -> None:
+    logger, stream = _logger(JsonFormatter(), RepeatFilter(window_seconds=10))
+    for _ in range(3):
+        logger.warning("job failed: %s", "Permanent: no", extra=every_time({"job_id": "j-1"}))
+    logger.warning("job failed: %s", "Permanent: no", extra={"job_id": "j-1"})
+    logger.warning("job failed: %s", "Permanent: no", extra={"job_id": "j-1"})
+    written = [json.loads(line) for line in stream.getvalue().splitlines()]
+    # Three marked lines, then the first unmarked one; its repeat is held back.
+    assert [sorted(line) for line in written] == [
+        ["job_id", "level", "logger", "message", "ts"]
+    ] * 4
+    text_logger, text_stream = _logger(TextFormatter())
+    text_logger.warning("job failed", extra=every_time({"job_id": "j-1"}))
+    assert text_stream.getvalue().rstrip("\n").endswith("job failed  job_id=j-1")
 
 
 def test_info_lines_are_never_held_back(clock: _Clock) -> None:

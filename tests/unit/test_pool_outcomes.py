@@ -263,7 +263,8 @@ async def test_handler_exception_is_logged_with_its_traceback(
 @pytest.mark.parametrize(
     ("raised", "level", "message"),
     [
-        (Permanent("no such customer"), logging.WARNING, "job failed permanently: Permanent: "),
+        # INFO: the job's failure line is the WARNING (`test_failure_lines.py`).
+        (Permanent("no such customer"), logging.INFO, "job failed permanently: Permanent: "),
         (
             Transient("receiver busy"),
             logging.INFO,
@@ -293,7 +294,7 @@ async def test_an_ending_the_handler_foresaw_is_logged_without_a_traceback(
     assert "Traceback" not in caplog.text
 
 
-async def test_a_payload_the_handler_cannot_take_is_a_warning_without_a_traceback(
+async def test_a_payload_the_handler_cannot_take_is_one_warning_without_a_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="jobqueue")
@@ -309,7 +310,7 @@ async def test_a_payload_the_handler_cannot_take_is_a_warning_without_a_tracebac
         await settled(store, job)
 
     (record,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert record.getMessage().startswith("job failed permanently: InvalidPayload: ")
+    assert record.getMessage().startswith("job failed: InvalidPayload: ")
     assert record.exc_info is None
 
 

@@ -10,8 +10,17 @@ import pytest
 from sqlalchemy import Index
 
 from jobqueue.adapters.postgres.schema import jobs
-from jobqueue.domain.status import BY_QUEUE, COUNTED, PRUNABLE, TRAITS, Phase, Status
-from jobqueue.domain.transitions import TRANSITIONS, Operation
+from jobqueue.domain.outcome import Decision
+from jobqueue.domain.status import (
+    BY_QUEUE,
+    COUNTED,
+    FAILURES,
+    PRUNABLE,
+    TRAITS,
+    Phase,
+    Status,
+)
+from jobqueue.domain.transitions import TRANSITIONS, Operation, targets
 
 INDEXES: dict[str, Index] = {str(index.name): index for index in jobs.indexes}
 
@@ -36,6 +45,13 @@ def test_only_finished_jobs_are_pruned_and_only_others_counted() -> None:
     assert COUNTED == (Status.PENDING, Status.PROCESSING, Status.DEAD_LETTER)
     assert not set(PRUNABLE) & set(COUNTED)
     assert Status.COMPLETED not in BY_QUEUE
+
+
+def test_the_failures_are_where_failed_attempts_end_a_job() -> None:
+    # Each logs the WARNING to alert on; a cancel, an operator's doing, is no failure.
+    ended_by_failure = {Decision.fail("").status, Decision.dead_letter("").status}
+    assert set(FAILURES) == ended_by_failure
+    assert set(FAILURES) >= set(targets(Operation.RECOVER, Status.PROCESSING)) - {Status.PENDING}
 
 
 @pytest.mark.parametrize("status", list(Status))

@@ -72,6 +72,10 @@ class StatusTraits:
     # Whether `index` holds the status's rows by type after the status (finished jobs):
     # then one type is one range of it, and every type a merge of the types' ranges.
     typed_index: bool = False
+    # Where a job ends when its attempts failed (its handler's failure, its payload,
+    # timeouts, a lease that ran out), not by anyone's choice: someone should hear of
+    # each one (the worker's WARNING line, `jobs_failed_total`).
+    failure: bool = False
 
     @property
     def prunable(self) -> bool:
@@ -106,10 +110,16 @@ TRAITS: Mapping[Status, StatusTraits] = {
         typed_index=True,
     ),
     Status.FAILED: StatusTraits(
-        Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_finished_by_type", typed_index=True
+        Phase.FINISHED,
+        _NEWEST_FINISHED,
+        "ix_jobs_finished_by_type",
+        typed_index=True,
+        failure=True,
     ),
     # A finished or held row is never written again, so its updated_at is when it ended.
-    Status.DEAD_LETTER: StatusTraits(Phase.HELD, _NEWEST_FINISHED, "ix_jobs_dead_letter"),
+    Status.DEAD_LETTER: StatusTraits(
+        Phase.HELD, _NEWEST_FINISHED, "ix_jobs_dead_letter", failure=True
+    ),
     # An index of its own, in the finished layout: adding the status to the one above
     # would rebuild an index of every finished row on a live table.
     Status.CANCELLED: StatusTraits(
@@ -122,3 +132,4 @@ TRAITS: Mapping[Status, StatusTraits] = {
 PRUNABLE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].prunable)
 COUNTED: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].counted)
 BY_QUEUE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].by_queue)
+FAILURES: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].failure)

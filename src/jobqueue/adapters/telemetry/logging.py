@@ -11,7 +11,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -32,8 +32,12 @@ _RECORD_ATTRIBUTES = frozenset(
 _OWN_FIELDS = frozenset(
     {"ts", "level", "logger", "message", "request_id", "trace_id", "span_id", "traceback"}
 )
-# Extras that libraries add for their own console output: noise in a JSON line.
-_DROPPED_EXTRAS = frozenset({"color_message"})
+# A flag set through `extra=` (`every_time`) on a line that is an event of its own each
+# time, however alike the last one was: `RepeatFilter` never holds it back.
+_EVERY_TIME = "jobqueue_every_time"
+# Extras that libraries add for their own console output, and our own flag: noise in a
+# line.
+_DROPPED_EXTRAS = frozenset({"color_message", _EVERY_TIME})
 
 
 @contextmanager
@@ -150,7 +154,7 @@ class RepeatFilter(logging.Filter):
     """Writes a warning or error that repeats (same logger, level, message, exception
     type and text, or `error` field, and job) once per window, then once more with `repeated`,
     the number left out in between. INFO and below always pass: those are events, each
-    its own (a job submitted, a request served)."""
+    its own (a job submitted, a request served); so do lines marked `every_time`."""
 
     def __init__(self, window_seconds: float = REPEAT_WINDOW_SECONDS) -> None:
         super().__init__()
@@ -160,7 +164,7 @@ class RepeatFilter(logging.Filter):
         self._seen: dict[Hashable, tuple[float, int]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
+        if record.levelno < logging.WARNING or getattr(record, _EVERY_TIME, False):
             return True
         key = _repeat_key(record)
         now = time.monotonic()
@@ -194,6 +198,12 @@ def _repeat_key(record: logging.LogRecord) -> Hashable:
         # jobs alike are two lines. An outage's are no job's.
         getattr(record, "job_id", None),
     )
+
+
+def every_time(fields: Mapping[str, object]) -> dict[str, object]:
+    """`fields` as the `extra=` of a line `RepeatFilter` never holds back: one that an
+    operator alerts on, each of which asks for a person (a job that failed)."""
+    return {**fields, _EVERY_TIME: True}
 
 
 def log_failure(

@@ -182,7 +182,9 @@ class Executor:
         if not is_expected(error):
             _log.error("job raised %s", type(error).__name__, exc_info=error, extra=attempt.fields)
         elif is_permanent(error):
-            _log.warning("job failed permanently: %s", text, extra=attempt.fields)
+            # INFO: the WARNING to alert on follows once the ending is recorded
+            # (`ending_report.report_failure`); this one says which attempt it was.
+            _log.info("job failed permanently: %s", text, extra=attempt.fields)
         else:
             _log.info("job failed, as its handler foresaw: %s", text, extra=attempt.fields)
         span.record_error(error)
@@ -221,4 +223,10 @@ def _reason_of(attempt: Attempt) -> StopReason:
 
 
 def job_fields(job: Job) -> dict[str, Any]:
-    return {"job_id": str(job.id), "job_type": job.type, "attempt": job.attempts}
+    """The fields of every line about `job`: a worker's, and lease recovery's."""
+    return {
+        "job_id": str(job.id),
+        "job_type": job.type,
+        "queue": job.queue,
+        "attempt": job.attempts,
+    }

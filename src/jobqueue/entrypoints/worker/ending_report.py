@@ -1,15 +1,18 @@
 """What a pool says of an attempt once it ended: the `job finished` line, the observer's
 counts and the attempt's span, for an ending written (or not: its lease was lost, its
-write gave up) and for an attempt that ended without an ending to write."""
+write gave up) and for an attempt that ended without an ending to write; and the one
+WARNING line of a job that failed (`report_failure`), which lease recovery writes too."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
-from jobqueue.adapters.telemetry.logging import log_failure
+from jobqueue.adapters.telemetry.logging import every_time, log_failure
 from jobqueue.domain.attempts import Outcome
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import StopReason
+from jobqueue.domain.status import FAILURES, Status
 from jobqueue.entrypoints.worker.attempt import Attempt
 from jobqueue.entrypoints.worker.observer import PoolObserver
 from jobqueue.entrypoints.worker.outcomes import WriteResult, Written
@@ -35,6 +38,8 @@ def report_written(
             observer.attempt_finished(job, decision, duration)
         if result.tries > 1:
             observer.outcome_retried(job, result.tries)
+        if decision.status in FAILURES:
+            report_failure(fields, decision.status, job.attempts, decision.error)
     elif result.written is Written.LEASE_LOST:
         _log.warning(
             "lease lost: the job was recovered or claimed again; outcome %s dropped",
@@ -91,6 +96,31 @@ def report_left(attempt: Attempt) -> None:
     )
     if attempt.span is not None:
         attempt.span.end(outcome, None)
+
+
+# The most of an error's text the failure line repeats: enough to tell one failure from
+# another; the whole of it is the job's last_error.
+LOGGED_ERROR_LENGTH = 500
+
+
+def report_failure(
+    fields: Mapping[str, object], status: Status, attempts: int, error: str | None
+) -> None:
+    """The line to alert on: the job (`fields`) failed, and now `status` holds it after
+    `attempts` attempts, the last ending with `error`. Written once per job, by the
+    process that recorded the ending (a worker, or lease recovery) and only once it is
+    recorded; never held back as a repeat, since each one wants a person."""
+    text = error or ""
+    if len(text) > LOGGED_ERROR_LENGTH:
+        text = text[: LOGGED_ERROR_LENGTH - 1] + "…"
+    extra = every_time({**fields, "status": status.value, "error": text})
+    if status is Status.DEAD_LETTER:
+        plural = "" if attempts == 1 else "s"
+        _log.warning(
+            "job dead-lettered after %d attempt%s: %s", attempts, plural, text, extra=extra
+        )
+    else:
+        _log.warning("job %s: %s", status.value, text, extra=extra)
 
 
 def _retry_in(decision: Decision) -> float | None:

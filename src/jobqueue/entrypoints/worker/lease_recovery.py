@@ -3,7 +3,8 @@
 A worker that crashed, was killed or lost its database connection leaves its jobs
 processing under a lease nobody will renew. Once the lease runs out the attempt is
 counted as spent: the job goes back to pending, or to dead_letter after its last
-attempt, so a job that kills its process every time still ends.
+attempt, so a job that kills its process every time still ends. Each job recovered is a
+WARNING; a dead-lettered one is the failure line every failed job gets.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from datetime import timedelta
 
 from jobqueue.domain.job import Job
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.status import FAILURES
 from jobqueue.entrypoints.service.interval_loop import IntervalLoop
+from jobqueue.entrypoints.worker.attempt import job_fields
+from jobqueue.entrypoints.worker.ending_report import report_failure
 from jobqueue.entrypoints.worker.observer import PoolObserver, guarded
 
 _log = logging.getLogger("jobqueue.worker")
@@ -63,13 +67,12 @@ class LeaseRecovery:
 
 
 def _log_recovered(job: Job) -> None:
+    # The worker that lost the job may be dead: whoever recovers it says it failed.
+    if job.status in FAILURES:
+        report_failure(job_fields(job), job.status, job.attempts, job.last_error)
+        return
     _log.warning(
         "lease expired; job recovered to %s",
         job.status,
-        extra={
-            "job_id": str(job.id),
-            "job_type": job.type,
-            "attempt": job.attempts,
-            "status": job.status.value,
-        },
+        extra={**job_fields(job), "status": job.status.value},
     )
