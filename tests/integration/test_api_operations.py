@@ -297,12 +297,14 @@ async def test_openapi_documents_the_create_body_exactly_as_the_struct_decodes_i
     document = (await client.get("/schema/openapi.json")).json()
 
     body = document["paths"]["/jobs"]["post"]["requestBody"]
-    # One variant per job type, each the body with its type and payload.
-    variants = body["content"]["application/json"]["schema"]["oneOf"]
-    assert [variant["title"] for variant in variants] == ["sleep", "webhook"]
-    for variant in variants:
-        assert variant["allOf"][0] == {"$ref": "#/components/schemas/CreateJobRequest"}
-    sleep = variants[0]["allOf"][1]["properties"]["payload"]
+    # One variant per job type, each the body whole with its type and payload.
+    one_of = body["content"]["application/json"]["schema"]
+    assert list(one_of["discriminator"]["mapping"]) == ["sleep", "webhook"]
+    variants = [resolved(document, variant) for variant in one_of["oneOf"]]
+    for variant, job_type in zip(variants, ["sleep", "webhook"], strict=True):
+        assert set(variant["properties"]) == set(CreateJobRequest.__struct_fields__)
+        assert variant["properties"]["type"]["const"] == job_type
+    sleep = variants[0]["properties"]["payload"]
     assert sleep == {"$ref": "#/components/schemas/sleep.SleepPayload"}
     assert document["components"]["schemas"]["sleep.SleepPayload"]["required"] == ["duration"]
     schema = document["components"]["schemas"]["CreateJobRequest"]
