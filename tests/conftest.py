@@ -97,7 +97,9 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     url, pooler = pgbouncer.routed_url(database_url)
     engine = create_engine(url, pool_size=5, pooler=pooler)
     async with engine.begin() as connection:
-        await connection.execute(text("TRUNCATE jobs, queues, job_types, periodic_slots"))
+        await connection.execute(
+            text("TRUNCATE jobs, queues, job_types, periodic_slots, processes")
+        )
     yield engine
     await engine.dispose()
 

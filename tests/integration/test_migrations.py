@@ -19,7 +19,14 @@ from sqlalchemy.engine import Connection
 
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
-from jobqueue.adapters.postgres.schema import job_types, jobs, metadata, periodic_slots, queues
+from jobqueue.adapters.postgres.schema import (
+    job_types,
+    jobs,
+    metadata,
+    periodic_slots,
+    processes,
+    queues,
+)
 from jobqueue.adapters.postgres.schema_version import head_revisions
 from jobqueue.domain.fields import MAX_PRIORITY, MIN_PRIORITY
 from tests.support.postgres import dsn
@@ -495,6 +502,7 @@ def test_drift_check_notices_a_column_the_migrations_lack(database_url: str) -> 
     queues.to_metadata(changed)
     job_types.to_metadata(changed)
     periodic_slots.to_metadata(changed)
+    processes.to_metadata(changed)
     jobs.to_metadata(changed).append_column(Column("colour", Text))
     drift = _drift(database_url, changed)
     assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "colour")]

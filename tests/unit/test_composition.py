@@ -55,8 +55,10 @@ async def test_serve_with_a_metrics_listener_runs_every_component(
         ("worker pool (default)", SIGNAL),
         ("queue pauses", SIGNAL),
         ("job types publisher", SIGNAL),
+        ("process heartbeat", SIGNAL),
         ("lease recovery", SIGNAL),
         ("retention", SIGNAL),
+        ("queue watch", SIGNAL),
         ("job types", LAST),
         ("readiness", SIGNAL),
         ("http", DRAINED),
@@ -75,6 +77,7 @@ async def test_an_api_runs_no_worker_component(
     names = built(Settings(), Roles(http=True, workers=False), Listeners(api, None))
 
     assert names == [
+        ("queue watch", SIGNAL),
         ("job types", LAST),
         ("readiness", SIGNAL),
         ("http", DRAINED),
@@ -93,7 +96,9 @@ async def test_a_worker_without_listener_notify_or_retention_runs_only_its_loops
         ("worker pool (default)", SIGNAL),
         ("queue pauses", SIGNAL),
         ("job types publisher", SIGNAL),
+        ("process heartbeat", SIGNAL),
         ("lease recovery", SIGNAL),
+        ("queue watch", SIGNAL),
     ]
 
 
@@ -115,7 +120,9 @@ async def test_a_worker_runs_one_pool_per_queue_in_the_order_given() -> None:
         ("worker pool (bulk)", SIGNAL),
         ("queue pauses", SIGNAL),
         ("job types publisher", SIGNAL),
+        ("process heartbeat", SIGNAL),
         ("lease recovery", SIGNAL),
+        ("queue watch", SIGNAL),
     ]
     configs = pool_configs(settings)
     assert [(c.queue, c.workers) for c in configs] == [("default", 10), ("emails", 2), ("bulk", 3)]

@@ -18,6 +18,7 @@ from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, JsonSchema, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.outcome import Decision
+from jobqueue.domain.processes import ProcessInfo, Unconsumed
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
 
@@ -217,4 +218,23 @@ class JobTypeCatalog(Protocol):
 
     async def published(self) -> Sequence[PublishedType]:
         """Every type ever published (the latest publication of each), by name."""
+        ...
+
+
+class ProcessRegistry(Protocol):
+    """Where worker processes say they are alive, and what they consume."""
+
+    async def heartbeat(self, process: ProcessInfo, ttl: timedelta) -> None:
+        """Record `process` as live for `ttl` from now (the store's clock), and forget
+        every process whose time ran out."""
+        ...
+
+    async def leave(self, process_id: UUID) -> None:
+        """Forget the process at once (a clean shutdown)."""
+        ...
+
+    async def newly_unconsumed(self, grace: timedelta) -> Sequence[Unconsumed]:
+        """Queues whose jobs have been due for `grace` with no live process consuming
+        them, each returned once (to one caller, across processes) until a process
+        consumes it again."""
         ...

@@ -40,6 +40,13 @@ class QueueSummary:
     due: int
     # How long the longest-waiting due job has been due, by the store's clock.
     oldest_due_age: timedelta | None
+    # How many live processes consume it (`domain/processes.py`).
+    consumers: int = 0
+
+    @property
+    def unconsumed(self) -> bool:
+        """Due jobs wait and no live process consumes the queue: they wait for ever."""
+        return self.due > 0 and self.consumers == 0
 
     def __post_init__(self) -> None:
         if set(self.counts) != set(COUNTED):

@@ -150,6 +150,10 @@ class QueueRecord(msgspec.Struct, frozen=True):
     scheduled: int
     # How long the longest-waiting due job has been due; null when none is due.
     oldest_due_age_seconds: float | None
+    # How many live worker processes consume the queue; `unconsumed`: due jobs wait and
+    # none does, so they wait until one starts. Defaults: an older service has neither.
+    consumers: int = 0
+    unconsumed: bool = False
 
     @classmethod
     def of(cls, summary: QueueSummary) -> QueueRecord:
@@ -162,6 +166,8 @@ class QueueRecord(msgspec.Struct, frozen=True):
             due=summary.due,
             scheduled=summary.counts[Status.PENDING] - summary.due,
             oldest_due_age_seconds=None if age is None else age.total_seconds(),
+            consumers=summary.consumers,
+            unconsumed=summary.unconsumed,
         )
 
 

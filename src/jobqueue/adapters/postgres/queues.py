@@ -1,5 +1,6 @@
-"""Pausing and resuming queues, and summing up what waits in each, on PostgreSQL
-(`queries/queues.py`, and `queries/listing.COUNT_BY_QUEUE`)."""
+"""Pausing and resuming queues, and summing up what waits in each and who consumes it, on
+PostgreSQL (`queries/queues.py`, `queries/listing.COUNT_BY_QUEUE` and
+`queries/processes.CONSUMERS_BY_QUEUE`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.queries.listing import COUNT_BY_QUEUE
+from jobqueue.adapters.postgres.queries.processes import CONSUMERS_BY_QUEUE
 from jobqueue.adapters.postgres.queries.queues import (
     PAUSE_QUEUE,
     PAUSED_AMONG,
@@ -41,12 +43,15 @@ class PostgresQueues:
         return {row["name"] for row in rows}
 
     async def summaries(self) -> list[QueueSummary]:
-        """Every queue that has live or held jobs or a pause row, by name."""
+        """Every queue that has live or held jobs, a row of its own or a live consumer,
+        by name."""
         with store_failures():
             counted = await fetch_pooled(self._engine, COUNT_BY_QUEUE, {})
             states = await fetch_pooled(self._engine, QUEUE_STATES, {})
+            consumed = await fetch_pooled(self._engine, CONSUMERS_BY_QUEUE, {})
         paused_at = {row["name"]: row["paused_at"] for row in states}
-        names = sorted({row["queue"] for row in counted} | set(paused_at))
+        consumers = {row["queue"]: row["consumers"] for row in consumed}
+        names = sorted({row["queue"] for row in counted} | set(paused_at) | set(consumers))
         counts = {name: dict.fromkeys(COUNTED, 0) for name in names}
         due_now: dict[str, int] = dict.fromkeys(names, 0)
         oldest: dict[str, timedelta | None] = dict.fromkeys(names)
@@ -57,7 +62,11 @@ class PostgresQueues:
                 oldest[row["queue"]] = row["oldest_due_age"]
         return [
             QueueSummary(
-                QueueState(name, paused_at.get(name)), counts[name], due_now[name], oldest[name]
+                QueueState(name, paused_at.get(name)),
+                counts[name],
+                due_now[name],
+                oldest[name],
+                consumers.get(name, 0),
             )
             for name in names
         ]

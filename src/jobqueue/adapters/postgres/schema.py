@@ -192,6 +192,28 @@ queues = Table(
     Column("name", Text, primary_key=True),
     Column("paused_at", DateTime(timezone=True), nullable=True),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # When a process warned that due jobs wait here and no live process consumes the
+    # queue; cleared once one does (`queries/processes.py`): one warning per episode.
+    Column("unconsumed_warned_at", DateTime(timezone=True), nullable=True),
+)
+
+
+# The live worker processes, a row each, refreshed with their heartbeats and gone once
+# `expires_at` passes (`adapters/postgres/processes.py`).
+processes = Table(
+    "processes",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("version", Text, nullable=False),
+    Column("queues", ARRAY(Text), nullable=False),
+    Column("types", ARRAY(Text), nullable=False),
+    Column("workers", Integer, nullable=False),
+    Column("running", Integer, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
 )
 
 

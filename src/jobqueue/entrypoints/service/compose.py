@@ -27,9 +27,11 @@ from `provisioning.py`.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+from uuid import uuid4
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -42,11 +44,13 @@ from jobqueue.adapters.postgres.notify import (
     asyncpg_connect,
     pg_notify,
 )
+from jobqueue.adapters.postgres.processes import PostgresProcesses
 from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL
 from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.periodic import PeriodicJob, Schedule
 from jobqueue.domain.ports import JobStore
+from jobqueue.domain.processes import ProcessInfo
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.service.components import (
@@ -55,6 +59,7 @@ from jobqueue.entrypoints.service.components import (
     OnStop,
     StopPhase,
 )
+from jobqueue.entrypoints.service.liveness import Heartbeat, QueueWatch
 from jobqueue.entrypoints.service.published_types import Published, TypeCatalogue, TypePublisher
 from jobqueue.entrypoints.service.runtime import Listeners
 from jobqueue.entrypoints.service.wakeups import Announcing, Listening, announcer
@@ -63,8 +68,9 @@ from jobqueue.entrypoints.worker.lease_recovery import LeaseRecovery
 from jobqueue.entrypoints.worker.pauses import QueuePauses
 from jobqueue.entrypoints.worker.periodic_scheduler import PeriodicScheduler
 from jobqueue.entrypoints.worker.pool import WorkerPool
-from jobqueue.entrypoints.worker.pool_config import pool_configs
+from jobqueue.entrypoints.worker.pool_config import PoolConfig, pool_configs
 from jobqueue.entrypoints.worker.retention import RetentionLoop
+from jobqueue.release import package_version
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -121,6 +127,7 @@ def build_components(
     # neither the import nor the per-job work on numbers nobody can scrape.
     metrics = _metrics() if serves_http else None
     decoder = MsgspecPayloadDecoder()
+    processes = PostgresProcesses(engine)
     periodic = _schedules(registry)
     components: list[Component] = []
     # One pool per queue consumed, each with its own concurrency, claims and prefetch.
@@ -146,6 +153,13 @@ def build_components(
                 on_due=_waking(pools),
             )
             components.append(Loop("periodic jobs", StopPhase.SIGNAL, scheduler))
+        # So that GET /queues can tell a queue nobody consumes from a busy one.
+        heartbeat = Heartbeat(
+            processes,
+            _describing(store.worker, registry, pool_configs(settings), pools),
+            settings.lease_duration,
+        )
+        components.append(Loop("process heartbeat", StopPhase.SIGNAL, heartbeat))
         recovery = LeaseRecovery(store, settings.recovery_interval, observer=metrics)
         components.append(Loop("lease recovery", StopPhase.SIGNAL, recovery))
         policy = settings.retention_policy()
@@ -157,6 +171,8 @@ def build_components(
                 on_pruned=None if metrics is None else metrics.jobs_pruned,
             )
             components.append(Loop("retention", StopPhase.SIGNAL, retention))
+    # Every role watches: an API with no worker anywhere is where jobs wait unseen.
+    components.append(Loop("queue watch", StopPhase.SIGNAL, QueueWatch(processes)))
     # Wake-ups across processes: the API side announces new jobs, workers listen.
     notifier = Notifier(pg_notify(engine)) if roles.http and settings.notify else None
     if metrics is not None:
@@ -210,6 +226,29 @@ def _catalogue(
     return TypeCatalogue(
         registry, decoder, Published(PostgresJobTypes(engine), JsonSchemaCompiler())
     )
+
+
+def _describing(
+    worker: str, registry: Registry, configs: Sequence[PoolConfig], pools: Sequence[WorkerPool]
+) -> Callable[[], ProcessInfo]:
+    """What this worker process's heartbeats say of it: fixed at start but for the
+    attempts running."""
+    host, _, pid = worker.rpartition(":")
+    started = ProcessInfo(
+        id=uuid4(),
+        host=host,
+        pid=int(pid) if pid.isdigit() else os.getpid(),
+        version=package_version(),
+        queues=tuple(config.queue for config in configs),
+        types=tuple(registry),
+        workers=sum(config.workers for config in configs),
+        running=0,
+    )
+
+    def describe() -> ProcessInfo:
+        return replace(started, running=sum(pool.in_flight for pool in pools))
+
+    return describe
 
 
 def _waking(pools: Sequence[WorkerPool]) -> Callable[[], None] | None:
