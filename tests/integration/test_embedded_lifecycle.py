@@ -1,5 +1,6 @@
 """The embedded PostgreSQL of real `jobqueue serve` processes: it always stops with the
-last live process, whoever was killed before.
+last live process, whoever was killed before, and within seconds when the last one is
+killed itself (its watchdog), `make run` included.
 
 Each test gives its processes a data directory of its own (not the session's server),
 and kills whatever postgres of that directory a failed test leaves behind.
@@ -11,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.processes import Service, free_port, start
+from jobqueue.adapters.postgres.embedded_handles import WATCHDOG_FILE, process_identity
+from tests.support.processes import JOBQUEUE, REPO_ROOT, Service, environment, free_port, start
 
 pytestmark = [
     pytest.mark.slow,
@@ -28,6 +31,7 @@ pytestmark = [
 ]
 
 STARTUP = 180.0  # the first start of a data directory runs initdb and the migrations
+ORPHANED_WITHIN = 10.0  # the bound on a server outliving its last process: "a few seconds"
 
 
 def postgres_of(data_dir: Path) -> list[int]:
@@ -69,6 +73,14 @@ def handle_pids(data_dir: Path) -> list[int]:
     return values
 
 
+def watchdog_pid(data_dir: Path) -> int:
+    return int((data_dir / WATCHDOG_FILE).read_text())
+
+
+def alive(pid: int) -> bool:
+    return process_identity(pid) is not None  # a zombie is not
+
+
 def messages(service: Service) -> list[str]:
     return [str(line["message"]) for line in service.log()]
 
@@ -91,6 +103,9 @@ class Launcher:
             if service.process.poll() is None:
                 service.process.kill()
                 service.process.wait(timeout=30)
+        # The watchdog stops the server of processes killed here, as it should.
+        with contextlib.suppress(AssertionError):
+            wait_until(lambda: not postgres_of(self.data_dir), ORPHANED_WITHIN, "")
         leftovers = postgres_of(self.data_dir)
         for pid in leftovers:
             with contextlib.suppress(ProcessLookupError):
@@ -114,19 +129,25 @@ def interrupt(service: Service) -> None:
     assert service.wait(timeout=120) == 0, service.errors()
 
 
-def test_after_a_sigkill_of_serve_the_next_serve_stops_the_server(launcher: Launcher) -> None:
+def test_after_a_sigkill_of_serve_and_its_watchdog_the_next_serve_stops_the_server(
+    launcher: Launcher,
+) -> None:
     first = launcher.serve("first")
     first.wait_until_healthy(within=STARTUP)
     server = postmaster_pid(launcher.data_dir)
+    watchdog = watchdog_pid(launcher.data_dir)
+    os.kill(watchdog, signal.SIGKILL)
     first.send(signal.SIGKILL)
     assert first.wait(timeout=30) == -signal.SIGKILL
-    # What used to keep the server alive for ever: the dead PID stays in the wheel's file.
+    # What would keep the server alive for ever: the dead PID stays in the wheel's file.
     assert first.process.pid in handle_pids(launcher.data_dir)
     assert server in postgres_of(launcher.data_dir)
 
     second = launcher.serve("second")
     second.wait_until_healthy(within=STARTUP)
     assert postmaster_pid(launcher.data_dir) == server  # attached, not restarted
+    assert watchdog_pid(launcher.data_dir) != watchdog  # and watched again
+    assert alive(watchdog_pid(launcher.data_dir))
     interrupt(second)
 
     wait_until(lambda: not postgres_of(launcher.data_dir), 10, "the server stopped")
@@ -179,3 +200,105 @@ def test_a_server_killed_with_its_serve_is_started_again_and_stopped(
 
     wait_until(lambda: not postgres_of(launcher.data_dir), 10, "the server stopped")
     assert "stopped the embedded PostgreSQL" in messages(second)
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            # The parent is the 2nd field after the command name (which may hold spaces).
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and parent == pid:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def make_run(launcher: Launcher) -> Iterator[Service]:
+    """`make run` as a user types it, in a process group of its own (a terminal's job),
+    on the test's data directory; the venv is the one running the tests, not remade."""
+    venv = JOBQUEUE.parent.parent
+    port = free_port()
+    logs = launcher.tmp_path / "make"
+    logs.mkdir()
+    env = environment(
+        "serve", HTTP_ADDR=f"127.0.0.1:{port}", JOBQUEUE_DATA_DIR=str(launcher.data_dir)
+    )
+    for variable in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # when the tests run under make
+        env.pop(variable, None)
+    with (logs / "stdout.log").open("wb") as out, (logs / "stderr.log").open("wb") as err:
+        process = subprocess.Popen(
+            ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", "run"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+    service = Service(process, f"http://127.0.0.1:{port}", logs / "stdout.log", logs / "stderr.log")
+    try:
+        service.wait_until_healthy(within=STARTUP)
+        yield service
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+
+def assert_no_postgres_within_seconds(data_dir: Path, watchdog: int) -> None:
+    wait_until(lambda: not postgres_of(data_dir), ORPHANED_WITHIN, "the server stopped")
+    wait_until(lambda: not alive(watchdog), ORPHANED_WITHIN, "the watchdog exited")
+
+
+def test_a_sigkill_of_make_runs_process_group_leaves_no_postgres(
+    launcher: Launcher, make_run: Service
+) -> None:
+    assert postgres_of(launcher.data_dir)
+    watchdog = watchdog_pid(launcher.data_dir)
+
+    os.killpg(make_run.process.pid, signal.SIGKILL)
+    assert make_run.wait(timeout=30) == -signal.SIGKILL
+
+    assert_no_postgres_within_seconds(launcher.data_dir, watchdog)
+    assert "stopping it" in (launcher.data_dir / "log").read_text()
+
+
+def test_a_sigkill_of_the_serve_under_make_run_alone_leaves_no_postgres(
+    launcher: Launcher, make_run: Service
+) -> None:
+    [serve] = children_of(make_run.process.pid)
+    watchdog = watchdog_pid(launcher.data_dir)
+    assert postgres_of(launcher.data_dir)
+
+    os.kill(serve, signal.SIGKILL)
+    assert make_run.wait(timeout=30) != 0  # make reports its recipe's death
+
+    assert_no_postgres_within_seconds(launcher.data_dir, watchdog)
+
+
+def test_of_two_serves_killing_one_leaves_the_server_to_the_other(launcher: Launcher) -> None:
+    first = launcher.serve("first")
+    first.wait_until_healthy(within=STARTUP)
+    second = launcher.serve("second")
+    second.wait_until_healthy(within=STARTUP)
+    server = postmaster_pid(launcher.data_dir)
+    watchdog = watchdog_pid(launcher.data_dir)
+
+    first.send(signal.SIGKILL)
+    assert first.wait(timeout=30) == -signal.SIGKILL
+    # The watchdog has looked since: it pruned the dead PID, and kept the server.
+    wait_until(
+        lambda: first.process.pid not in handle_pids(launcher.data_dir),
+        ORPHANED_WITHIN,
+        "the watchdog pruned the killed serve",
+    )
+    assert handle_pids(launcher.data_dir) == [second.process.pid]
+    assert server in postgres_of(launcher.data_dir)
+    assert alive(watchdog)
+    assert httpx.get(f"{second.base_url}/readyz", timeout=10).status_code == 200
+
+    second.send(signal.SIGKILL)
+    assert second.wait(timeout=30) == -signal.SIGKILL
+    assert_no_postgres_within_seconds(launcher.data_dir, watchdog)

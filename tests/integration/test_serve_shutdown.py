@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import time
@@ -145,3 +146,23 @@ def test_a_taken_port_fails_clearly_without_a_traceback(database_url: str) -> No
     assert result.returncode == 1
     assert f"HTTP_ADDR 127.0.0.1:{port} is already in use" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "host", "address"),
+    [("serve", "127.0.0.1", "127.0.0.1:8080"), ("api", "0.0.0.0", ":8080")],
+)
+def test_unset_http_addr_binds_loopback_for_serve_and_every_interface_for_api(
+    database_url: str, command: str, host: str, address: str
+) -> None:
+    # The port is held here, or by another process on the machine (then as good): either
+    # way the command refuses to start, naming the address it tried.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        with contextlib.suppress(OSError):
+            taken.bind((host, 8080))
+            taken.listen()
+
+        result = run([command], timeout=60, DATABASE_URL=database_url)
+
+    assert result.returncode == 1, result.stderr
+    assert f"HTTP_ADDR {address} is already in use" in result.stderr

@@ -42,7 +42,7 @@ def test_an_empty_environment_gives_the_documented_defaults() -> None:
 
     assert settings.database_url is None
     assert settings.data_dir == Path(".jobqueue/pgdata")
-    assert settings.http_addr == HttpAddress("0.0.0.0", 8080, ":8080")
+    assert settings.http_addr is None  # the command's default: api_listener
     assert settings.metrics_addr is None
     assert settings.workers == 4
     assert settings.max_attempts == 5
@@ -176,10 +176,13 @@ def test_each_default_is_the_field_default() -> None:
     "row", [row for row in SETTINGS if row.shown != "unset"], ids=lambda row: row.env
 )
 def test_a_default_as_help_shows_it_reads_back_as_the_default(row: Setting) -> None:
-    # METRICS_ADDR's and LOG_FORMAT's defaults depend on the command and on stdout: help
-    # says so in words.
+    # METRICS_ADDR's, HTTP_ADDR's and LOG_FORMAT's defaults depend on the command and on
+    # stdout: help says so in words.
     if row.env == "METRICS_ADDR":
         assert row.shown == ":9090 for worker, none for serve/api"
+        return
+    if row.env == "HTTP_ADDR":
+        assert row.shown == "127.0.0.1:8080 for serve, :8080 for api"
         return
     if row.env == "LOG_FORMAT":
         assert row.default is None
@@ -321,6 +324,21 @@ def test_http_addr_refusals(raw: str, why: str) -> None:
 
     assert problem.startswith("HTTP_ADDR: ")
     assert why in problem
+
+
+def test_unset_http_addr_is_loopback_for_serve_and_every_interface_for_api() -> None:
+    settings = Settings.from_env({})
+    serve, api = (settings.api_listener(with_workers=workers) for workers in (True, False))
+
+    assert serve == HttpAddress("127.0.0.1", 8080, "127.0.0.1:8080")
+    assert api == HttpAddress("0.0.0.0", 8080, ":8080")
+
+
+@pytest.mark.parametrize("with_workers", [True, False])
+def test_a_configured_http_addr_is_used_by_serve_and_api(with_workers: bool) -> None:
+    settings = Settings.from_env({"HTTP_ADDR": ":8080"})
+
+    assert settings.api_listener(with_workers=with_workers) == HttpAddress("0.0.0.0", 8080, ":8080")
 
 
 def test_unset_metrics_addr_gives_a_worker_its_own_listener_on_9090() -> None:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue.adapters.postgres.embedded import clear_stale_postmaster
 from jobqueue.adapters.postgres.embedded_handles import (
     HANDLE_FILE,
     IDENTITY_FILE,
@@ -27,6 +26,7 @@ from jobqueue.adapters.postgres.embedded_handles import (
     process_identity,
     server_processes,
 )
+from jobqueue.adapters.postgres.embedded_server import clear_stale_postmaster
 
 linux_only = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="reads the process table in /proc"

@@ -20,6 +20,8 @@ _log = logging.getLogger("jobqueue.adapters.postgres.embedded")
 
 HANDLE_FILE = ".handle_pids.json"  # the wheel's: a JSON list of the attached PIDs
 IDENTITY_FILE = ".jobqueue_handles.json"  # ours: {"pid": identity} of the PIDs we added
+# Locked (flock) by the data directory's running watchdog, and holding its PID.
+WATCHDOG_FILE = ".jobqueue_watchdog"
 
 _PROC = Path("/proc")
 _HAS_PROC = (_PROC / "self" / "stat").exists()
@@ -89,7 +91,7 @@ def live_handles(
 class Handles:
     """The wheel's handle file of a data directory, and our record of who wrote each PID.
 
-    Callers hold the locks (`_data_dir_lock`, then the wheel's). Nothing is written
+    Callers hold the locks (`data_dir_lock`, then the wheel's). Nothing is written
     while the wheel's file does not exist: before initdb the directory must stay empty.
     """
 

@@ -28,13 +28,16 @@ from jobqueue.domain.retention import DEFAULT_COMPLETED, DEFAULT_FAILED, Retenti
 from jobqueue.entrypoints.config.rules import ConfigError, check
 from jobqueue.entrypoints.config.variables import (
     ALL_COMMANDS,
+    API_HTTP_ADDR,
     EXCEPT_BENCH,
     LOG_LEVELS,
     METRICS_OFF,
+    SERVE_HTTP_ADDR,
     SERVICES,
     SETTING_KEY,
     WITH_API,
     WITH_WORKERS,
+    WORKER_METRICS_ADDR,
     HttpAddress,
     QueueConcurrency,
     Setting,
@@ -58,10 +61,6 @@ from jobqueue.entrypoints.config.variables import (
 from jobqueue.entrypoints.worker.retention import DEFAULT_INTERVAL as DEFAULT_RETENTION_INTERVAL
 
 TRACING_OFF = TracingConfig()
-
-# `jobqueue worker` serves no API: without a listener of its own its metrics and probes
-# would be invisible. serve and api have them on HTTP_ADDR already, so they open none.
-WORKER_METRICS_ADDR = parse_http_addr(":9090")
 
 # The OTEL_* variables (TRACING_ENVIRONMENT) matter where the service runs.
 TRACING_COMMANDS = SERVICES
@@ -98,12 +97,13 @@ class Settings:
         "data directory of the embedded server",
         commands=EXCEPT_BENCH,
     )
-    http_addr: HttpAddress = setting(
+    http_addr: HttpAddress | None = setting(
         "HTTP_ADDR",
         parse_http_addr,
-        parse_http_addr(":8080"),
+        None,
         "API listen address, host:port or :port (all interfaces)",
         commands=WITH_API,
+        shown=f"{SERVE_HTTP_ADDR} for serve, {API_HTTP_ADDR} for api",
     )
     # None: the command's default (`metrics_listener`); METRICS_OFF: no listener.
     metrics_addr: HttpAddress | Literal["off"] | None = setting(
@@ -356,6 +356,12 @@ class Settings:
 
     def database_limits(self) -> Limits:
         return Limits(statement=self.statement_timeout, client=self.db_client_timeout)
+
+    def api_listener(self, *, with_workers: bool) -> HttpAddress:
+        """HTTP_ADDR, else loopback for `serve` (`with_workers`), all interfaces for `api`."""
+        if self.http_addr is not None:
+            return self.http_addr
+        return SERVE_HTTP_ADDR if with_workers else API_HTTP_ADDR
 
     def metrics_listener(self, *, serves_api: bool) -> HttpAddress | None:
         """Where the separate metrics server listens, or None for no such server.

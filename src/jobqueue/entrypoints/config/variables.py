@@ -135,6 +135,17 @@ def parse_metrics_addr(raw: str) -> HttpAddress | Literal["off"]:
         raise ValueError(f"{error}; or {METRICS_OFF} for no metrics listener") from None
 
 
+# `jobqueue worker` serves no API: without a listener of its own its metrics and probes
+# would be invisible. serve and api have them on HTTP_ADDR already, so they open none.
+WORKER_METRICS_ADDR = parse_http_addr(":9090")
+
+# Unset HTTP_ADDR, by command. `serve` (and so `make run`) is for trying jobqueue out on
+# one's own machine, with no API_TOKENS and the example types on: loopback only. `api` is
+# the production role, often in a container, where loopback would make it unreachable.
+SERVE_HTTP_ADDR = parse_http_addr("127.0.0.1:8080")
+API_HTTP_ADDR = parse_http_addr(":8080")
+
+
 def parse_bool(raw: str) -> bool:
     lowered = raw.lower()
     if lowered in {"1", "true", "yes", "on"}:

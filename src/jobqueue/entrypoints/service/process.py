@@ -48,7 +48,7 @@ async def run_service(settings: Settings, roles: Roles) -> int:
 async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> int:
     registry = build_registry(settings)
     listeners = bind_listeners(
-        settings.http_addr if roles.http else None,
+        settings.api_listener(with_workers=roles.workers) if roles.http else None,
         settings.metrics_listener(serves_api=roles.http),
     )
     tracing = _start_tracing(settings.tracing)
@@ -117,7 +117,9 @@ def _log_running(settings: Settings, roles: Roles, registry: Registry) -> None:
         "jobqueue %s running",
         roles.name,
         extra={
-            "http_addr": str(settings.http_addr) if roles.http else None,
+            "http_addr": (
+                str(settings.api_listener(with_workers=roles.workers)) if roles.http else None
+            ),
             "metrics_addr": str(metrics_addr) if metrics_addr is not None else None,
             "workers": settings.workers if roles.workers else 0,
             "job_types": list(registry),
