@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 
@@ -129,9 +130,42 @@ def test_a_handler_module_without_a_registry_is_a_clear_startup_error(
     )
 
     assert result.returncode == 1
-    assert "must define `registry = Registry()`" in result.stderr
-    assert "`registry` is nothing" in result.stderr
+    assert "handler module 'tests.integration.user_handlers.no_registry' (" in result.stderr
+    assert "no_registry.py) defines no `registry`. A handler module defines" in result.stderr
+    assert "`registry = jobqueue.Registry()` and registers each job type's" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.slow
+def test_handlers_naming_a_module_of_another_kind_says_which_file_it_found(
+    database_url: str,
+) -> None:
+    # `json` is found (the standard library's), and holds no handlers.
+    result = run(["serve", "--handlers", "json"], DATABASE_URL=database_url)
+
+    assert result.returncode == 1
+    assert f"handler module 'json' ({json.__file__}) defines no `registry`" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "said"),
+    [
+        ("empty_registry", "registers no handler on its `registry`"),
+        ("not_a_registry", "defines `registry` as a dict, not a jobqueue.Registry"),
+    ],
+)
+def test_a_handler_module_registering_nothing_says_what_it_must_define(
+    module: str, said: str
+) -> None:
+    with pytest.raises(StartupError) as caught:
+        load_handlers(f"tests.integration.user_handlers.{module}")
+
+    message = str(caught.value)
+    assert said in message
+    assert '`@registry.handler("send_email")` on an `async def send_email(ctx, payload)`' in (
+        message
+    )
 
 
 @pytest.mark.slow

@@ -49,13 +49,14 @@ def environment(command: str | None = None, **settings: str) -> dict[str, str]:
 
 
 def run(
-    args: list[str], *, timeout: float = 120, **settings: str
+    args: list[str], *, timeout: float = 120, stdin: str = "", **settings: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run `jobqueue <args>` to completion."""
+    """Run `jobqueue <args>` to completion, `stdin` its standard input."""
     return subprocess.run(
         [str(JOBQUEUE), *args],
         cwd=REPO_ROOT,
         env=environment(args[0] if args else None, **settings),
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -1,8 +1,9 @@
 """A Python client of the jobqueue HTTP API, sync (`Client`) and async (`AsyncClient`).
 
+    import os
     from jobqueue.client import Client
 
-    with Client("http://127.0.0.1:8080", token="…") as jobs:
+    with Client("http://127.0.0.1:8080", token=os.environ.get("JOBQUEUE_TOKEN")) as jobs:
         job = jobs.submit("sleep", {"duration": "2s"}, queue="reports")
         print(jobs.status(job.id).status)
 
@@ -24,6 +25,7 @@ from jobqueue.client.errors import (
     BadRequest,
     ClientError,
     Conflict,
+    InvalidClientOption,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
@@ -60,6 +62,7 @@ __all__ = [
     "Client",
     "ClientError",
     "Conflict",
+    "InvalidClientOption",
     "JobList",
     "JobRecord",
     "JobStatusView",

@@ -14,8 +14,9 @@ import httpx
 
 from jobqueue.client import calls
 from jobqueue.client.calls import Call, Retries
+from jobqueue.client.connection import http_options
 from jobqueue.client.errors import Unavailable
-from jobqueue.client.sessions import DEFAULT_RETRIES, http_options, http_request
+from jobqueue.client.sessions import DEFAULT_RETRIES, http_request
 from jobqueue.domain.status import Status
 from jobqueue.wire.records import (
     BatchItem,
@@ -46,9 +47,9 @@ class AsyncClient:
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._http = httpx.AsyncClient(
-            **http_options(base_url, token, timeout, headers), transport=transport
-        )
+        options = http_options(base_url, token, timeout, headers)
+        self._http = httpx.AsyncClient(**options, transport=transport)
+        self._base_url: str = options["base_url"]
         self._retries = retries
 
     async def __aenter__(self) -> Self:
@@ -73,7 +74,7 @@ class AsyncClient:
                     call, await self._http.request(**http_request(call)), tries, self._retries
                 )
             except httpx.TransportError as error:
-                verdict = calls.after_failure(call, error, tries, self._retries)
+                verdict = calls.after_failure(call, error, tries, self._retries, self._base_url)
             if not isinstance(verdict, float):
                 return verdict
             await asyncio.sleep(verdict)

@@ -102,7 +102,7 @@ def judged(call: Call[T], response: httpx.Response, tries: int, retries: Retries
 
 
 def after_failure(
-    call: Call[Any], error: httpx.TransportError, tries: int, retries: Retries
+    call: Call[Any], error: httpx.TransportError, tries: int, retries: Retries, base_url: str
 ) -> float:
     """The delay before trying `call` again after `error`; raises `ServiceUnreachable`
     when it must not be (the request may have arrived) or may not be tried any more."""
@@ -110,9 +110,41 @@ def after_failure(
     unsent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
     if (unsent or call.repeatable) and tries + 1 < retries.attempts:
         return retries.delay(tries)
-    raise ServiceUnreachable(
-        f"{call.method} {call.path}: {type(error).__name__}: {error or 'no answer'}"
-    ) from error
+    # The service's URL first: what a person checks (a typo, a port, a service down).
+    message = f"cannot reach {base_url} ({_reason(error)}"
+    message += f", {tries + 1} tries)" if tries else ")"
+    if not unsent and not call.repeatable:
+        message += f"; {call.method} {call.path} may have been carried out"
+    raise ServiceUnreachable(message) from error
+
+
+def _reason(error: httpx.TransportError) -> str:
+    """Why `error` left no answer, in a few words: the operating system's reason for a
+    failed connection ("connection refused", "name or service not known"), or the
+    limit a timeout ran out."""
+    if isinstance(error, httpx.ConnectTimeout):
+        return f"no connection within {_limit(error, 'connect')}"
+    if isinstance(error, httpx.ReadTimeout):
+        return f"no answer within {_limit(error, 'read')}"
+    if isinstance(error, httpx.TimeoutException):
+        return f"timed out ({type(error).__name__})"
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror[:1].lower() + cause.strerror[1:]
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(error, httpx.RemoteProtocolError):
+        return f"the connection closed without an answer: {error}"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _limit(error: httpx.TimeoutException, phase: str) -> str:
+    """The time limit of `phase` that `error` ran out, as the client was given it."""
+    try:
+        limit = error.request.extensions.get("timeout", {}).get(phase)
+    except RuntimeError:  # an error made without its request
+        limit = None
+    return "the time allowed" if limit is None else f"{limit:g}s"
 
 
 def _error(response: httpx.Response) -> ApiError:

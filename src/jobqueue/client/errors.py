@@ -11,6 +11,12 @@ class ClientError(JobQueueError):
     """Base of the client's errors."""
 
 
+class InvalidClientOption(ClientError, ValueError):
+    """A client made with what it could never send: a token an `Authorization` header
+    cannot carry (a placeholder such as "…" left in, a line break), or a URL that is not
+    http(s). Raised when the client is made, not at its first call."""
+
+
 class ServiceUnreachable(ClientError):
     """No answer: the connection failed or broke, and retrying (where it was safe) did not
     help. The request may or may not have been acted on, unless it was a submission: those

@@ -15,6 +15,7 @@ import httpx
 
 from jobqueue.client import calls
 from jobqueue.client.calls import Call, Retries
+from jobqueue.client.connection import http_options
 from jobqueue.client.errors import Unavailable
 from jobqueue.domain.status import Status
 from jobqueue.wire.records import (
@@ -32,17 +33,6 @@ from jobqueue.wire.requests import BatchJob, SubmitOptions, job_request
 
 T = TypeVar("T")
 DEFAULT_RETRIES = Retries()
-
-
-def http_options(
-    base_url: str, token: str | None, timeout: float, headers: Mapping[str, str] | None
-) -> dict[str, Any]:
-    sent = {"Accept": "application/json", **(headers or {})}
-    # An empty token (JOBQUEUE_TOKEN= in a shell) is no token, not an empty Bearer that
-    # httpx refuses to send.
-    if token:
-        sent["Authorization"] = f"Bearer {token}"
-    return {"base_url": base_url.rstrip("/"), "timeout": timeout, "headers": sent}
 
 
 def http_request(call: Call[Any]) -> dict[str, Any]:
@@ -74,9 +64,9 @@ class Client:
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._http = httpx.Client(
-            **http_options(base_url, token, timeout, headers), transport=transport
-        )
+        options = http_options(base_url, token, timeout, headers)
+        self._http = httpx.Client(**options, transport=transport)
+        self._base_url: str = options["base_url"]
         self._retries = retries
 
     def __enter__(self) -> Self:
@@ -101,7 +91,7 @@ class Client:
                     call, self._http.request(**http_request(call)), tries, self._retries
                 )
             except httpx.TransportError as error:
-                verdict = calls.after_failure(call, error, tries, self._retries)
+                verdict = calls.after_failure(call, error, tries, self._retries, self._base_url)
             if not isinstance(verdict, float):
                 return verdict
             time.sleep(verdict)

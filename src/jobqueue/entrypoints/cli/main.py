@@ -1,5 +1,5 @@
-"""The `jobqueue` command: serve, api, worker, migrate, bench; and jobs, queues (an
-operator's commands against a running service, `operate.py`)."""
+"""The `jobqueue` command: serve, api, worker, migrate, bench; and jobs, queues, types,
+periodic (an operator's commands against a running service, `operate.py`)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,16 @@ from collections.abc import Callable, Sequence
 
 from jobqueue.adapters.telemetry.logging import configure_logging
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
-from jobqueue.entrypoints.cli.operate import (
+from jobqueue.entrypoints.cli.operate import run as run_operator
+from jobqueue.entrypoints.cli.operator_parsers import (
     DEFAULT_URL,
     OPERATOR_COMMANDS,
+    SERVICE_OPTIONS,
     TOKEN_VARIABLE,
     URL_VARIABLE,
     add_commands,
+    add_service_options,
 )
-from jobqueue.entrypoints.cli.operate import run as run_operator
 from jobqueue.entrypoints.config.rules import ConfigError
 from jobqueue.entrypoints.config.settings import SETTINGS, TRACING_COMMANDS, Settings
 from jobqueue.entrypoints.config.variables import Command, parse_modules, parse_queues, show_queues
@@ -126,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"jobqueue {package_version()}")
+    add_service_options(
+        parser, f"options of {', '.join(OPERATOR_COMMANDS)} (here, or after the command)"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     handlers = argparse.ArgumentParser(add_help=False)
     handlers.add_argument(
@@ -197,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
 _OPERATOR_EXIT_CODES = f"""\
 exit status:
   0    done; the answer is on stdout (a table, or JSON with --json)
-  1    the service refused (its message on stderr) or could not be reached
+  1    the service refused (its message on stderr) or could not be reached, or the
+       question a bulk action asks on a terminal was not answered yes
   2    invalid usage
 
 The service is the one at --url, ${URL_VARIABLE}, or {DEFAULT_URL}; a token for its
@@ -256,6 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench_options = _bench_options(rest)
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    misplaced = [name for name in SERVICE_OPTIONS if hasattr(args, name)]
+    if args.command not in OPERATOR_COMMANDS and misplaced:
+        shown = ", ".join("--" + name.replace("_", "-") for name in misplaced)
+        operators = ", ".join(OPERATOR_COMMANDS[:-1]) + f" and {OPERATOR_COMMANDS[-1]}"
+        parser.error(f"{shown}: for the {operators} commands, not {args.command}")
     if args.command in OPERATOR_COMMANDS:
         # Talks to a service over HTTP: none of the service's own settings apply.
         return run_operator(args)

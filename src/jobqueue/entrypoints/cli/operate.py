@@ -1,289 +1,119 @@
-"""`jobqueue jobs …`, `jobqueue queues …` and `jobqueue types list`: an operator's look
-at a running service, and the actions they take on it, through its HTTP API
+"""`jobqueue jobs …`, `queues …`, `types list` and `periodic list`: an operator's look at a
+running service, and the actions they take on it, through its HTTP API
 (`jobqueue.client`), so the same commands reach a service on another host, token and all.
 
-Tables for people (rich, which the benchmark report uses too), `--json` for scripts: the
-records exactly as the API sends them. Exit status 0, 1 when the service refused or could
-not be reached (the reason on stderr), 2 for a bad command line.
+What each takes is in `operator_parsers.py`; what the jobs' commands do, `jobs_commands.py`;
+how an answer is printed, `output.py`. Exit status 0, 1 when the service refused or could
+not be reached, or a person said no (the reason on stderr), 2 for a bad command line.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
 
-from jobqueue.domain.status import Status
+from jobqueue.entrypoints.cli import jobs_commands
+from jobqueue.entrypoints.cli.jobs_commands import UsageError
+from jobqueue.entrypoints.cli.operator_parsers import (
+    BULK_ACTIONS,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_URL,
+    TOKEN_VARIABLE,
+    URL_VARIABLE,
+)
 from jobqueue.entrypoints.service import exit_codes
 
 if TYPE_CHECKING:
     # Imported by `run` only: `jobqueue --help` and the service's own commands need
     # neither the HTTP client nor the tables.
-    from rich.table import Table
-
-    from jobqueue.client import Client, JobRecord, JobTypeView, QueueRecord
-
-DEFAULT_URL = "http://127.0.0.1:8080"
-URL_VARIABLE = "JOBQUEUE_URL"
-TOKEN_VARIABLE = "JOBQUEUE_TOKEN"
-OPERATOR_COMMANDS = ("jobs", "queues", "types")
-# How much of an error a table cell shows; `show` and --json give it whole.
-_ERROR_WIDTH = 60
+    from jobqueue.client import Client
 
 
-def add_commands(commands: Any, epilog: str) -> None:
-    """The `jobs`, `queues` and `types` commands, on the `jobqueue` parser's subparsers."""
-    service = argparse.ArgumentParser(add_help=False)
-    service.add_argument(
-        "--url",
-        default=os.environ.get(URL_VARIABLE, DEFAULT_URL),
-        help=f"the service's API (default: ${URL_VARIABLE}, else {DEFAULT_URL})",
-    )
-    service.add_argument(
-        "--token",
-        default=os.environ.get(TOKEN_VARIABLE),
-        help=f"one of its API_TOKENS (default: ${TOKEN_VARIABLE})",
-    )
-    service.add_argument(
-        "--json", action="store_true", help="print the API's records as JSON, for scripts"
-    )
-    made = {"formatter_class": argparse.RawDescriptionHelpFormatter, "epilog": epilog}
+@dataclass(frozen=True, slots=True)
+class ServiceOptions:
+    """Which service, and how to print its answers: the options wherever they were given
+    on the command line, else the environment's, else the defaults."""
 
-    jobs = commands.add_parser(
-        "jobs", help="list, show, retry and cancel jobs of a running service", **made
-    )
-    actions = jobs.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser(
-        "list", help="jobs of one status, oldest or soonest first", parents=[service], **made
-    )
-    listing.add_argument(
-        "--status", required=True, choices=[status.value for status in Status], help="required"
-    )
-    listing.add_argument("--type", dest="job_type", help="only jobs of this type")
-    listing.add_argument("--queue", help="only jobs of this queue")
-    listing.add_argument(
-        "--limit", type=int, default=50, help="at most this many (default 50; 0: all of them)"
-    )
-    for action, summary in (
-        ("show", "one job's whole record, with its attempts"),
-        ("retry", "requeue a failed, dead-lettered or cancelled job with a fresh budget"),
-        ("cancel", "cancel a pending or running job"),
-    ):
-        one = actions.add_parser(action, help=summary, parents=[service], **made)
-        one.add_argument("job_id", metavar="JOB_ID")
+    url: str
+    token: str | None
+    request_timeout: float
+    json: bool
 
-    queues = commands.add_parser("queues", help="list, pause and resume queues", **made)
-    actions = queues.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser(
-        "list", help="every queue: counts, oldest due job, paused", parents=[service], **made
-    )
-    for action, summary in (
-        ("pause", "claim nothing more from a queue (running jobs finish)"),
-        ("resume", "claim from a paused queue again"),
-    ):
-        one = actions.add_parser(action, help=summary, parents=[service], **made)
-        one.add_argument("name", metavar="QUEUE")
-
-    types = commands.add_parser("types", help="list the job types the API accepts", **made)
-    actions = types.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser(
-        "list",
-        help="every job type: where the API knows it from, its defaults (--json: its "
-        "payload schema too)",
-        parents=[service],
-        **made,
-    )
+    @classmethod
+    def of(cls, args: argparse.Namespace, environ: dict[str, str]) -> ServiceOptions:
+        return cls(
+            # An empty variable (JOBQUEUE_URL= in a shell) is no URL.
+            url=getattr(args, "url", None) or environ.get(URL_VARIABLE) or DEFAULT_URL,
+            token=getattr(args, "token", environ.get(TOKEN_VARIABLE)),
+            request_timeout=getattr(args, "request_timeout", DEFAULT_REQUEST_TIMEOUT),
+            json=getattr(args, "json", False),
+        )
 
 
-def run(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
-    """Carry out the parsed `jobs`/`queues`/`types` command; its exit status."""
-    import msgspec
-    from rich.console import Console
-
+def run(
+    args: argparse.Namespace,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    answers: TextIO | None = None,
+) -> int:
+    """Carry out the parsed command; its exit status. A bulk action asks first when
+    `answers` (stdin) is a terminal, unless `--yes`."""
     from jobqueue.client import Client, ClientError
+    from jobqueue.entrypoints.cli.output import write
 
-    stream = out or sys.stdout
-    # A terminal's width, or, piped into grep or a file, lines as long as their content.
-    console = Console(file=stream, width=None if stream.isatty() else 1000)
-    try:
-        with Client(args.url, token=args.token) as client:
-            answer = _ACTIONS[(args.command, args.action)](client, args)
-    except ClientError as error:
-        print(f"jobqueue: {error}", file=err or sys.stderr)
+    errors = err or sys.stderr
+    options = ServiceOptions.of(args, dict(os.environ))
+    if _refused(args, answers or sys.stdin, errors):
+        print("jobqueue: nothing done", file=errors)
         return exit_codes.FAILED
-    if args.json:
-        console.file.write(msgspec.json.encode(answer).decode() + "\n")
-    else:
-        with console.capture() as captured:
-            console.print(_rendered(answer))
-        # Without the padding of a table's last column, which a script would have to strip.
-        lines = captured.get().splitlines()
-        console.file.write("".join(line.rstrip() + "\n" for line in lines))
+    try:
+        with Client(options.url, token=options.token, timeout=options.request_timeout) as client:
+            answer = _ACTIONS[(args.command, args.action)](client, args)
+    except UsageError as error:
+        print(f"jobqueue {args.command} {args.action}: error: {error}", file=errors)
+        return exit_codes.USAGE
+    except ClientError as error:
+        print(f"jobqueue: {error}", file=errors)
+        return exit_codes.FAILED
+    write(args.command, answer, out or sys.stdout, options.json)
     return exit_codes.OK
 
 
-def _list_jobs(client: Client, args: argparse.Namespace) -> list[JobRecord]:
-    found = []
-    for job in client.iter_jobs(
-        args.status,
-        job_type=args.job_type,
-        queue=args.queue,
-        page_size=min(args.limit, 500) if args.limit > 0 else 500,
-    ):
-        found.append(job)
-        if len(found) == args.limit:
-            break
-    return found
+def _refused(args: argparse.Namespace, answers: TextIO, errors: TextIO) -> bool:
+    """Whether a person at a terminal said no to a bulk action. A script (stdin not a
+    terminal) is not asked: it said what it wanted on its command line."""
+    if args.action not in BULK_ACTIONS or args.yes or not answers.isatty():
+        return False
+    # On stderr: stdout may be a pipe to a script that reads the answer.
+    errors.write(f"{jobs_commands.bulk_question(args)} [y/N] ")
+    errors.flush()
+    try:
+        reply = answers.readline()
+    except KeyboardInterrupt:
+        reply = ""
+    return reply.strip().lower() not in ("y", "yes")
 
 
 _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {
-    ("jobs", "list"): _list_jobs,
+    ("jobs", "submit"): jobs_commands.submit,
+    ("jobs", "submit-batch"): jobs_commands.submit_batch,
+    ("jobs", "list"): jobs_commands.list_jobs,
     ("jobs", "show"): lambda client, args: client.job(args.job_id),
     ("jobs", "retry"): lambda client, args: client.retry(args.job_id),
     ("jobs", "cancel"): lambda client, args: client.cancel(args.job_id),
+    ("jobs", "run-now"): lambda client, args: client.run_now(args.job_id),
+    ("jobs", "reschedule"): lambda client, args: client.reschedule(
+        args.job_id, run_at=args.run_at, delay=args.delay
+    ),
+    ("jobs", "delete"): lambda client, args: client.delete(args.job_id),
+    **{("jobs", action): jobs_commands.bulk for action in BULK_ACTIONS},
     ("queues", "list"): lambda client, args: client.queues(),
     ("queues", "pause"): lambda client, args: client.pause(args.name),
     ("queues", "resume"): lambda client, args: client.resume(args.name),
     ("types", "list"): lambda client, args: client.types(),
+    ("periodic", "list"): lambda client, args: client.periodic(),
 }
-
-
-# --- tables --------------------------------------------------------------------------------
-
-
-def _rendered(answer: Any) -> Any:
-    from jobqueue.client import JobRecord, JobTypeView, QueueRecord
-
-    if isinstance(answer, list):
-        if answer and isinstance(answer[0], QueueRecord):
-            return _queue_table(answer)
-        if answer and isinstance(answer[0], JobTypeView):
-            return _type_table(answer)
-        return _job_table(answer)
-    if isinstance(answer, JobRecord):
-        return _job_card(answer)
-    # A queue's state after a pause or resume.
-    return _card({name: getattr(answer, name) for name in answer.__struct_fields__})
-
-
-def _job_table(jobs: Sequence[JobRecord]) -> Table:
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("id", "type", "queue", "pri", "status", "tries", "run_at", "last_error"):
-        table.add_column(column, no_wrap=column != "last_error")
-    for job in jobs:
-        table.add_row(
-            str(job.id),
-            job.type,
-            job.queue,
-            str(job.priority),
-            job.status.value,
-            f"{job.attempts}/{job.max_attempts}",
-            _when(job.run_at),
-            _cut(job.last_error or ""),
-        )
-    return table
-
-
-def _job_card(job: JobRecord) -> Table:
-    import msgspec
-    from rich.table import Table
-
-    fields = msgspec.structs.asdict(job)
-    history = fields.pop("history")
-    card = _card(fields)
-    if history:
-        attempts = Table(
-            box=None, header_style="bold", pad_edge=False, title="attempts", title_justify="left"
-        )
-        for column in ("attempt", "outcome", "started_at", "finished_at", "worker", "error"):
-            attempts.add_column(column)
-        for each in history:
-            attempts.add_row(
-                str(each.attempt),
-                each.outcome,
-                _when(each.started_at),
-                _when(each.finished_at),
-                each.worker or "",
-                each.error or "",
-            )
-        card.add_row("", "")
-        card.add_row("history", attempts)
-    return card
-
-
-def _queue_table(queues: Sequence[QueueRecord]) -> Table:
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    statuses = sorted({status for queue in queues for status in queue.jobs})
-    for column in ("queue", "paused", *statuses, "due", "scheduled", "oldest due"):
-        table.add_column(column, justify="left" if column in ("queue", "paused") else "right")
-    for queue in queues:
-        age = queue.oldest_due_age_seconds
-        table.add_row(
-            queue.name,
-            "paused" if queue.paused else "",
-            *(str(queue.jobs.get(status, 0)) for status in statuses),
-            str(queue.due),
-            str(queue.scheduled),
-            "" if age is None else f"{age:.1f}s",
-        )
-    return table
-
-
-def _type_table(types: Sequence[JobTypeView]) -> Table:
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    columns = ("type", "source", "queue", "pri", "attempts", "unique", "published", "description")
-    for column in columns:
-        table.add_column(column)
-    for each in types:
-        unique = each.unique
-        table.add_row(
-            each.name,
-            each.source,
-            each.queue,
-            str(each.priority),
-            _shown(each.max_attempts),
-            "" if unique is None else _shown(unique.key or unique.by or "payload"),
-            "" if each.published_at is None else f"{_when(each.published_at)} {each.published_by}",
-            _cut(each.description or ""),
-        )
-    return table
-
-
-def _card(fields: dict[str, Any]) -> Table:
-    from rich.table import Table
-
-    card = Table(box=None, show_header=False, pad_edge=False)
-    card.add_column(style="bold")
-    card.add_column()
-    for name, value in fields.items():
-        card.add_row(name, _shown(value))
-    return card
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, datetime):
-        return _when(value)
-    if isinstance(value, dict | list):
-        return json.dumps(value, default=str)
-    return str(value)
-
-
-def _when(moment: datetime | None) -> str:
-    return "" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _cut(text: str) -> str:
-    line = text.splitlines()[0] if text else ""
-    return line if len(line) <= _ERROR_WIDTH else line[: _ERROR_WIDTH - 1] + "…"

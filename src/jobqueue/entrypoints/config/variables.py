@@ -19,6 +19,7 @@ from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.fields import check_queue_name
+from jobqueue.wire.tokens import first_unsendable
 
 T = TypeVar("T")
 
@@ -277,7 +278,7 @@ def parse_tokens(raw: str) -> frozenset[str]:
         raise ValueError("holds no token; unset it to turn authentication off")
     for position, token in enumerate(tokens, start=1):
         # Tokens are never echoed: they are secrets. Their position is enough.
-        if not all("!" <= character <= "~" for character in token):
+        if first_unsendable(token) is not None:
             raise ValueError(
                 f"token {position} contains characters other than visible ASCII; an "
                 "Authorization header cannot carry it"

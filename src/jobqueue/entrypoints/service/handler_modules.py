@@ -50,13 +50,21 @@ def load_handlers(module_name: str) -> Registry:
             f"handler module {module_name!r} failed to import: {type(error).__name__}: {error}"
         ) from error
     registry = getattr(module, "registry", None)
-    if not isinstance(registry, Registry):
-        found = "nothing" if registry is None else f"a {type(registry).__name__}"
-        raise StartupError(
-            f"handler module {module_name!r} must define `registry = Registry()` at module "
-            f"level (jobqueue.Registry), but `registry` is {found}"
-        )
-    return registry
+    if isinstance(registry, Registry) and (len(registry) or registry.periodic_jobs()):
+        return registry
+    # Where the module was found: `--handlers json` finds the standard library's.
+    where = f"{module_name!r} ({getattr(module, '__file__', None) or 'a namespace package'})"
+    if registry is None:
+        found = "defines no `registry`"
+    elif isinstance(registry, Registry):
+        found = "registers no handler on its `registry`"
+    else:
+        found = f"defines `registry` as a {type(registry).__name__}, not a jobqueue.Registry"
+    raise StartupError(
+        f"handler module {where} {found}. A handler module defines, at module level, "
+        "`registry = jobqueue.Registry()` and registers each job type's handler on it "
+        '(`@registry.handler("send_email")` on an `async def send_email(ctx, payload)`)'
+    )
 
 
 def _make_working_directory_importable() -> None:

@@ -1,0 +1,149 @@
+"""What `jobqueue jobs …` does with the client: list, submit one job or a batch from a
+file, and act on many jobs at once. The one-call commands (`show`, `retry`, …) are a line
+each in `operate.py`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobqueue.domain.bulk import MAX_SELECTED
+from jobqueue.domain.errors import InvalidJob
+from jobqueue.domain.unique import DEFAULT_UNIQUE_STATES, Unique
+
+if TYPE_CHECKING:
+    import msgspec
+
+    from jobqueue.client import BatchItem, Client, JobRecord, SubmittedRecord
+
+
+class UsageError(Exception):
+    """What the command line asked for cannot be sent: options that exclude each other,
+    a file that cannot be read or is not what it should hold. Exit status 2."""
+
+
+def list_jobs(client: Client, args: argparse.Namespace) -> list[JobRecord]:
+    found = []
+    for job in client.iter_jobs(
+        args.status,
+        job_type=args.job_type,
+        queue=args.queue,
+        page_size=min(args.limit, 500) if args.limit > 0 else 500,
+    ):
+        found.append(job)
+        if len(found) == args.limit:
+            break
+    return found
+
+
+def submit(client: Client, args: argparse.Namespace) -> SubmittedRecord:
+    """`POST /jobs` with the options given: each of the client's `SubmitOptions` is the
+    option of the same name (`--max-attempts` is `max_attempts`), so a new one is an
+    option of `jobs submit` by adding it to the parser."""
+    from jobqueue.client import SubmitOptions
+
+    names = SubmitOptions.__required_keys__ | SubmitOptions.__optional_keys__
+    options = {
+        name: getattr(args, name)
+        for name in names
+        if name != "unique" and getattr(args, name, None) is not None
+    }
+    unique = _unique(args)
+    if unique is not None:
+        options["unique"] = unique
+    payload = args.payload
+    if args.payload_file is not None:
+        try:
+            payload = json.loads(_read(args.payload_file))
+        except ValueError as error:
+            raise UsageError(f"--payload-file {args.payload_file}: not JSON: {error}") from None
+    return client.submit(args.job_type, payload, **options)
+
+
+def _unique(args: argparse.Namespace) -> Unique | None:
+    given = (args.unique_key, args.unique_by, args.unique_states, args.unique_period)
+    if not args.unique and all(value is None for value in given):
+        return None
+    try:
+        return Unique(
+            key=args.unique_key,
+            by=args.unique_by,
+            states=args.unique_states or DEFAULT_UNIQUE_STATES,
+            period=args.unique_period,
+        )
+    except InvalidJob as error:
+        raise UsageError(str(error)) from None
+
+
+def submit_batch(client: Client, args: argparse.Namespace) -> list[BatchItem]:
+    """`POST /jobs/batch` with the jobs of a file: a list of `POST /jobs` bodies, or the
+    API's own body (`{"jobs": [...]}`), checked against the API's types before sending."""
+    import msgspec
+
+    from jobqueue.wire.requests import BatchJob, BatchRequest
+
+    text = _read(args.file)
+    try:
+        jobs = msgspec.json.decode(text, type=list[BatchJob] | BatchRequest)
+    # ValidationError first: it is a DecodeError too.
+    except msgspec.ValidationError as error:
+        raise UsageError(f"{args.file}: not a list of jobs: {error}") from None
+    except msgspec.DecodeError as error:
+        raise UsageError(f"{args.file}: not JSON: {error}") from None
+    return client.submit_batch(jobs if isinstance(jobs, list) else jobs.jobs)
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {path}: {error}") from None
+
+
+# --- many jobs at once -------------------------------------------------------------------
+
+_VERBS = {"retry-many": "Retry", "discard-many": "Delete", "cancel-many": "Cancel"}
+
+
+def bulk_question(args: argparse.Namespace) -> str:
+    """What a bulk action is about to do, asked of a person at a terminal."""
+    which = (
+        f"every {args.status} job"
+        if args.limit is None
+        else f"at most {args.limit} {args.status} jobs"
+    )
+    if args.queue is not None:
+        which += f" in queue {args.queue!r}"
+    if args.job_type is not None:
+        which += f" of type {args.job_type!r}"
+    return f"{_VERBS[args.action]} {which}?"
+
+
+def bulk(client: Client, args: argparse.Namespace) -> msgspec.Struct:
+    """Every selected job, or `--limit` of them, a call of at most MAX_SELECTED at a time
+    (the API's bound) until a call finds fewer than it asked for: jobs acted on leave the
+    status selected, so each call finds the next ones. The total, as the API's record."""
+    from jobqueue.wire.records import Cancelled, Discarded, Retried
+
+    act = {
+        "retry-many": client.retry_many,
+        "discard-many": client.discard_many,
+        "cancel-many": client.cancel_many,
+    }[args.action]
+    done = 0
+    while True:
+        asked = MAX_SELECTED if args.limit is None else min(MAX_SELECTED, args.limit - done)
+        count = act(args.status, queue=args.queue, job_type=args.job_type, limit=asked)
+        done += count
+        if count < asked or done == args.limit:
+            break
+    if args.action == "retry-many":
+        return Retried(retried=done)
+    if args.action == "discard-many":
+        return Discarded(discarded=done)
+    return Cancelled(cancelled=done)

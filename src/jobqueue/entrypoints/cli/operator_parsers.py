@@ -1,0 +1,281 @@
+"""What the operator's commands take on the command line: `jobqueue jobs|queues|types|
+periodic …`, each an operation of the HTTP API, and the options that say which service
+(`--url`, `--token`, `--request-timeout`) and how to print (`--json`).
+
+Those options are accepted before the command, between its words and after them
+(`jobqueue --url U jobs list`, `jobqueue jobs list --url U`): every level of the command
+line declares them with `default=SUPPRESS`, so a level where one is left out never resets
+it, and the last given wins. What they are when left out is decided when the command runs
+(`service_options`), from the environment of that moment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE, MAX_SELECTED
+from jobqueue.domain.durations import parse_duration
+from jobqueue.domain.status import Status
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+URL_VARIABLE = "JOBQUEUE_URL"
+TOKEN_VARIABLE = "JOBQUEUE_TOKEN"
+DEFAULT_REQUEST_TIMEOUT = 10.0
+OPERATOR_COMMANDS = ("jobs", "queues", "types", "periodic")
+# The bulk actions, with the statuses each may select (the API's own rule).
+BULK_ACTIONS: dict[str, frozenset[Status]] = {
+    "retry-many": ACTIONABLE,
+    "discard-many": ACTIONABLE,
+    "cancel-many": CANCELLABLE,
+}
+
+
+def add_service_options(
+    parser: argparse.ArgumentParser,
+    title: str = "which service, how to print (here, or anywhere on the command line)",
+) -> None:
+    """`--url`, `--token`, `--request-timeout` and `--json` on `parser`, under `title` in
+    its help; absent from the parsed arguments unless given."""
+    group = parser.add_argument_group(title)
+    group.add_argument(
+        "--url",
+        default=argparse.SUPPRESS,
+        help=f"the service's API (default: ${URL_VARIABLE}, else {DEFAULT_URL})",
+    )
+    group.add_argument(
+        "--token",
+        default=argparse.SUPPRESS,
+        help=f"one of its API_TOKENS (default: ${TOKEN_VARIABLE})",
+    )
+    group.add_argument(
+        "--request-timeout",
+        type=_seconds,
+        default=argparse.SUPPRESS,
+        metavar="SECONDS",
+        help=f"how long to wait for each answer (default {DEFAULT_REQUEST_TIMEOUT:g})",
+    )
+    group.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print the API's records as JSON, for scripts",
+    )
+
+
+# The names `add_service_options` gives what it parses.
+SERVICE_OPTIONS = ("url", "token", "request_timeout", "json")
+
+
+def add_commands(commands: Any, epilog: str) -> None:
+    """The operator's commands, on the `jobqueue` parser's subparsers."""
+    made = {"formatter_class": argparse.RawDescriptionHelpFormatter, "epilog": epilog}
+
+    def command(name: str, summary: str) -> Any:
+        parser = commands.add_parser(name, help=summary, **made)
+        add_service_options(parser)
+        return parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(actions: Any, name: str, summary: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = actions.add_parser(name, help=summary, **made)
+        add_service_options(parser)
+        return parser
+
+    jobs = command("jobs", "submit, list, show, retry, cancel, reschedule and delete jobs")
+    _add_submit(action(jobs, "submit", "submit one job; prints it"))
+    batch = action(jobs, "submit-batch", "submit a batch of jobs from a file: all or none")
+    batch.add_argument(
+        "file",
+        metavar="FILE",
+        help="a JSON list of jobs, each a POST /jobs body (type, payload, options) with its "
+        "own idempotency_key if wanted; '-' reads standard input",
+    )
+    listing = action(jobs, "list", "jobs of one status, oldest or soonest first")
+    listing.add_argument(
+        "--status", required=True, choices=[status.value for status in Status], help="required"
+    )
+    listing.add_argument("--type", dest="job_type", help="only jobs of this type")
+    listing.add_argument("--queue", help="only jobs of this queue")
+    listing.add_argument(
+        "--limit", type=int, default=50, help="at most this many (default 50; 0: all of them)"
+    )
+    for name, summary in (
+        ("show", "one job's whole record, with its attempts"),
+        ("retry", "requeue a failed, dead-lettered or cancelled job with a fresh budget"),
+        ("cancel", "cancel a pending or running job"),
+        ("run-now", "make a pending job (scheduled, or waiting out a backoff) due at once"),
+        ("delete", "delete a job that is not running; prints it as it was"),
+    ):
+        action(jobs, name, summary).add_argument("job_id", metavar="JOB_ID")
+    reschedule = action(jobs, "reschedule", "make a pending job due at another time")
+    reschedule.add_argument("job_id", metavar="JOB_ID")
+    _add_when(reschedule.add_mutually_exclusive_group(required=True), "due")
+    for name, summary in (
+        ("retry-many", "requeue every failed, dead-lettered or cancelled job selected"),
+        ("discard-many", "delete every failed, dead-lettered or cancelled job selected"),
+        ("cancel-many", "cancel every pending or running job selected"),
+    ):
+        _add_selection(action(jobs, name, summary), BULK_ACTIONS[name])
+
+    queues = command("queues", "list, pause and resume queues")
+    action(queues, "list", "every queue: counts, oldest due job, paused")
+    for name, summary in (
+        ("pause", "claim nothing more from a queue (running jobs finish)"),
+        ("resume", "claim from a paused queue again"),
+    ):
+        action(queues, name, summary).add_argument("name", metavar="QUEUE")
+
+    types = command("types", "list the job types the API accepts")
+    action(
+        types,
+        "list",
+        "every job type: where the API knows it from, its defaults (--json: its payload "
+        "schema too)",
+    )
+    periodic = command("periodic", "list the periodic (cron) jobs the service schedules")
+    action(periodic, "list", "every periodic job: its schedule, next and last slot")
+
+
+def _add_submit(parser: argparse.ArgumentParser) -> None:
+    """`POST /jobs`'s fields as options; each left out is left to the type, then to the
+    service, as the API does."""
+    parser.add_argument("job_type", metavar="TYPE", help="a job type the API accepts")
+    payload = parser.add_mutually_exclusive_group()
+    payload.add_argument("--payload", type=_json, help="the payload, as JSON (default {})")
+    payload.add_argument(
+        "--payload-file", metavar="FILE", help="read the payload (JSON) from FILE; '-': stdin"
+    )
+    parser.add_argument("--queue", help="the queue it waits in (default: the type's)")
+    parser.add_argument("--priority", type=int, help="0 is the most urgent (default: the type's)")
+    parser.add_argument(
+        "--max-attempts", type=int, help="attempts before it is dead-lettered (default: the type's)"
+    )
+    _add_when(parser.add_mutually_exclusive_group(), "not before")
+    parser.add_argument(
+        "--timeout",
+        type=_duration,
+        metavar="DURATION",
+        help="how long one attempt may run (default: the type's, else JOB_TIMEOUT)",
+    )
+    unique = parser.add_argument_group(
+        "unique jobs", "at most one job per key; a duplicate is answered with the job holding it"
+    )
+    unique.add_argument(
+        "--unique", action="store_true", help="unique by type and payload (the whole payload)"
+    )
+    unique.add_argument("--unique-key", metavar="KEY", help="unique by this key")
+    unique.add_argument(
+        "--unique-by",
+        type=_names,
+        metavar="FIELD[,FIELD…]",
+        help="unique by type and these payload fields",
+    )
+    unique.add_argument(
+        "--unique-states",
+        type=_statuses,
+        metavar="STATUS[,STATUS…]",
+        help="the statuses the key counts in (default: pending,processing)",
+    )
+    unique.add_argument(
+        "--unique-period", type=_duration, metavar="DURATION", help="one job per key per period"
+    )
+    parser.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="submitting again with the same KEY replays the first job",
+    )
+
+
+def _add_when(group: argparse._MutuallyExclusiveGroup, said: str) -> None:
+    """`--run-at` or `--delay`, as a submission and a reschedule take them."""
+    group.add_argument(
+        "--run-at",
+        type=_instant,
+        metavar="TIME",
+        help=f"{said} this instant, with its offset: 2026-12-01T09:00:00Z",
+    )
+    group.add_argument(
+        "--delay", type=_duration, metavar="DURATION", help=f"{said} this long from now: 90s"
+    )
+
+
+def _add_selection(parser: argparse.ArgumentParser, statuses: frozenset[Status]) -> None:
+    """`POST /jobs/retry|discard|cancel`'s selection; `--limit` may exceed one call's."""
+    parser.add_argument(
+        "--status", required=True, choices=sorted(status.value for status in statuses)
+    )
+    parser.add_argument("--queue", help="only jobs of this queue")
+    parser.add_argument("--type", dest="job_type", help="only jobs of this type")
+    parser.add_argument(
+        "--limit",
+        type=_positive,
+        help=f"at most this many, the oldest first (default: all of them, {MAX_SELECTED} a call)",
+    )
+    parser.add_argument(
+        "-y", "--yes", action="store_true", help="do not ask first (on a terminal it asks)"
+    )
+
+
+# --- values ----------------------------------------------------------------------------
+# Each raises ArgumentTypeError, which argparse reports as a usage error (exit 2).
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
+
+
+def _instant(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time such as 2026-12-01T09:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no offset: add Z (UTC) or one such as +01:00"
+        )
+    return moment
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return seconds
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
+    return int(text)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("names no field")
+    return names
+
+
+def _statuses(text: str) -> frozenset[Status]:
+    try:
+        return frozenset(Status(name) for name in _names(text))
+    except ValueError:
+        shown = ", ".join(status.value for status in Status)
+        raise argparse.ArgumentTypeError(f"{text!r}: each must be one of {shown}") from None

@@ -1,0 +1,195 @@
+"""How the operator's commands print an answer: a table or a card for people (rich, which
+the benchmark report uses too), times in UTC to the second; `--json`, for scripts, prints
+the records exactly as the API sends them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from jobqueue.client import JobRecord, JobTypeView, PeriodicView, QueueRecord
+
+# How much of an error a table cell shows; `show` and --json give it whole.
+_ERROR_WIDTH = 60
+
+
+def write(command: str, answer: Any, stream: Any, as_json: bool) -> None:
+    """`command`'s answer (a record, or a list of them) on `stream`, as JSON or as a
+    table."""
+    import msgspec
+    from rich.console import Console
+
+    if as_json:
+        stream.write(msgspec.json.encode(answer).decode() + "\n")
+        return
+    # A terminal's width, or, piped into grep or a file, lines as long as their content.
+    console = Console(file=stream, width=None if stream.isatty() else 1000)
+    with console.capture() as captured:
+        console.print(_rendered(command, answer))
+    # Without the padding of a table's last column, which a script would have to strip.
+    lines = captured.get().splitlines()
+    stream.write("".join(line.rstrip() + "\n" for line in lines))
+
+
+def _rendered(command: str, answer: Any) -> Any:
+    from jobqueue.client import JobRecord
+
+    if isinstance(answer, list):
+        # By the command, not the first row: an empty list still has its own header.
+        return _TABLES[command](answer)
+    if isinstance(answer, JobRecord):
+        return _job_card(answer)
+    # A queue's state after a pause or resume; a bulk action's count.
+    return _card({name: getattr(answer, name) for name in answer.__struct_fields__})
+
+
+def _job_table(jobs: Sequence[JobRecord]) -> Table:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("id", "type", "queue", "pri", "status", "tries", "run_at", "last_error"):
+        table.add_column(column, no_wrap=column != "last_error")
+    for job in jobs:
+        table.add_row(
+            str(job.id),
+            job.type,
+            job.queue,
+            str(job.priority),
+            job.status.value,
+            f"{job.attempts}/{job.max_attempts}",
+            _when(job.run_at),
+            _cut(job.last_error or ""),
+        )
+    return table
+
+
+def _job_card(job: JobRecord) -> Table:
+    import msgspec
+    from rich.table import Table
+
+    fields = msgspec.structs.asdict(job)
+    history = fields.pop("history")
+    card = _card(fields)
+    if history:
+        attempts = Table(
+            box=None, header_style="bold", pad_edge=False, title="attempts", title_justify="left"
+        )
+        for column in ("attempt", "outcome", "started_at", "finished_at", "worker", "error"):
+            attempts.add_column(column)
+        for each in history:
+            attempts.add_row(
+                str(each.attempt),
+                each.outcome,
+                _when(each.started_at),
+                _when(each.finished_at),
+                each.worker or "",
+                each.error or "",
+            )
+        card.add_row("", "")
+        card.add_row("history", attempts)
+    return card
+
+
+def _queue_table(queues: Sequence[QueueRecord]) -> Table:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    statuses = sorted({status for queue in queues for status in queue.jobs})
+    for column in ("queue", "paused", *statuses, "due", "scheduled", "oldest due"):
+        table.add_column(column, justify="left" if column in ("queue", "paused") else "right")
+    for queue in queues:
+        age = queue.oldest_due_age_seconds
+        table.add_row(
+            queue.name,
+            "paused" if queue.paused else "",
+            *(str(queue.jobs.get(status, 0)) for status in statuses),
+            str(queue.due),
+            str(queue.scheduled),
+            "" if age is None else f"{age:.1f}s",
+        )
+    return table
+
+
+def _type_table(types: Sequence[JobTypeView]) -> Table:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    columns = ("type", "source", "queue", "pri", "attempts", "unique", "published", "description")
+    for column in columns:
+        table.add_column(column)
+    for each in types:
+        unique = each.unique
+        table.add_row(
+            each.name,
+            each.source,
+            each.queue,
+            str(each.priority),
+            _shown(each.max_attempts),
+            "" if unique is None else _shown(unique.key or unique.by or "payload"),
+            "" if each.published_at is None else f"{_when(each.published_at)} {each.published_by}",
+            _cut(each.description or ""),
+        )
+    return table
+
+
+def _periodic_table(periodic: Sequence[PeriodicView]) -> Table:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("name", "type", "cron", "timezone", "next_run_at", "last_slot_at", "catch_up"):
+        table.add_column(column, no_wrap=True)
+    for each in periodic:
+        table.add_row(
+            each.name,
+            each.type,
+            each.cron,
+            each.timezone,
+            _when(each.next_run_at),
+            _when(each.last_slot_at),
+            "yes" if each.catch_up else "",
+        )
+    return table
+
+
+_TABLES: dict[str, Callable[[Any], Table]] = {
+    "jobs": _job_table,
+    "queues": _queue_table,
+    "types": _type_table,
+    "periodic": _periodic_table,
+}
+
+
+def _card(fields: dict[str, Any]) -> Table:
+    from rich.table import Table
+
+    card = Table(box=None, show_header=False, pad_edge=False)
+    card.add_column(style="bold")
+    card.add_column()
+    for name, value in fields.items():
+        card.add_row(name, _shown(value))
+    return card
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return _when(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def _when(moment: datetime | None) -> str:
+    return "" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _cut(text: str) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= _ERROR_WIDTH else line[: _ERROR_WIDTH - 1] + "…"
