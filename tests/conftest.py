@@ -97,9 +97,8 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     url, pooler = pgbouncer.routed_url(database_url)
     engine = create_engine(url, pool_size=5, pooler=pooler)
     async with engine.begin() as connection:
-        await connection.execute(
-            text("TRUNCATE jobs, queues, job_types, periodic_slots, processes")
-        )
+        # Not `processes`: a module's running services keep their heartbeats in it.
+        await connection.execute(text("TRUNCATE jobs, queues, job_types, periodic_slots"))
     yield engine
     await engine.dispose()
 

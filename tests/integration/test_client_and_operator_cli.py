@@ -245,6 +245,24 @@ def test_queues_from_the_command_line(service: Service, client: Client) -> None:
     assert (code, json.loads(out)["paused"]) == (0, False)
 
 
+def test_the_queue_list_says_who_consumes_each_queue(service: Service, client: Client) -> None:
+    orphan = f"cq{uuid.uuid4().hex[:8]}"
+    client.submit("sleep", {"duration": "1ms"}, queue=orphan)
+
+    code, out, err = _cli(service, "queues", "list")
+
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert header.split()[-1] == "consumers"
+    [row] = [line for line in rows if line.startswith(orphan)]
+    assert row.split()[-6:] == ["0", "no", "consumer:", "due", "jobs", "wait"]
+    [default] = [line for line in rows if line.startswith("default ")]
+    assert default.split()[-1] == "1"
+    code, out, _ = _cli(service, "queues", "list", "--json")
+    [listed] = [each for each in json.loads(out) if each["name"] == orphan]
+    assert (listed["consumers"], listed["unconsumed"]) == (0, True)
+
+
 def test_types_from_the_command_line(service: Service) -> None:
     code, out, err = _cli(service, "types", "list")
     assert code == 0, err

@@ -27,6 +27,13 @@ from tests.support.plans import fill_table
 TTL = timedelta(minutes=1)
 
 
+@pytest.fixture(autouse=True)
+async def no_processes(engine: AsyncEngine) -> None:
+    """The registry empty (the `engine` fixture leaves it to running services)."""
+    async with engine.begin() as connection:
+        await connection.execute(text("DELETE FROM processes"))
+
+
 def _process(*queues: str) -> ProcessInfo:
     return ProcessInfo(
         id=uuid4(),

@@ -101,8 +101,10 @@ def _queue_table(queues: Sequence[QueueRecord]) -> Table:
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     statuses = sorted({status for queue in queues for status in queue.jobs})
-    for column in ("queue", "paused", *statuses, "due", "scheduled", "oldest due"):
-        table.add_column(column, justify="left" if column in ("queue", "paused") else "right")
+    left = ("queue", "paused", "")
+    columns = ("queue", "paused", *statuses, "due", "scheduled", "oldest due", "consumers", "")
+    for column in columns:
+        table.add_column(column, justify="left" if column in left else "right")
     for queue in queues:
         age = queue.oldest_due_age_seconds
         table.add_row(
@@ -112,6 +114,9 @@ def _queue_table(queues: Sequence[QueueRecord]) -> Table:
             str(queue.due),
             str(queue.scheduled),
             "" if age is None else f"{age:.1f}s",
+            str(queue.consumers),
+            # Due jobs that no live worker process will claim: say so where it is seen.
+            "no consumer: due jobs wait" if queue.unconsumed else "",
         )
     return table
 
