@@ -55,7 +55,7 @@ async def test_submitted_job_is_run_to_completion_by_the_pool(
 
     assert response.status_code == 201, response.text
     created = response.json()
-    assert set(created) == RECORD_FIELDS | {"duplicate"}
+    assert set(created) == RECORD_FIELDS | {"duplicate", "replayed"}
     assert response.headers["location"] == f"/jobs/{created['id']}"
     assert created["type"] == "sleep"
     assert created["payload"] == {"duration": "10ms"}
@@ -129,6 +129,7 @@ async def test_idempotent_replay_returns_the_first_job_with_200(
     assert first.status_code == 201, first.text
     assert again.status_code == 200, again.text
     assert again.json()["id"] == first.json()["id"]
+    assert (first.json()["replayed"], again.json()["replayed"]) == (False, True)
     assert metric_value(await metrics_text(client), "jobs_submitted_total") == 1
 
 

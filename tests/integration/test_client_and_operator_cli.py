@@ -77,6 +77,7 @@ def test_a_submission_with_a_key_replays_and_a_different_one_conflicts(client: C
     first = client.submit("sleep", {"duration": "1ms"}, idempotency_key=key, **_later("k"))
     again = client.submit("sleep", {"duration": "1ms"}, idempotency_key=key, **_later("k"))
     assert again.id == first.id
+    assert (first.replayed, again.replayed) == (False, True)
     with pytest.raises(Conflict) as raised:
         client.submit("sleep", {"duration": "2ms"}, idempotency_key=key, **_later("k"))
     assert raised.value.status == 409

@@ -190,3 +190,15 @@ def test_every_ending_is_observed_under_its_outcome_name(decision: Decision) -> 
         )
         == 1
     )
+
+
+def test_every_ending_has_its_duration_series_before_its_first_attempt() -> None:
+    # Zeros rather than gaps: a dashboard's rate() of an outcome not seen yet is 0.
+    metrics = Metrics()
+    for outcome in DECIDED:
+        assert (
+            metrics.registry.get_sample_value(
+                "job_processing_duration_seconds_count", {"outcome": outcome.value}
+            )
+            == 0
+        )

@@ -11,13 +11,7 @@ import pytest
 import jobqueue
 from jobqueue.adapters.telemetry import trace_context
 from jobqueue.entrypoints import producer
-
-ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-# What users copy code from: the README and the guide's pages (docs/), less the design
-# notes, which are for contributors and name internal modules by design.
-DESIGN = ROOT / "docs" / "design.md"
-USER_DOCUMENTS = [README, *sorted(set((ROOT / "docs").glob("*.md")) - {DESIGN})]
+from tests.support.documents import README, USER_DOCUMENTS
 
 
 @pytest.mark.parametrize("name", jobqueue.__all__)

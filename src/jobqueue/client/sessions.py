@@ -101,7 +101,7 @@ class Client:
         self, job_type: str, payload: Any = None, **options: Unpack[SubmitOptions]
     ) -> SubmittedRecord:
         """`POST /jobs`: the new job, or (`duplicate`) the job holding its unique key, or
-        the job an earlier call with this `idempotency_key` made."""
+        (`replayed`) the job an earlier call with this `idempotency_key` made."""
         return self._send(calls.submit(job_request(job_type, payload, **options)))
 
     def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:

@@ -85,17 +85,18 @@ class JobRecord(msgspec.Struct, frozen=True):
 
 
 class SubmittedRecord(JobRecord, frozen=True):
-    """What `POST /jobs` answers: the job, and whether it was a duplicate of another."""
+    """What `POST /jobs` answers: the job, and whether it was a duplicate of another or
+    a replay of an earlier submission."""
 
     # True when another job held the submission's unique key: this is that job.
     duplicate: bool = False
+    # True when the submission's idempotency key (the Idempotency-Key header, a batch
+    # job's idempotency_key) replayed an earlier identical submission: this is its job.
+    replayed: bool = False
 
 
 class BatchItem(SubmittedRecord, frozen=True):
     """One job of a batch's answer: as `POST /jobs` would have answered it."""
-
-    # True when the job's idempotency_key replayed an earlier identical submission.
-    replayed: bool = False
 
 
 class BatchResult(msgspec.Struct, frozen=True):

@@ -24,7 +24,7 @@ from prometheus_client import (
 
 from jobqueue.domain.attempts import Outcome
 from jobqueue.domain.job import Job
-from jobqueue.domain.outcome import Decision
+from jobqueue.domain.outcome import DECIDED, Decision
 from jobqueue.domain.status import COUNTED, PRUNABLE, Status
 
 _log = logging.getLogger(__name__)
@@ -133,6 +133,8 @@ class Metrics:
         }
         for status in PRUNABLE:
             self._pruned.labels(status=status.value)
+        for outcome in DECIDED:
+            self._duration.labels(outcome=outcome.value)
 
     @property
     def content_type(self) -> str:

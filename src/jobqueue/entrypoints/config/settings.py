@@ -316,7 +316,8 @@ class Settings:
         "API_TOKENS",
         parse_tokens,
         frozenset(),
-        "comma-separated bearer tokens required by /jobs routes",
+        "comma-separated bearer tokens every route requires but the probes, /metrics "
+        "and the docs page's assets",
         commands=WITH_API,
         secret=True,
     )

@@ -52,7 +52,7 @@ class HttpConfig:
     """What the HTTP side reads of the configuration."""
 
     max_body_bytes: int
-    # Bearer tokens the /jobs routes accept; empty: no authentication.
+    # Bearer tokens every route but the open ones (`PUBLIC`) requires; empty: none.
     api_tokens: frozenset[str]
     # The attempt budget of a submission that names none.
     default_max_attempts: int

@@ -64,8 +64,8 @@ class JobsController(Controller):
         summary="Submit a job",
         response_description="The new job",
         description="201 with the new job; 200 with the original job when an "
-        "Idempotency-Key replays an identical earlier request, or with the job holding "
-        "the submission's unique key (`duplicate: true`).",
+        "Idempotency-Key replays an identical earlier request (`replayed: true`), or with "
+        "the job holding the submission's unique key (`duplicate: true`).",
         operation_class=CreateJobOperation,
         response_headers=[
             ResponseHeader(
@@ -101,7 +101,7 @@ class JobsController(Controller):
         job = submitted.job
         created = not (submitted.replayed or submitted.duplicate)
         return Response(
-            SubmittedRecord.of(job, duplicate=submitted.duplicate),
+            SubmittedRecord.of(job, duplicate=submitted.duplicate, replayed=submitted.replayed),
             status_code=HTTP_201_CREATED if created else HTTP_200_OK,
             headers={"Location": f"/jobs/{job.id}"},
         )
