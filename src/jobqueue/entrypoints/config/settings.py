@@ -331,8 +331,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        """Read every variable of `SETTINGS`, and the tracing ones; an empty value counts
-        as unset."""
+        """Read every variable of `SETTINGS`, and the tracing ones; empty means unset."""
         problems: list[str] = []
         values: dict[str, Any] = {}
         failed: set[str] = set()
