@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from litestar.testing import AsyncTestClient
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.database import create_engine
@@ -162,6 +163,47 @@ async def test_a_body_over_the_limit_is_a_413(client: AsyncTestClient[Any]) -> N
     response = await post_raw(client, body)
 
     assert error_of(response, 413) == f"request body too large: the limit is {BODY_LIMIT} bytes"
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.mark.parametrize(
+    ("headers", "shown"),
+    [
+        ({"content-type": "text/plain;charset=UTF-8"}, "text/plain"),
+        (
+            {"content-type": "application/x-www-form-urlencoded"},
+            "application/x-www-form-urlencoded",
+        ),
+        ({}, "none"),
+    ],
+)
+async def test_a_body_that_is_not_sent_as_json_is_a_415_that_stores_nothing(
+    client: AsyncTestClient[Any], engine: AsyncEngine, headers: dict[str, str], shown: str
+) -> None:
+    # What a web page may send to a local service cross-origin, without a preflight.
+    body = b'{"type": "sleep", "payload": {"duration": "1s"}}'
+
+    response = await client.post("/jobs", content=body, headers=headers)
+
+    assert error_of(response, 415) == (
+        f"send the body as JSON with Content-Type: application/json (got {shown})"
+    )
+    async with engine.connect() as connection:
+        assert (await connection.execute(text("SELECT count(*) FROM jobs"))).scalar() == 0
+
+
+async def test_json_with_parameters_or_a_json_suffix_is_accepted(
+    client: AsyncTestClient[Any],
+) -> None:
+    body = b'{"type": "sleep", "payload": {"duration": "1s"}}'
+    for media_type in ("application/json; charset=utf-8", "application/merge-patch+json"):
+        response = await client.post("/jobs", content=body, headers={"content-type": media_type})
+        assert response.status_code == 201, response.text
+    # A request without a body needs no Content-Type.
+    job = response.json()["id"]
+    assert (await client.post(f"/jobs/{job}/cancel")).status_code == 200
 
 
 @pytest.mark.parametrize(

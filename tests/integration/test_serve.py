@@ -107,6 +107,9 @@ async def test_twenty_concurrent_duplicates_create_one_job(
         assert await connection.scalar(select(func.count()).select_from(jobs)) == 1
 
 
+JSON = {"content-type": "application/json"}
+
+
 def test_a_chunked_body_over_the_limit_is_a_413(service: Service) -> None:
     def chunks() -> Iterator[bytes]:
         yield b'{"type": "greet", "payload": {"name": "'
@@ -114,7 +117,7 @@ def test_a_chunked_body_over_the_limit_is_a_413(service: Service) -> None:
             yield b"x" * 512
         yield b'"}}'
 
-    response = httpx.post(f"{service.base_url}/jobs", content=chunks(), timeout=10)
+    response = httpx.post(f"{service.base_url}/jobs", content=chunks(), headers=JSON, timeout=10)
 
     assert response.status_code == 413
     assert response.json() == {"error": f"request body too large: the limit is {BODY_LIMIT} bytes"}
@@ -122,7 +125,10 @@ def test_a_chunked_body_over_the_limit_is_a_413(service: Service) -> None:
 
 def test_a_declared_length_over_the_limit_is_a_413(service: Service) -> None:
     response = httpx.post(
-        f"{service.base_url}/jobs", content=b"{" + b" " * BODY_LIMIT + b"}", timeout=10
+        f"{service.base_url}/jobs",
+        content=b"{" + b" " * BODY_LIMIT + b"}",
+        headers=JSON,
+        timeout=10,
     )
 
     assert response.status_code == 413

@@ -30,7 +30,11 @@ from jobqueue.entrypoints.http.health import (
     constant,
     operations_dependencies,
 )
-from jobqueue.entrypoints.http.middleware import BearerTokenGuard, RequestContextMiddleware
+from jobqueue.entrypoints.http.middleware import (
+    BearerTokenGuard,
+    RequestContextMiddleware,
+    json_bodies_only,
+)
 from jobqueue.entrypoints.http.openapi import DOCS_PATH, complete, docs_assets, docs_page
 from jobqueue.entrypoints.http.openapi_types import TypedDocument
 from jobqueue.entrypoints.http.periodic_routes import PeriodicController, Schedules
@@ -129,7 +133,10 @@ def create_app(
             "types": constant(types),
             **operations_dependencies(readiness, metrics),
         },
-        guards=[BearerTokenGuard(config.api_tokens)] if config.api_tokens else [],
+        guards=[
+            *([BearerTokenGuard(config.api_tokens)] if config.api_tokens else []),
+            json_bodies_only,
+        ],
         exception_handlers=exception_handlers(config.max_body_bytes),
         request_max_body_size=config.max_body_bytes,
         lifespan=list(lifespan),

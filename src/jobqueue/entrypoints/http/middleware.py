@@ -12,8 +12,9 @@ from typing import Any
 
 from litestar.connection import ASGIConnection
 from litestar.enums import ScopeType
-from litestar.exceptions import NotAuthorizedException
+from litestar.exceptions import HTTPException, NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
+from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 from litestar.types import (
     ASGIApp,
     HTTPResponseBodyEvent,
@@ -218,3 +219,31 @@ def _bearer_token(header: str | None) -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
+
+
+# Methods whose body the API reads. A request carrying a body must say it is JSON: a web
+# page may send a "simple" cross-origin POST (text/plain, a form, a Blob with no type)
+# to a service on the user's machine without any preflight, and such a body parsed as a
+# job would submit it. Only JSON needs a preflight, which this API never answers.
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def json_bodies_only(
+    connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
+) -> None:
+    """Refuses a request with a body whose Content-Type is not JSON (415)."""
+    if connection.scope.get("method") not in _WITH_BODY:
+        return
+    headers = connection.headers
+    has_body = headers.get("content-length", "0").strip() not in ("", "0") or (
+        "transfer-encoding" in headers
+    )
+    if not has_body:
+        return
+    media_type = headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        shown = media_type or "none"
+        raise HTTPException(
+            status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            detail=f"send the body as JSON with Content-Type: application/json (got {shown})",
+        )
