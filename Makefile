@@ -8,7 +8,7 @@ VENV := .venv
 export UV_PYTHON := $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install prerequisites run test lint typecheck docs unit integration integration-pgbouncer bench clean
+.PHONY: install prerequisites run test test-docker lint typecheck docs unit integration integration-pgbouncer bench clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -59,6 +59,11 @@ integration-pgbouncer: install prerequisites
 
 test: prerequisites lint typecheck docs
 	$(VENV)/bin/pytest -n auto
+
+# The one test that needs a Docker engine (marked `docker`, left out of every other run by
+# pyproject.toml's `-m "not docker"`): PostgreSQL from testcontainers' postgres:16 image.
+test-docker: install
+	$(VENV)/bin/pytest -m docker
 
 bench: install
 	$(VENV)/bin/jobqueue bench $(BENCH_ARGS)
