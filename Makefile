@@ -61,7 +61,7 @@ test: prerequisites lint typecheck docs
 	$(VENV)/bin/pytest -n auto
 
 # The one test that needs a Docker engine (marked `docker`, left out of every other run by
-# pyproject.toml's `-m "not docker"`): PostgreSQL from testcontainers' postgres:16 image.
+# pyproject.toml's `-m 'not docker'`): PostgreSQL from testcontainers' postgres:16 image.
 test-docker: install
 	$(VENV)/bin/pytest -m docker
 

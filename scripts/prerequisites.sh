@@ -46,10 +46,11 @@ find_missing() {
             add_package "$package"
         fi
     done
-    # As root, the servers run as the `postgres` user (they refuse root), which
-    # postgresql-common creates; postgresql-15 depends on it.
+    # As root, the servers and PgBouncer run as the `postgres` user (they refuse root),
+    # which Debian's postgresql-common creates.
     if ((EUID == 0)) && ! getent passwd postgres >/dev/null; then
         missing+=("the postgres user")
+        # postgresql-15, if it is to be installed, brings postgresql-common.
         [[ " ${packages[*]} " == *" postgresql-15 "* ]] || add_package postgresql-common
     fi
 }
@@ -83,6 +84,12 @@ else
     stop "installing them takes root or a sudo that asks no password (sudo -n)"
 fi
 
+echo "prerequisites: installing ${packages[*]} with apt (missing: ${missing[*]})"
+if [[ -n $DRY_RUN ]]; then
+    apt-get install --simulate --no-install-recommends "${packages[@]}"
+    exit
+fi
+
 # Debian's postgresql-15 creates a `main` cluster on port 5432 and starts it; the tests
 # make servers of their own, so keep that one from being created (postgresql-common
 # reads createcluster.d). The file goes once apt is done, leaving the machine's defaults.
@@ -97,19 +104,15 @@ if [[ " ${packages[*]} " == *" postgresql-15 "* ]]; then
     echo "create_main_cluster = false" | "${as_root[@]}" tee "$no_main_cluster" >/dev/null
 fi
 
-echo "prerequisites: installing ${packages[*]} with apt (missing: ${missing[*]})"
-if [[ -n $DRY_RUN ]]; then
-    apt-get install --simulate --no-install-recommends "${packages[@]}"
-    exit
-fi
 if ! "${as_root[@]}" apt-get update -qq ||
     ! "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
         --no-install-recommends "${packages[@]}" >/dev/null; then
     stop "apt-get could not install them (its errors are above)"
 fi
 
+installed=("${packages[@]}")
 find_missing
 if ((${#missing[@]} > 0)); then
     stop "apt-get installed them, yet these are still missing"
 fi
-echo "prerequisites: installed"
+echo "prerequisites: installed ${installed[*]}"
