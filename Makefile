@@ -8,7 +8,7 @@ VENV := .venv
 export UV_PYTHON := $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install run test lint typecheck docs unit integration integration-pgbouncer check-pgbouncer bench clean
+.PHONY: install prerequisites run test test-docker lint typecheck docs unit integration integration-pgbouncer bench clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -20,12 +20,11 @@ $(VENV)/.installed: $(UV) uv.lock pyproject.toml
 
 install: $(VENV)/.installed
 
-# The PgBouncer tests (tests/integration/test_pgbouncer.py) start Debian's pgbouncer
-# binary: without it they would fail one by one, so say once what to install.
-PGBOUNCER := $(or $(shell command -v pgbouncer 2>/dev/null),$(wildcard /usr/sbin/pgbouncer))
-
-check-pgbouncer:
-	@test -n "$(PGBOUNCER)" || { echo "make: pgbouncer is not installed; the PgBouncer tests need Debian's package: sudo apt-get install pgbouncer" >&2; exit 1; }
+# What the tests run besides Python (PgBouncer, psql, PostgreSQL 15's server, openssl),
+# from Debian's packages: installed with apt when missing (as root, else `sudo -n`), else
+# one message says what to install. Without them the tests would fail one by one.
+prerequisites:
+	@scripts/prerequisites.sh
 
 run: install
 	$(VENV)/bin/jobqueue serve
@@ -47,19 +46,24 @@ DOCS_SITE := site
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $(DOCS_SITE)
 
-unit: install
+unit: install prerequisites
 	$(VENV)/bin/pytest tests/unit -q
 
-integration: install check-pgbouncer
+integration: install prerequisites
 	$(VENV)/bin/pytest tests/integration -q -n auto
 
 # The whole integration suite once more, its services and engines through PgBouncer
 # (README, "Behind PgBouncer"); minutes, so not part of `make test`.
-integration-pgbouncer: install check-pgbouncer
+integration-pgbouncer: install prerequisites
 	JOBQUEUE_TEST_PGBOUNCER=1 $(VENV)/bin/pytest tests/integration -q -n auto
 
-test: lint typecheck docs check-pgbouncer
+test: prerequisites lint typecheck docs
 	$(VENV)/bin/pytest -n auto
+
+# The one test that needs a Docker engine (marked `docker`, left out of every other run by
+# pyproject.toml's `-m 'not docker'`): PostgreSQL from testcontainers' postgres:16 image.
+test-docker: install
+	$(VENV)/bin/pytest -m docker
 
 bench: install
 	$(VENV)/bin/jobqueue bench $(BENCH_ARGS)

@@ -270,7 +270,11 @@ def role_without_createdb(postgres_server: Server) -> Iterator[str]:
     try:
         fetch(postgres_server.url, f"CREATE ROLE {name} LOGIN NOCREATEDB PASSWORD '{password}'")
     except asyncpg.InsufficientPrivilegeError:
-        pytest.skip("the test server's user may not create roles")
+        # Only a TEST_DATABASE_URL can lack it; a skip would pass this test untested.
+        pytest.fail(
+            "the test server's role may not create roles: TEST_DATABASE_URL needs CREATEROLE",
+            pytrace=False,
+        )
     url = make_url(postgres_server.url).set(username=name, password=password)
     yield url.render_as_string(hide_password=False)
     fetch(postgres_server.url, f"DROP ROLE {name}")

@@ -18,7 +18,8 @@ module, so that a session-scoped one really is one per session):
 A test module using them should import this module only under TYPE_CHECKING: imported
 before pytest registers it, it would miss pytest's assertion rewriting.
 
-Skipped only when the binaries are not installed.
+Without the binaries, a test that uses them fails saying so (`make prerequisites`
+installs Debian's postgresql-15): a skip would let the suite pass untested.
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def binaries_missing() -> str | None:
     """Why a server cannot be made here, or None."""
     for name in ("initdb", "pg_ctl", "postgres"):
         if not (PG_BIN / name).is_file():
-            return f"PostgreSQL 15 is not installed ({PG_BIN / name} is missing)"
+            return (
+                f"PostgreSQL 15 is not installed ({PG_BIN / name} is missing): "
+                "make prerequisites installs Debian's postgresql-15"
+            )
     return None
 
 
@@ -256,16 +260,16 @@ def running_server() -> Iterator[PgServer]:
         server.cleanup()
 
 
-def _skip_without_binaries() -> None:
+def _fail_without_binaries() -> None:
     missing = binaries_missing()
     if missing is not None:
-        pytest.skip(missing)
+        pytest.fail(missing, pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def pg15() -> Iterator[PgServer]:
     """The session's shared PostgreSQL 15: never stopped by a test."""
-    _skip_without_binaries()
+    _fail_without_binaries()
     with running_server() as server:
         yield server
 
@@ -273,7 +277,7 @@ def pg15() -> Iterator[PgServer]:
 @pytest.fixture(scope="module")
 def own_pg15() -> Iterator[PgServer]:
     """A PostgreSQL 15 of this module's own, which its tests may stop and start."""
-    _skip_without_binaries()
+    _fail_without_binaries()
     with running_server() as server:
         yield server
 

@@ -1,7 +1,7 @@
 """A real PgBouncer in transaction mode in front of a test PostgreSQL server.
 
 Debian's `pgbouncer` binary, run as a process of the tests' own on a free loopback port
-(`.ci/run` installs the package; `make test` says which package is missing). PgBouncer
+(`make test` installs the package: scripts/prerequisites.sh). PgBouncer
 refuses to run as root, so as root it switches, with its `-u` option, to the user that
 can reach the server: the owner of a Unix socket's directory (the embedded server's is
 private to its user), else `postgres`. Clients are trusted; PgBouncer logs in to the
@@ -55,9 +55,9 @@ def binary() -> Path | None:
 def missing() -> str | None:
     """Why no PgBouncer can be started here, or None."""
     if binary() is None:
-        return f"PgBouncer is not installed: apt-get install {PACKAGE} (Debian's package)"
+        return f"PgBouncer is not installed: make prerequisites installs Debian's {PACKAGE}"
     if shutil.which("psql") is None:
-        return "psql is not installed: apt-get install postgresql-client"
+        return "psql is not installed: make prerequisites installs Debian's postgresql-client"
     return None
 
 
