@@ -25,7 +25,12 @@ from jobqueue.entrypoints.service.provisioning import (
     migrate,
     warn_unless_statements_bounded,
 )
-from jobqueue.entrypoints.service.runtime import Signals, bind_listeners, installed
+from jobqueue.entrypoints.service.runtime import (
+    Signals,
+    bind_listeners,
+    installed,
+    warn_if_open,
+)
 from jobqueue.entrypoints.worker.pool_config import concurrency
 
 if TYPE_CHECKING:
@@ -47,10 +52,10 @@ async def run_service(settings: Settings, roles: Roles) -> int:
 
 async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> int:
     registry = build_registry(settings)
-    listeners = bind_listeners(
-        settings.api_listener(with_workers=roles.workers) if roles.http else None,
-        settings.metrics_listener(serves_api=roles.http),
-    )
+    api_address = settings.api_listener(with_workers=roles.workers) if roles.http else None
+    listeners = bind_listeners(api_address, settings.metrics_listener(serves_api=roles.http))
+    if api_address is not None:
+        warn_if_open(api_address, settings.api_tokens)
     tracing = _start_tracing(settings.tracing)
     tracer_provider = tracing.provider if tracing is not None else None
     try:

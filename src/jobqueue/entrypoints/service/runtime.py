@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import logging
 import signal
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,29 @@ class Listeners:
         for sock in (self.api, self.metrics):
             if sock is not None:
                 sock.close()
+
+
+def is_loopback(address: HttpAddress) -> bool:
+    """Whether only this machine can reach `address` (an empty host is every interface)."""
+    if address.host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address.host).is_loopback
+    except ValueError:
+        return False
+
+
+def warn_if_open(address: HttpAddress, tokens: Collection[str]) -> None:
+    """A WARNING when the API listens beyond this machine and asks for no token."""
+    if tokens or is_loopback(address):
+        return
+    _log.warning(
+        "the API listens on %s, reachable from other machines, and API_TOKENS is empty: "
+        "anyone who reaches it can submit, cancel and delete jobs; set API_TOKENS, or "
+        "HTTP_ADDR=127.0.0.1:PORT to keep it to this machine",
+        address,
+        extra={"http_addr": str(address)},
+    )
 
 
 def bind_listeners(api: HttpAddress | None, metrics: HttpAddress | None) -> Listeners:
