@@ -22,7 +22,7 @@ from jobqueue.client import (
     Unauthorized,
     job_request,
 )
-from tests.support.processes import Service, free_port, run, start
+from tests.support.processes import Service, run, serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
@@ -31,21 +31,16 @@ TOKEN = "operator-token"
 
 @pytest.fixture(scope="module")
 def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    running = start(
+    with serving(
         ["serve"],
-        free_port(),
         tmp_path_factory.mktemp("client"),
         DATABASE_URL=database_url,
         API_TOKENS=TOKEN,
         WORKERS="2",
         POLL_INTERVAL="200ms",
         QUEUES="default",
-    )
-    try:
-        running.wait_until_healthy()
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture

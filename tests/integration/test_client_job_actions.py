@@ -11,26 +11,21 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobqueue.client import AsyncClient, Client, Conflict, NotFound
-from tests.support.processes import Service, free_port, start
+from tests.support.processes import Service, serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
 
 @pytest.fixture(scope="module")
 def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    running = start(
+    with serving(
         ["serve"],
-        free_port(),
         tmp_path_factory.mktemp("actions"),
         DATABASE_URL=database_url,
         WORKERS="2",
         QUEUES="actions",
-    )
-    try:
-        running.wait_until_healthy()
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def test_a_job_scheduled_for_tomorrow_runs_now_when_asked(service: Service) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from jobqueue.client import Client, job_request
 from tests.integration.operator_handlers import MODULE
-from tests.support.processes import JOBQUEUE, REPO_ROOT, Service, environment, free_port, start
+from tests.support.processes import JOBQUEUE, REPO_ROOT, Service, environment, serving
 from tests.support.processes import run as run_jobqueue
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
@@ -26,21 +26,16 @@ LATER = ("--delay", "1h")  # pending for the test's length
 
 @pytest.fixture(scope="module")
 def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    running = start(
+    with serving(
         ["serve", "--handlers", MODULE],
-        free_port(),
         tmp_path_factory.mktemp("operator"),
         DATABASE_URL=database_url,
         API_TOKENS=TOKEN,
         WORKERS="1",
         POLL_INTERVAL="200ms",
         QUEUES="default",
-    )
-    try:
-        running.wait_until_healthy()
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.processes import Service, free_port, start, until
+from tests.support.processes import Service, free_port, serving, start, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
@@ -23,19 +23,14 @@ SHORT_LEASE = {"LEASE_DURATION": "3s", "DB_CLIENT_TIMEOUT": "1500ms", "STATEMENT
 
 @pytest.fixture
 def serve(database_url: str, tmp_path: Path) -> Iterator[Service]:
-    running = start(
+    with serving(
         ["serve"],
-        free_port(),
         tmp_path / "serve",
         DATABASE_URL=database_url,
         QUEUES="default",
         **SHORT_LEASE,
-    )
-    try:
-        running.wait_until_healthy()
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def _queues(service: Service) -> dict[str, dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -130,6 +131,18 @@ def start(args: list[str], port: int, logs: Path, **settings: str) -> Service:
             stderr=err,
         )
     return Service(process, f"http://127.0.0.1:{port}", stdout, stderr)
+
+
+@contextlib.contextmanager
+def serving(args: list[str], logs: Path, **settings: str) -> Iterator[Service]:
+    """`jobqueue <args>` `start`ed on a free port and answering, stopped on leaving the
+    block however it ends."""
+    running = start(args, free_port(), logs, **settings)
+    try:
+        running.wait_until_healthy()
+        yield running
+    finally:
+        running.stop()
 
 
 def until(condition: Callable[[], T | None], what: str, within: float = 60) -> T:
