@@ -31,7 +31,7 @@ def upgrade() -> None:
         " version text NOT NULL,"
         " queues text[] NOT NULL,"
         " types text[] NOT NULL,"
-        " workers integer NOT NULL,"
+        " concurrency integer NOT NULL,"
         " running integer NOT NULL,"
         " started_at timestamptz NOT NULL DEFAULT now(),"
         " heartbeat_at timestamptz NOT NULL DEFAULT now(),"

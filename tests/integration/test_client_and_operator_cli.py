@@ -259,6 +259,23 @@ def test_the_queue_list_says_who_consumes_each_queue(service: Service, client: C
     assert (listed["consumers"], listed["unconsumed"]) == (0, True)
 
 
+def test_the_live_workers_are_listed(service: Service, client: Client) -> None:
+    [worker] = client.workers()
+
+    assert (worker.pid, worker.queues, worker.concurrency) == (
+        service.process.pid,
+        ["default"],
+        2,
+    )
+    assert {"sleep", "webhook"} <= set(worker.types)
+    assert worker.started_at <= worker.last_heartbeat_at
+    code, out, err = _cli(service, "workers", "list")
+    assert code == 0, err
+    header, row = out.splitlines()
+    assert header.split() == ["host", "pid", "version", "queues", "running", "started", "heartbeat"]
+    assert row.split()[1:5] == [str(service.process.pid), worker.version, "default", "0/2"]
+
+
 def test_types_from_the_command_line(service: Service) -> None:
     code, out, err = _cli(service, "types", "list")
     assert code == 0, err

@@ -42,7 +42,7 @@ def _process(*queues: str) -> ProcessInfo:
         version="1.0",
         queues=queues,
         types=("sleep",),
-        workers=4,
+        concurrency=4,
         running=1,
     )
 
@@ -80,6 +80,23 @@ async def test_a_queue_counts_the_live_processes_that_consume_it(engine: AsyncEn
     async with engine.connect() as connection:
         ids = (await connection.execute(text("SELECT id FROM processes"))).scalars().all()
     assert ids == [first.id]
+
+
+async def test_the_live_processes_are_listed_with_their_heartbeats(engine: AsyncEngine) -> None:
+    registry = PostgresProcesses(engine)
+    first, second = _process("default"), replace(_process("emails"), pid=1, host="host-b")
+    await registry.heartbeat(first, TTL)
+    await registry.heartbeat(second, TTL)
+    await _expire(engine, second)
+
+    [live] = await registry.live()
+
+    assert live.info == first
+    assert live.started_at <= live.heartbeat_at
+    await registry.heartbeat(replace(first, running=3), TTL)
+    [again] = await registry.live()
+    assert (again.info.running, again.started_at) == (3, live.started_at)
+    assert again.heartbeat_at >= live.heartbeat_at
 
 
 async def test_get_queues_shows_consumers_and_flags_a_queue_nobody_consumes(

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.handlers import builtin_registry
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine
+from jobqueue.adapters.postgres.processes import PostgresProcesses
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.job_spans import JobSpans
@@ -79,12 +80,14 @@ def build_api(
     settings = settings if settings is not None else Settings()
     lifespans: list[Callable[[Litestar], Any]] = []
     metrics = Metrics()
+    processes: PostgresProcesses | None = None
     if store is None:
         if database_url is None:
             raise ValueError("build_api needs a database_url or a store")
         url, pooler = routed_url(database_url)
         engine = create_engine(url, pool_size=5, pooler=pooler)
         store = PostgresJobStore(engine)
+        processes = PostgresProcesses(engine)
         lifespans.append(_disposing(engine))
         if tracer_provider is not None:
             trace_engine(engine, tracer_provider)
@@ -111,6 +114,7 @@ def build_api(
         on_enqueued=pool.wake if pool is not None else None,
         lifespan=[*lifespans, _running(pool)] if pool is not None else lifespans,
         tracer_provider=tracer_provider,
+        processes=processes,
     )
     return Api(app=app, metrics=metrics, readiness=readiness, registry=registry, pool=pool)
 

@@ -49,6 +49,7 @@ from jobqueue.wire.records import (
     QueueStateView,
     SubmittedRecord,
     UniqueView,
+    WorkerView,
 )
 from jobqueue.wire.requests import BatchJob, SubmitOptions, job_request
 
@@ -83,5 +84,6 @@ __all__ = [
     "Unavailable",
     "UnexpectedAnswer",
     "UniqueView",
+    "WorkerView",
     "job_request",
 ]

@@ -28,6 +28,7 @@ from jobqueue.wire.records import (
     QueueRecord,
     QueueStateView,
     SubmittedRecord,
+    WorkerView,
 )
 from jobqueue.wire.requests import BatchJob, SubmitOptions, job_request
 
@@ -191,6 +192,10 @@ class AsyncClient:
 
     async def periodic(self) -> list[PeriodicView]:
         return (await self._send(calls.periodic())).periodic
+
+    async def workers(self) -> list[WorkerView]:
+        """The worker processes alive now, as their heartbeats describe them."""
+        return (await self._send(calls.workers())).workers
 
     async def types(self) -> list[JobTypeView]:
         return (await self._send(calls.types())).types

@@ -39,6 +39,7 @@ from jobqueue.wire.records import (
     QueueStateView,
     Retried,
     SubmittedRecord,
+    WorkerList,
 )
 from jobqueue.wire.requests import BatchJob, RescheduleRequest
 
@@ -288,6 +289,10 @@ def resume(name: str) -> Call[QueueStateView]:
 
 def periodic() -> Call[PeriodicList]:
     return Call("GET", "/periodic", PeriodicList)
+
+
+def workers() -> Call[WorkerList]:
+    return Call("GET", "/workers", WorkerList)
 
 
 def types() -> Call[JobTypeList]:

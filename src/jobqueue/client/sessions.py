@@ -28,6 +28,7 @@ from jobqueue.wire.records import (
     QueueRecord,
     QueueStateView,
     SubmittedRecord,
+    WorkerView,
 )
 from jobqueue.wire.requests import BatchJob, SubmitOptions, job_request
 
@@ -210,6 +211,10 @@ class Client:
 
     def periodic(self) -> list[PeriodicView]:
         return self._send(calls.periodic()).periodic
+
+    def workers(self) -> list[WorkerView]:
+        """The worker processes alive now, as their heartbeats describe them."""
+        return self._send(calls.workers()).workers
 
     def types(self) -> list[JobTypeView]:
         """The job types the API accepts, with their payload schemas and defaults."""

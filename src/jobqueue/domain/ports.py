@@ -18,7 +18,7 @@ from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, JsonSchema, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.outcome import Decision
-from jobqueue.domain.processes import ProcessInfo, Unconsumed
+from jobqueue.domain.processes import LiveProcess, ProcessInfo, Unconsumed
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
 
@@ -231,6 +231,10 @@ class ProcessRegistry(Protocol):
 
     async def leave(self, process_id: UUID) -> None:
         """Forget the process at once (a clean shutdown)."""
+        ...
+
+    async def live(self) -> Sequence[LiveProcess]:
+        """The processes live now, by host and pid."""
         ...
 
     async def newly_unconsumed(self, grace: timedelta) -> Sequence[Unconsumed]:

@@ -9,7 +9,7 @@ one killed stops renewing and drops out within `ttl`, as its jobs' leases run ou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
 # How long a queue's due jobs may wait with no live consumer before it is warned of: a
@@ -29,8 +29,18 @@ class ProcessInfo:
     queues: tuple[str, ...]
     types: tuple[str, ...]
     # Its concurrency (every pool's together), and the attempts running at the heartbeat.
-    workers: int
+    concurrency: int
     running: int
+
+
+@dataclass(frozen=True, slots=True)
+class LiveProcess:
+    """A process the registry holds as live, with when it started and last beat (the
+    store's clock)."""
+
+    info: ProcessInfo
+    started_at: datetime
+    heartbeat_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

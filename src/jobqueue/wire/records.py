@@ -16,6 +16,7 @@ import msgspec
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.job import Job
 from jobqueue.domain.job_types import KnownType
+from jobqueue.domain.processes import LiveProcess
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
 
@@ -174,6 +175,43 @@ class QueueRecord(msgspec.Struct, frozen=True):
 
 class QueueList(msgspec.Struct, frozen=True):
     queues: list[QueueRecord]
+
+
+class WorkerView(msgspec.Struct, frozen=True):
+    """One live worker process in `GET /workers`."""
+
+    id: UUID
+    host: str
+    pid: int
+    version: str
+    # The queues it claims from and the job types it runs.
+    queues: list[str]
+    types: list[str]
+    # How many attempts it may run at once, and ran at its last heartbeat.
+    concurrency: int
+    running: int
+    started_at: datetime
+    last_heartbeat_at: datetime
+
+    @classmethod
+    def of(cls, process: LiveProcess) -> WorkerView:
+        info = process.info
+        return cls(
+            id=info.id,
+            host=info.host,
+            pid=info.pid,
+            version=info.version,
+            queues=list(info.queues),
+            types=list(info.types),
+            concurrency=info.concurrency,
+            running=info.running,
+            started_at=process.started_at.astimezone(UTC),
+            last_heartbeat_at=process.heartbeat_at.astimezone(UTC),
+        )
+
+
+class WorkerList(msgspec.Struct, frozen=True):
+    workers: list[WorkerView]
 
 
 class PeriodicView(msgspec.Struct, frozen=True):

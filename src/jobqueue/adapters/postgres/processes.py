@@ -14,9 +14,10 @@ from jobqueue.adapters.postgres.queries.processes import (
     CONSUMERS_BY_QUEUE,
     HEARTBEAT,
     LEAVE,
+    LIVE_PROCESSES,
     NEWLY_UNCONSUMED,
 )
-from jobqueue.domain.processes import ProcessInfo, Unconsumed
+from jobqueue.domain.processes import LiveProcess, ProcessInfo, Unconsumed
 
 
 class PostgresProcesses:
@@ -33,7 +34,7 @@ class PostgresProcesses:
             "version": process.version,
             "queues": list(process.queues),
             "types": list(process.types),
-            "workers": process.workers,
+            "concurrency": process.concurrency,
             "running": process.running,
             "ttl": ttl,
         }
@@ -43,6 +44,27 @@ class PostgresProcesses:
     async def leave(self, process_id: UUID) -> None:
         with store_failures():
             await fetch_pooled(self._engine, LEAVE, {"id": process_id})
+
+    async def live(self) -> Sequence[LiveProcess]:
+        with store_failures():
+            rows = await fetch_pooled(self._engine, LIVE_PROCESSES, {})
+        return [
+            LiveProcess(
+                ProcessInfo(
+                    id=row["id"],
+                    host=row["host"],
+                    pid=row["pid"],
+                    version=row["version"],
+                    queues=tuple(row["queues"]),
+                    types=tuple(row["types"]),
+                    concurrency=row["concurrency"],
+                    running=row["running"],
+                ),
+                started_at=row["started_at"],
+                heartbeat_at=row["heartbeat_at"],
+            )
+            for row in rows
+        ]
 
     async def newly_unconsumed(self, grace: timedelta) -> Sequence[Unconsumed]:
         with store_failures():

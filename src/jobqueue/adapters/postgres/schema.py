@@ -209,7 +209,7 @@ processes = Table(
     Column("version", Text, nullable=False),
     Column("queues", ARRAY(Text), nullable=False),
     Column("types", ARRAY(Text), nullable=False),
-    Column("workers", Integer, nullable=False),
+    Column("concurrency", Integer, nullable=False),
     Column("running", Integer, nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),

@@ -1,6 +1,7 @@
-"""`jobqueue jobs …`, `queues …`, `types list` and `periodic list`: an operator's look at a
-running service, and the actions they take on it, through its HTTP API
-(`jobqueue.client`), so the same commands reach a service on another host, token and all.
+"""`jobqueue jobs …`, `queues …`, `types list`, `periodic list` and `workers list`: an
+operator's look at a running service, and the actions they take on it, through its HTTP
+API (`jobqueue.client`), so the same commands reach a service on another host, token and
+all.
 
 What each takes is in `operator_parsers.py`; what the jobs' commands do, `jobs_commands.py`;
 how an answer is printed, `output.py`. Exit status 0, 1 when the service refused or could
@@ -116,4 +117,5 @@ _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {
     ("queues", "resume"): lambda client, args: client.resume(args.name),
     ("types", "list"): lambda client, args: client.types(),
     ("periodic", "list"): lambda client, args: client.periodic(),
+    ("workers", "list"): lambda client, args: client.workers(),
 }

@@ -24,7 +24,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 URL_VARIABLE = "JOBQUEUE_URL"
 TOKEN_VARIABLE = "JOBQUEUE_TOKEN"
 DEFAULT_REQUEST_TIMEOUT = 10.0
-OPERATOR_COMMANDS = ("jobs", "queues", "types", "periodic")
+OPERATOR_COMMANDS = ("jobs", "queues", "types", "periodic", "workers")
 # The bulk actions, with the statuses each may select (the API's own rule).
 BULK_ACTIONS: dict[str, frozenset[Status]] = {
     "retry-many": ACTIONABLE,
@@ -136,6 +136,13 @@ def add_commands(commands: Any, epilog: str) -> None:
     )
     periodic = command("periodic", "list the periodic (cron) jobs the service schedules")
     action(periodic, "list", "every periodic job: its schedule, next and last slot")
+    workers = command("workers", "list the worker processes alive now")
+    action(
+        workers,
+        "list",
+        "every live worker process: host, pid, version, queues, running of concurrency, "
+        "last heartbeat",
+    )
 
 
 def _add_submit(parser: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from jobqueue.client import JobRecord, JobTypeView, PeriodicView, QueueRecord
+    from jobqueue.client import JobRecord, JobTypeView, PeriodicView, QueueRecord, WorkerView
 
 # How much of an error a table cell shows; `show` and --json give it whole.
 _ERROR_WIDTH = 60
@@ -162,11 +162,31 @@ def _periodic_table(periodic: Sequence[PeriodicView]) -> Table:
     return table
 
 
+def _worker_table(workers: Sequence[WorkerView]) -> Table:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("host", "pid", "version", "queues", "running", "started", "heartbeat"):
+        table.add_column(column, no_wrap=column != "queues")
+    for each in workers:
+        table.add_row(
+            each.host,
+            str(each.pid),
+            each.version,
+            ",".join(each.queues),
+            f"{each.running}/{each.concurrency}",
+            _when(each.started_at),
+            _when(each.last_heartbeat_at),
+        )
+    return table
+
+
 _TABLES: dict[str, Callable[[Any], Table]] = {
     "jobs": _job_table,
     "queues": _queue_table,
     "types": _type_table,
     "periodic": _periodic_table,
+    "workers": _worker_table,
 }
 
 

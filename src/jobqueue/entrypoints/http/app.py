@@ -20,7 +20,7 @@ from litestar.types import ControllerRouterHandler
 from opentelemetry.trace import TracerProvider
 
 from jobqueue.domain.periodic import PeriodicJob, Schedule
-from jobqueue.domain.ports import JobStore, PayloadDecoder
+from jobqueue.domain.ports import JobStore, PayloadDecoder, ProcessRegistry
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.http.errors import exception_handlers
 from jobqueue.entrypoints.http.health import (
@@ -43,6 +43,7 @@ from jobqueue.entrypoints.http.routes import JobsController
 from jobqueue.entrypoints.http.service import JobService, QueueService, SubmissionMetrics
 from jobqueue.entrypoints.http.tracing import traced
 from jobqueue.entrypoints.http.type_routes import TypesController
+from jobqueue.entrypoints.http.worker_routes import Workers, WorkersController
 from jobqueue.entrypoints.service.published_types import TypeCatalogue
 from jobqueue.release import package_version
 
@@ -85,6 +86,7 @@ def create_app(
     tracer_provider: TracerProvider | None = None,
     types: TypeCatalogue | None = None,
     periodic: Sequence[tuple[PeriodicJob, Schedule]] | None = None,
+    processes: ProcessRegistry | None = None,
 ) -> Litestar:
     """The HTTP API over `store`.
 
@@ -93,7 +95,8 @@ def create_app(
     `lifespan` adds context managers entered at startup;
     `tracer_provider`, when given, traces every request but the probes (none otherwise);
     `types` are the job types it accepts (default: `registry`'s only);
-    `periodic` the periodic jobs it lists (default: `registry`'s, read here).
+    `periodic` the periodic jobs it lists (default: `registry`'s, read here);
+    `processes` the registry `/workers` lists (no such route without one).
     """
     if periodic is None:
         # Imported only when asked: croniter is start-up work.
@@ -115,6 +118,7 @@ def create_app(
         QueuesController,
         PeriodicController,
         TypesController,
+        *([WorkersController] if processes is not None else []),
     ]
     components = Components()
     if config.api_tokens:
@@ -131,6 +135,7 @@ def create_app(
             "queues": constant(QueueService(store)),
             "periodic": constant(Schedules(periodic, store)),
             "types": constant(types),
+            "workers": constant(None if processes is None else Workers(processes)),
             **operations_dependencies(readiness, metrics),
         },
         guards=[

@@ -49,7 +49,7 @@ from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL
 from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.periodic import PeriodicJob, Schedule
-from jobqueue.domain.ports import JobStore
+from jobqueue.domain.ports import JobStore, ProcessRegistry
 from jobqueue.domain.processes import ProcessInfo
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.config.settings import Settings
@@ -194,6 +194,7 @@ def build_components(
             metrics=metrics,
             on_enqueued=announcer(_waking(pools), notifier),
             tracer_provider=tracer_provider,
+            processes=processes,
         )
         # Kept current where /metrics is served; refreshed from a loop, never a scrape.
         depth = QueueDepthRefresher(PostgresQueueStats(engine), metrics)
@@ -241,7 +242,7 @@ def _describing(
         version=package_version(),
         queues=tuple(config.queue for config in configs),
         types=tuple(registry),
-        workers=sum(config.workers for config in configs),
+        concurrency=sum(config.workers for config in configs),
         running=0,
     )
 
@@ -297,6 +298,7 @@ def _http_components(
     metrics: Metrics,
     on_enqueued: Callable[[], None] | None,
     tracer_provider: TracerProvider | None,
+    processes: ProcessRegistry,
 ) -> list[Component]:
     """The HTTP servers on the bound listeners, and `/readyz` turning 503 at the signal.
     Litestar and uvicorn are imported here, by processes serving HTTP only."""
@@ -319,6 +321,7 @@ def _http_components(
             tracer_provider=tracer_provider,
             types=types,
             periodic=periodic,
+            processes=processes,
         )
         components.append(HttpServer("http", StopPhase.DRAINED, app, listeners.api, config))
     if listeners.metrics is not None:

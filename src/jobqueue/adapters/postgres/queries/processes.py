@@ -21,15 +21,15 @@ HEARTBEAT = Statement(
         )
     )
     INSERT INTO processes
-        (id, host, pid, version, queues, types, workers, running, heartbeat_at, expires_at)
+        (id, host, pid, version, queues, types, concurrency, running, heartbeat_at, expires_at)
     VALUES (
         :id, :host, :pid, :version, CAST(:queues AS text[]), CAST(:types AS text[]),
-        :workers, :running, now(), now() + CAST(:ttl AS interval)
+        :concurrency, :running, now(), now() + CAST(:ttl AS interval)
     )
     ON CONFLICT (id) DO UPDATE
     SET queues = EXCLUDED.queues,
         types = EXCLUDED.types,
-        workers = EXCLUDED.workers,
+        concurrency = EXCLUDED.concurrency,
         running = EXCLUDED.running,
         heartbeat_at = now(),
         expires_at = EXCLUDED.expires_at
@@ -37,6 +37,11 @@ HEARTBEAT = Statement(
 )
 
 LEAVE = Statement("leave", "DELETE FROM processes WHERE id = :id")
+
+LIVE_PROCESSES = Statement(
+    "live_processes",
+    "SELECT * FROM processes WHERE expires_at > now() ORDER BY host, pid, started_at",
+)
 
 CONSUMERS_BY_QUEUE = Statement(
     "consumers_by_queue",
