@@ -24,6 +24,9 @@ REQUIRED=(
     "/usr/lib/postgresql/15/bin/postgres postgresql-15"
     # tests/unit/test_webhook_handler.py: a self-signed certificate
     "/usr/bin/openssl openssl"
+    # tests/support/browser.py: the dashboard's tests drive a headless Chromium
+    "/usr/bin/chromium chromium"
+    "/usr/bin/chromedriver chromium-driver"
 )
 
 # Adds a package to `packages` unless it is there.

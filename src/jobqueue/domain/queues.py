@@ -44,6 +44,11 @@ class QueueSummary:
     consumers: int = 0
 
     @property
+    def scheduled(self) -> int:
+        """Pending jobs due later."""
+        return self.counts[Status.PENDING] - self.due
+
+    @property
     def unconsumed(self) -> bool:
         """Due jobs wait and no live process consumes the queue: they wait for ever."""
         return self.due > 0 and self.consumers == 0

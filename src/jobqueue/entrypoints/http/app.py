@@ -43,6 +43,8 @@ from jobqueue.entrypoints.http.routes import JobsController
 from jobqueue.entrypoints.http.service import JobService, QueueService, SubmissionMetrics
 from jobqueue.entrypoints.http.tracing import traced
 from jobqueue.entrypoints.http.type_routes import TypesController
+from jobqueue.entrypoints.http.ui.errors import html_on_dashboard_paths
+from jobqueue.entrypoints.http.ui.pages import DashboardController, static_assets, template_config
 from jobqueue.entrypoints.http.worker_routes import Workers, WorkersController
 from jobqueue.entrypoints.service.published_types import TypeCatalogue
 from jobqueue.release import package_version
@@ -129,7 +131,14 @@ def create_app(
             security_schemes={_BEARER: SecurityScheme(type="http", scheme="bearer")}
         )
     app = Litestar(
-        route_handlers=[*resources, *OPERATIONS, docs_assets()],
+        route_handlers=[
+            *resources,
+            # The dashboard is behind the same guard as the API; its assets are open.
+            DashboardController,
+            static_assets(),
+            *OPERATIONS,
+            docs_assets(),
+        ],
         dependencies={
             "jobs": constant(service),
             "queues": constant(QueueService(store)),
@@ -142,7 +151,8 @@ def create_app(
             *([BearerTokenGuard(config.api_tokens)] if config.api_tokens else []),
             json_bodies_only,
         ],
-        exception_handlers=exception_handlers(config.max_body_bytes),
+        exception_handlers=html_on_dashboard_paths(exception_handlers(config.max_body_bytes)),
+        template_config=template_config(package_version()),
         request_max_body_size=config.max_body_bytes,
         lifespan=list(lifespan),
         openapi_config=OpenAPIConfig(

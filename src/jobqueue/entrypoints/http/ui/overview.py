@@ -1,0 +1,82 @@
+"""The overview page's table: each queue's summary as the rows and links it shows.
+
+Built here rather than in the template so that what a number links to, and how an age
+reads, are plain code a unit test reads; the template only lays the values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import urlencode
+
+from jobqueue.domain.queues import QueueSummary
+from jobqueue.domain.status import COUNTED, Status
+
+# Where a count links to: the API's listing of the queue's jobs of that status, the one
+# listing that exists today.
+LISTING_PATH = "/jobs"
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    status: Status
+    value: int
+    # The listing of the jobs counted.
+    href: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    name: str
+    # One per counted status, in `COUNTED`'s order (the table's columns).
+    counts: tuple[Count, ...]
+    due: int
+    scheduled: int
+    oldest_due_age: str
+    paused: bool
+    consumers: int
+    unconsumed: bool
+
+
+def listing_href(status: Status, queue: str) -> str:
+    return f"{LISTING_PATH}?{urlencode({'status': status.value, 'queue': queue})}"
+
+
+def queue_rows(summaries: Sequence[QueueSummary]) -> list[QueueRow]:
+    """The table's rows, by queue name."""
+    return [_row(summary) for summary in sorted(summaries, key=lambda s: s.state.name)]
+
+
+def _row(summary: QueueSummary) -> QueueRow:
+    name = summary.state.name
+    return QueueRow(
+        name=name,
+        counts=tuple(
+            Count(status, summary.counts[status], listing_href(status, name)) for status in COUNTED
+        ),
+        due=summary.due,
+        scheduled=summary.scheduled,
+        oldest_due_age="" if summary.oldest_due_age is None else age(summary.oldest_due_age),
+        paused=summary.state.paused,
+        consumers=summary.consumers,
+        unconsumed=summary.unconsumed,
+    )
+
+
+def age(elapsed: timedelta) -> str:
+    """How long, as an operator reads it at a glance: its two largest units."""
+    seconds = max(0, int(elapsed.total_seconds()))
+    units = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+    parts: list[str] = []
+    for unit, size in units:
+        if seconds >= size or (unit == "s" and not parts):
+            parts.append(f"{seconds // size} {unit}")
+            seconds %= size
+        elif parts:
+            # The second unit is the next one down, shown even when zero ("2 h 0 min").
+            parts.append(f"0 {unit}")
+        if len(parts) == 2:
+            break
+    return " ".join(parts)

@@ -1,0 +1,110 @@
+"""The dashboard's routes (`/ui`), its templates and its static assets.
+
+Pages are rendered on the server by Jinja2 with autoescaping on: queue names, job types,
+payloads and errors are user data and are never written unescaped. Every asset is a file
+of this package, served by the service (no CDN, no build step), and the Content-Security
+Policy lets a page load nothing from anywhere else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from litestar import Controller, Router, get
+from litestar.datastructures import CacheControlHeader, ResponseHeader
+from litestar.di import NamedDependency
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.response import Template
+from litestar.static_files import create_static_files_router
+from litestar.template import TemplateConfig
+
+from jobqueue.domain.status import COUNTED
+from jobqueue.entrypoints.http.middleware import PUBLIC
+from jobqueue.entrypoints.http.service import QueueService
+from jobqueue.entrypoints.http.ui.overview import queue_rows
+
+UI_PATH: Final = "/ui"
+STATIC_PATH: Final = f"{UI_PATH}/static"
+# How often the overview's table asks for itself again.
+REFRESH_SECONDS: Final = 5
+
+_HERE = Path(__file__).parent
+STATIC_DIRECTORY: Final = _HERE / "static"
+# Nothing but this origin: the pages' own scripts, styles and fetches. No inline script or
+# style either (htmx's own indicator style is turned off in the page's htmx-config).
+SECURITY_POLICY: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_PAGE_HEADERS: Final = [
+    ResponseHeader(name="Content-Security-Policy", value=SECURITY_POLICY),
+    ResponseHeader(name="X-Content-Type-Options", value="nosniff"),
+]
+
+
+def is_dashboard_path(path: str) -> bool:
+    return path == UI_PATH or path.startswith(f"{UI_PATH}/")
+
+
+def template_config(version: str) -> TemplateConfig[JinjaTemplateEngine]:
+    """The dashboard's templates, autoescaped, failing on a name the context lacks."""
+    environment = Environment(
+        loader=FileSystemLoader(_HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+    )
+    environment.globals.update(
+        version=version,
+        ui_path=UI_PATH,
+        # The version in an asset's URL: assets are cached for a year, and an upgrade's
+        # pages ask for new URLs.
+        static=lambda name: f"{STATIC_PATH}/{name}?v={version}",
+    )
+    return TemplateConfig(
+        engine=JinjaTemplateEngine.from_environment(environment),
+    )
+
+
+def page_headers() -> dict[str, str]:
+    """The headers of every dashboard page, error pages included."""
+    return {header.name: str(header.value) for header in _PAGE_HEADERS}
+
+
+class DashboardController(Controller):
+    path = UI_PATH
+    include_in_schema = False
+    response_headers = _PAGE_HEADERS
+    # Live numbers: never served from a cache.
+    cache_control = CacheControlHeader(no_store=True)
+
+    @get("/", name="ui-overview")
+    async def overview(self, queues: NamedDependency[QueueService]) -> Template:
+        return Template(template_name="overview.html", context=await _queues(queues))
+
+    @get("/fragments/queues", name="ui-queues-fragment")
+    async def queues_fragment(self, queues: NamedDependency[QueueService]) -> Template:
+        """The overview's table alone, which the page asks for every few seconds."""
+        return Template(template_name="fragments/queues.html", context=await _queues(queues))
+
+
+async def _queues(queues: QueueService) -> dict[str, object]:
+    return {
+        "rows": queue_rows(await queues.summaries()),
+        "statuses": COUNTED,
+        "refresh_seconds": REFRESH_SECONDS,
+    }
+
+
+def static_assets() -> Router:
+    """htmx, its licence and the stylesheet: open (they hold nothing of ours), and cached
+    for a year, their URLs carrying the version."""
+    return create_static_files_router(
+        path=STATIC_PATH,
+        directories=[STATIC_DIRECTORY],
+        opt={PUBLIC: True},
+        include_in_schema=False,
+        cache_control=CacheControlHeader(max_age=365 * 86400, public=True),
+        name="ui-static",
+    )

@@ -1,0 +1,129 @@
+"""The dashboard's pages without a browser: user data escaped, ages as read at a glance,
+errors on its paths as HTML pages with the API's statuses, its assets open and cached,
+and every file it serves shipped with the package."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from litestar.testing import TestClient
+
+from jobqueue.domain.status import COUNTED, Status
+from jobqueue.entrypoints.config.settings import Settings
+from jobqueue.entrypoints.http.ui.overview import Count, QueueRow, age, listing_href
+from jobqueue.entrypoints.http.ui.pages import SECURITY_POLICY, STATIC_DIRECTORY, template_config
+from tests.fakes import InMemoryJobStore
+from tests.support.api import build_api
+
+HOSTILE = "<script>alert(1)</script>\"'&"
+
+
+def _row(name: str) -> QueueRow:
+    return QueueRow(
+        name=name,
+        counts=tuple(Count(status, 1, listing_href(status, name)) for status in COUNTED),
+        due=1,
+        scheduled=0,
+        oldest_due_age="1 s",
+        paused=True,
+        consumers=0,
+        unconsumed=True,
+    )
+
+
+def test_the_queues_table_escapes_what_it_shows() -> None:
+    engine = template_config("1.0").engine_instance
+    html = engine.get_template("fragments/queues.html").render(
+        rows=[_row(HOSTILE)], statuses=COUNTED, refresh_seconds=5
+    )
+
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&#34;&#39;&amp;" in html
+    # In the links too, where the name is a query parameter.
+    assert "queue=%3Cscript%3Ealert%281%29%3C%2Fscript%3E%22%27%26" in html
+
+
+def test_a_count_links_to_the_listing_of_its_queues_jobs_of_its_status() -> None:
+    assert listing_href(Status.DEAD_LETTER, "mail") == "/jobs?status=dead_letter&queue=mail"
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "shown"),
+    [
+        (timedelta(0), "0 s"),
+        (timedelta(seconds=59.9), "59 s"),
+        (timedelta(seconds=61), "1 min 1 s"),
+        (timedelta(hours=2), "2 h 0 min"),
+        (timedelta(days=3, hours=5, minutes=7), "3 d 5 h"),
+        (timedelta(seconds=-1), "0 s"),
+    ],
+)
+def test_an_age_shows_its_two_largest_units(elapsed: timedelta, shown: str) -> None:
+    assert age(elapsed) == shown
+
+
+def test_the_overview_lists_queues_under_its_security_policy() -> None:
+    with TestClient(build_api(store=InMemoryJobStore()).app) as client:
+        answer = client.get("/ui")
+
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/html")
+    assert answer.headers["content-security-policy"] == SECURITY_POLICY
+    assert answer.headers["cache-control"] == "no-store"
+    assert 'hx-get="/ui/fragments/queues"' in answer.text
+
+
+def test_an_unknown_dashboard_path_is_a_page_and_an_unknown_api_path_is_json() -> None:
+    with TestClient(build_api(store=InMemoryJobStore()).app) as client:
+        page = client.get("/ui/nowhere")
+        api = client.get("/nowhere")
+
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")
+    assert "no route for GET /ui/nowhere" in page.text
+    assert "Traceback" not in page.text
+    assert (api.status_code, api.json()) == (404, {"error": "no route for GET /nowhere"})
+
+
+def test_a_store_that_is_down_is_a_503_page_with_retry_after() -> None:
+    store = InMemoryJobStore()
+    store.available = False
+    with TestClient(build_api(store=store).app) as client:
+        for path in ("/ui", "/ui/fragments/queues"):
+            answer = client.get(path)
+
+            assert answer.status_code == 503
+            assert answer.headers["retry-after"] == "1"
+            assert answer.headers["content-type"].startswith("text/html")
+            assert "the job store is unavailable" in answer.text
+
+
+def test_with_api_tokens_the_pages_need_one_and_the_assets_do_not() -> None:
+    settings = Settings.from_env({"API_TOKENS": "secret"})
+    with TestClient(build_api(store=InMemoryJobStore(), settings=settings).app) as client:
+        refused = client.get("/ui")
+        allowed = client.get("/ui", headers={"Authorization": "Bearer secret"})
+        asset = client.get("/ui/static/htmx.min.js")
+
+    assert refused.status_code == 401
+    assert refused.headers["content-type"].startswith("text/html")
+    assert allowed.status_code == 200
+    assert asset.status_code == 200
+
+
+@pytest.mark.parametrize("name", ["htmx.min.js", "htmx.LICENSE", "ui.css", "favicon.svg"])
+def test_every_asset_is_served_for_a_year(name: str) -> None:
+    with TestClient(build_api(store=InMemoryJobStore()).app) as client:
+        answer = client.get(f"/ui/static/{name}")
+
+    assert answer.status_code == 200
+    assert answer.content == (STATIC_DIRECTORY / name).read_bytes()
+    assert answer.headers["cache-control"] == "max-age=31536000, public"
+
+
+def test_the_pages_load_every_asset_from_the_service() -> None:
+    with TestClient(build_api(store=InMemoryJobStore()).app) as client:
+        html = client.get("/ui").text
+        for name in ("htmx.min.js", "ui.css", "favicon.svg"):
+            assert f'"/ui/static/{name}?v=' in html
