@@ -209,14 +209,17 @@ async def test_counters_and_histogram_move_as_jobs_complete_and_fail(
 
     assert "broken on purpose" in failed["last_error"]
     assert metric_value(text, "jobs_submitted_total") == 3
-    assert metric_value(text, "jobs_completed_total") == 1
-    assert metric_value(text, "jobs_failed_total", {"status": "failed"}) == 1
-    assert metric_value(text, "jobs_failed_total", {"status": "dead_letter"}) == 1
-    assert metric_value(text, "jobs_retried_total") == 1
-    assert metric_value(text, "jobs_recovered_total") == 0
+    sleep, broken, gated = ({"queue": "default", "type": t} for t in ("sleep", "broken", "gated"))
+    assert metric_value(text, "jobs_completed_total", sleep) == 1
+    assert metric_value(text, "jobs_failed_total", {**broken, "status": "failed"}) == 1
+    assert metric_value(text, "jobs_failed_total", {**gated, "status": "dead_letter"}) == 1
+    assert metric_value(text, "jobs_retried_total", gated) == 1
+    assert metric_value(text, "jobs_retried_total", sleep) == 0
+    assert metric_value(text, "jobs_recovered_total", sleep) == 0
     count = "job_processing_duration_seconds_count"
-    assert metric_value(text, count, {"outcome": "completed"}) == 1
-    assert metric_value(text, count, {"outcome": "failed"}) == 1
-    assert metric_value(text, count, {"outcome": "retried"}) == 1
-    assert metric_value(text, count, {"outcome": "dead_letter"}) == 1
+    assert metric_value(text, count, {**sleep, "outcome": "completed"}) == 1
+    assert metric_value(text, count, {**broken, "outcome": "failed"}) == 1
+    assert metric_value(text, count, {**gated, "outcome": "retried"}) == 1
+    assert metric_value(text, count, {**gated, "outcome": "dead_letter"}) == 1
+    assert metric_value(text, "job_pickup_latency_seconds_count", gated) == 2
     assert metric_value(text, "process_cpu_seconds_total") > 0

@@ -42,6 +42,10 @@ async def get(url: str) -> httpx.Response:
         return await client.get(url)
 
 
+# The labels of the `sleep` jobs these tests submit.
+SLEEP = {"queue": "default", "type": "sleep"}
+
+
 async def sample(base_url: str, name: str, **labels: str) -> float | None:
     """The value of one sample on `base_url`/metrics, None when it is absent."""
     response = await get(f"{base_url}/metrics")
@@ -100,18 +104,21 @@ async def test_a_worker_serves_probes_and_counts_its_jobs_on_metrics_addr(
         worker.wait_until_healthy()
         ready = await get(f"{worker.base_url}/readyz")
         assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
-        assert await sample(worker.base_url, "jobs_completed_total") == 0
+        # A (queue, type)'s series appear with its first job.
+        assert await sample(worker.base_url, "jobs_completed_total", **SLEEP) is None
 
         await submit(engine, "sleep", {"duration": "1ms"})
 
         async def completed_one() -> bool:
-            return await sample(worker.base_url, "jobs_completed_total") == 1
+            return await sample(worker.base_url, "jobs_completed_total", **SLEEP) == 1
 
         await wait_until(completed_one, "jobs_completed_total became 1")
         duration_count = await sample(
-            worker.base_url, "job_processing_duration_seconds_count", outcome="completed"
+            worker.base_url, "job_processing_duration_seconds_count", **SLEEP, outcome="completed"
         )
         assert duration_count == 1
+        pickups = await sample(worker.base_url, "job_pickup_latency_seconds_count", **SLEEP)
+        assert pickups == 1
 
         # The worker refreshes the depth gauge itself: no API may run anywhere.
         async def depth_exported() -> bool:
@@ -156,7 +163,8 @@ async def test_the_metrics_listener_outlives_the_drain_and_readyz_turns_503(
         why = (await get(f"{worker.base_url}/readyz")).json()
         assert why == {"error": "not ready: shutting down"}
         assert (await get(f"{worker.base_url}/healthz")).status_code == 200
-        assert await sample(worker.base_url, "jobs_completed_total") == 0
+        gated = {"queue": "default", "type": "gated"}
+        assert await sample(worker.base_url, "jobs_completed_total", **gated) == 0
         gate.touch()
         exit_code = worker.wait(timeout=90)
     finally:

@@ -79,8 +79,11 @@ async def test_metrics_exposes_the_registry_the_pool_observer_writes_to() -> Non
 
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
-    assert "jobs_completed_total 1.0" in response.text
-    assert 'job_processing_duration_seconds_count{outcome="completed"} 1.0' in response.text
+    assert 'jobs_completed_total{queue="default",type="sleep"} 1.0' in response.text
+    assert (
+        'job_processing_duration_seconds_count{outcome="completed",queue="default",type="sleep"}'
+        " 1.0" in response.text
+    )
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from litestar import Litestar
 from opentelemetry.trace import TracerProvider
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.handlers import builtin_registry
@@ -164,16 +165,13 @@ async def eventually(
 
 
 def metric_value(exposition: str, name: str, labels: dict[str, str] | None = None) -> float:
-    """The value of one sample in Prometheus text format (0 when absent)."""
-    wanted = name
-    if labels:
-        wanted += "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
-    for line in exposition.splitlines():
-        if line.startswith("#"):
-            continue
-        sample, _, value = line.rpartition(" ")
-        if sample == wanted:
-            return float(value)
+    """The value of one sample in Prometheus text format (0 when absent): the one named
+    `name` with exactly `labels`, in whatever order the exposition writes them."""
+    wanted = labels or {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == wanted:
+                return float(sample.value)
     return 0.0
 
 

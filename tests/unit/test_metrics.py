@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -32,11 +33,16 @@ def test_the_endings_listed_here_cover_every_outcome_an_ending_may_be_decided_as
     assert {decision.outcome for decision in ENDINGS} == DECIDED
 
 
-def job(status: Status = Status.PROCESSING) -> Job:
+# The labels of the jobs `job()` builds by default.
+SLEEP = {"queue": "default", "type": "sleep"}
+
+
+def job(status: Status = Status.PROCESSING, *, queue: str = "default", type: str = "sleep") -> Job:
     now = datetime(2030, 1, 1, tzinfo=UTC)
     return Job(
         id=uuid.uuid4(),
-        type="sleep",
+        type=type,
+        queue=queue,
         payload={},
         status=status,
         attempts=1,
@@ -66,11 +72,11 @@ def test_each_decision_moves_its_own_counter_and_histogram_series() -> None:
     metrics.attempt_finished(job(), Decision.release(), 0.6)
     metrics.attempt_finished(job(), Decision.snooze(timedelta(seconds=5)), 0.7)
 
-    assert sample(metrics, "jobs_completed_total") == 1
-    assert sample(metrics, "jobs_retried_total") == 1
-    assert sample(metrics, "jobs_failed_total", status="failed") == 1
-    assert sample(metrics, "jobs_failed_total", status="dead_letter") == 1
-    assert sample(metrics, "jobs_snoozed_total") == 1
+    assert sample(metrics, "jobs_completed_total", **SLEEP) == 1
+    assert sample(metrics, "jobs_retried_total", **SLEEP) == 1
+    assert sample(metrics, "jobs_failed_total", **SLEEP, status="failed") == 1
+    assert sample(metrics, "jobs_failed_total", **SLEEP, status="dead_letter") == 1
+    assert sample(metrics, "jobs_snoozed_total", **SLEEP) == 1
     for outcome, seconds in [
         ("completed", 0.2),
         ("retried", 0.3),
@@ -79,9 +85,11 @@ def test_each_decision_moves_its_own_counter_and_histogram_series() -> None:
         ("released", 0.6),
         ("snoozed", 0.7),
     ]:
-        assert sample(metrics, "job_processing_duration_seconds_count", outcome=outcome) == 1
+        assert (
+            sample(metrics, "job_processing_duration_seconds_count", **SLEEP, outcome=outcome) == 1
+        )
         assert sample(
-            metrics, "job_processing_duration_seconds_sum", outcome=outcome
+            metrics, "job_processing_duration_seconds_sum", **SLEEP, outcome=outcome
         ) == pytest.approx(seconds)
 
 
@@ -90,9 +98,9 @@ def test_recovered_jobs_are_counted_and_those_dead_lettered_count_as_dead_letter
 
     metrics.recovered([job(Status.PENDING), job(Status.DEAD_LETTER), job(Status.PENDING)])
 
-    assert sample(metrics, "jobs_recovered_total") == 3
-    assert sample(metrics, "jobs_failed_total", status="dead_letter") == 1
-    assert sample(metrics, "jobs_completed_total") == 0
+    assert sample(metrics, "jobs_recovered_total", **SLEEP) == 3
+    assert sample(metrics, "jobs_failed_total", **SLEEP, status="dead_letter") == 1
+    assert sample(metrics, "jobs_completed_total", **SLEEP) == 0
 
 
 def test_submissions_and_lost_leases_are_counted() -> None:
@@ -103,7 +111,7 @@ def test_submissions_and_lost_leases_are_counted() -> None:
     metrics.lease_lost(job())
 
     assert sample(metrics, "jobs_submitted_total") == 2
-    assert sample(metrics, "jobs_lease_lost_total") == 1
+    assert sample(metrics, "jobs_lease_lost_total", **SLEEP) == 1
 
 
 def test_two_instances_in_one_process_do_not_collide() -> None:
@@ -186,19 +194,79 @@ def test_every_ending_is_observed_under_its_outcome_name(decision: Decision) -> 
     metrics.attempt_finished(job(), decision, 0.1)
     assert (
         metrics.registry.get_sample_value(
-            "job_processing_duration_seconds_count", {"outcome": decision.outcome.value}
+            "job_processing_duration_seconds_count", {**SLEEP, "outcome": decision.outcome.value}
         )
         == 1
     )
 
 
-def test_every_ending_has_its_duration_series_before_its_first_attempt() -> None:
-    # Zeros rather than gaps: a dashboard's rate() of an outcome not seen yet is 0.
+def test_a_pairs_series_are_all_created_at_its_first_event_and_none_before() -> None:
+    # Zeros rather than gaps: a dashboard's rate() of an outcome a type has not met yet is
+    # 0 once the type ran at all; a pair never seen has no series (types and queues are
+    # known only as jobs arrive).
     metrics = Metrics()
+    assert sample_names(metrics, SLEEP) == set()
+
+    metrics.attempt_started(job())
+
     for outcome in DECIDED:
         assert (
             metrics.registry.get_sample_value(
-                "job_processing_duration_seconds_count", {"outcome": outcome.value}
+                "job_processing_duration_seconds_count", {**SLEEP, "outcome": outcome.value}
             )
             == 0
         )
+    for name in ("jobs_retried_total", "jobs_lease_lost_total", "jobs_cancel_stops_total"):
+        assert metrics.registry.get_sample_value(name, SLEEP) == 0
+    for status in ("failed", "dead_letter"):
+        labels = {**SLEEP, "status": status}
+        assert metrics.registry.get_sample_value("jobs_failed_total", labels) == 0
+
+
+def sample_names(metrics: Metrics, labels: dict[str, str]) -> set[str]:
+    """The samples of `metrics` carrying `labels` (and maybe more)."""
+    return {
+        each.name
+        for family in metrics.registry.collect()
+        for each in family.samples
+        if labels.items() <= each.labels.items()
+    }
+
+
+def test_each_queue_and_type_is_counted_apart() -> None:
+    metrics = Metrics()
+    mail = {"queue": "mail", "type": "email"}
+
+    metrics.attempt_finished(job(), Decision.complete(), 0.1)
+    metrics.attempt_finished(job(**mail), Decision.complete(), 0.1)
+    metrics.attempt_finished(job(**mail), Decision.complete(), 0.1)
+    metrics.lease_lost(job(queue="mail", type="sleep"))
+    metrics.attempt_cancelled(job(**mail))
+    metrics.outcome_retried(job(**mail), tries=3)
+    metrics.outcome_unrecorded(job())
+
+    assert sample(metrics, "jobs_completed_total", **SLEEP) == 1
+    assert sample(metrics, "jobs_completed_total", **mail) == 2
+    assert sample(metrics, "jobs_completed_total", queue="mail", type="sleep") == 0
+    assert sample(metrics, "jobs_lease_lost_total", queue="mail", type="sleep") == 1
+    assert sample(metrics, "jobs_lease_lost_total", **mail) == 0
+    assert sample(metrics, "jobs_cancel_stops_total", **mail) == 1
+    assert sample(metrics, "jobs_outcome_write_retries_total", **mail) == 2
+    assert sample(metrics, "jobs_outcome_unrecorded_total", **SLEEP) == 1
+    assert sample(metrics, "jobs_outcome_unrecorded_total", **mail) == 0
+
+
+def test_pickup_latency_is_observed_per_started_attempt_from_due_to_claim() -> None:
+    metrics = Metrics()
+    due = datetime(2030, 1, 1, tzinfo=UTC)
+    waited = replace(job(), run_at=due, started_at=due + timedelta(seconds=90))
+
+    metrics.attempt_started(waited)
+    metrics.attempt_started(replace(waited, started_at=due + timedelta(milliseconds=2)))
+
+    assert sample(metrics, "job_pickup_latency_seconds_count", **SLEEP) == 2
+    assert sample(metrics, "job_pickup_latency_seconds_sum", **SLEEP) == pytest.approx(90.002)
+    assert sample(metrics, "job_pickup_latency_seconds_bucket", **SLEEP, le="0.001") == 0
+    assert sample(metrics, "job_pickup_latency_seconds_bucket", **SLEEP, le="0.0025") == 1
+    assert sample(metrics, "job_pickup_latency_seconds_bucket", **SLEEP, le="60.0") == 1
+    assert sample(metrics, "job_pickup_latency_seconds_bucket", **SLEEP, le="120.0") == 2

@@ -9,6 +9,7 @@ from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
+from jobqueue.adapters.telemetry.metrics import Metrics
 from jobqueue.domain.job import Job
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
@@ -57,7 +58,8 @@ async def test_a_paused_pool_claims_nothing_and_its_running_attempt_finishes() -
 async def test_pausing_gives_back_the_jobs_claimed_ahead_unstarted() -> None:
     store = SlowClaimStore(claim_seconds=0.005)
     registry = Registry()
-    pool = make_pool(store, registry, config(workers=1))
+    metrics = Metrics()
+    pool = make_pool(store, registry, config(workers=1), observer=metrics)
     store.pool = pool
     release = asyncio.Event()
     started: list[str] = []
@@ -87,8 +89,17 @@ async def test_pausing_gives_back_the_jobs_claimed_ahead_unstarted() -> None:
 
         assert pool.claimed_ahead == 0
         given_back = await settled(store, behind, Status.PENDING)
-        # Given back with its attempt: it never started.
+        # Given back with its attempt: it never started, so it waited for no pickup (the
+        # six short jobs and the blocker did) and no attempt of it ended.
         assert given_back.attempts == 0
+        short = {"queue": "default", "type": "short"}
+        pickups = metrics.registry.get_sample_value("job_pickup_latency_seconds_count", short)
+        assert pickups == 7
+        released = {**short, "outcome": "released"}
+        durations = metrics.registry.get_sample_value(
+            "job_processing_duration_seconds_count", released
+        )
+        assert durations == 0
         release.set()
         await settled(store, blocker)
         await asyncio.sleep(0.05)

@@ -40,6 +40,7 @@ def claimed_job(
         idempotency_key=None,
         created_at=CREATED,
         updated_at=run_at + waited,
+        started_at=run_at + waited,
         traceparent=traceparent,
     )
 

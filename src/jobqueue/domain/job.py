@@ -106,6 +106,17 @@ class Job:
         return self.attempt_log if latest is None else (*self.attempt_log, latest)
 
     @property
+    def pickup_latency(self) -> timedelta | None:
+        """How long its latest attempt waited for a worker: from when the job was due to
+        its claim (`started_at`), both on the database clock. Due is `run_at` (the end of
+        a backoff or snooze, which are no wait), or `created_at` if later: a job
+        scheduled in the past waited only since it exists. Never negative, as `run_at`
+        may come from another clock (an application's enqueue). None before a claim."""
+        if self.started_at is None:
+            return None
+        return max(timedelta(0), self.started_at - max(self.run_at, self.created_at))
+
+    @property
     def is_last_attempt(self) -> bool:
         return self.attempts >= self.max_attempts
 

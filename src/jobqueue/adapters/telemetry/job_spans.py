@@ -8,10 +8,10 @@ starts a new trace at each attempt.
 Attributes:
 - `jobqueue.job.id`, `jobqueue.job.type`, `jobqueue.job.attempt`,
   `jobqueue.job.max_attempts`;
-- `jobqueue.job.queue_wait_ms`: how long the job was due before a worker claimed it,
-  claim time minus `run_at`, both read from the database clock. `run_at` is the
-  submission for a first attempt and the end of the backoff for a retry, so a retry's
-  deliberate delay is not counted as waiting;
+- `jobqueue.job.queue_wait_ms`: how long the job was due before a worker claimed it
+  (`Job.pickup_latency`: claim time minus `run_at`, or minus `created_at` if later, both
+  read from the database clock). `run_at` is the submission for a first attempt and the
+  end of the backoff for a retry, so a retry's deliberate delay is not counted as waiting;
 - `jobqueue.job.outcome`: completed, retried, failed, dead_letter or released (and
   lease_lost or unrecorded when the store did not take the outcome).
 
@@ -100,6 +100,6 @@ class OtelAttemptSpan:
 
 
 def queue_wait_ms(job: Job) -> float:
-    # The claim sets updated_at to its own now(); clamped because run_at may be written
-    # by another clock (an application's enqueue) and a tiny skew is no wait.
-    return max(0.0, (job.updated_at - job.run_at).total_seconds() * 1000)
+    """`Job.pickup_latency`, as the metrics' `job_pickup_latency_seconds` measures it."""
+    latency = job.pickup_latency
+    return 0.0 if latency is None else latency.total_seconds() * 1000

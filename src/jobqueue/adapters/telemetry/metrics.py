@@ -1,4 +1,4 @@
-"""Prometheus metrics: the job counters, the processing histogram, queue depth.
+"""Prometheus metrics: the job counters and histograms by queue and type, queue depth.
 
 Every metric lives in a `CollectorRegistry` owned by one `Metrics` object, created by the
 composition root, so several apps in one process (tests) never collide over names.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
@@ -34,6 +35,34 @@ EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Attempts run from milliseconds (no-op jobs) to minutes (JOB_TIMEOUT); the buckets cover
 # both ends rather than the library's web-request defaults.
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# A job waits for a worker from a claim's round trip (milliseconds) to a backlog's hour.
+_PICKUP_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
+    600, 1800, 3600,
+)  # fmt: skip
+
+# The labels of every metric counted per job. Both are bounded sets: a job is counted only
+# once a worker claimed it, so its type is a handler's name and its queue one that workers
+# consume (QUEUES); no client adds a series by submitting to a name of its own.
+JOB_LABELS = ("queue", "type")
+
+
+@dataclass(frozen=True, slots=True)
+class JobSeries:
+    """Every labelled child of one (queue, type), created together at its first event: a
+    dashboard sees zeros, not gaps, for whatever has not happened yet to a type that ran.
+    Kept per pair because `labels()` formats its values and takes a lock at every call,
+    too much for each attempt's few events."""
+
+    by_outcome: Mapping[Outcome, Counter | None]
+    duration: Mapping[Outcome, Histogram]
+    pickup: Histogram
+    dead_lettered: Counter
+    recovered: Counter
+    lease_lost: Counter
+    cancel_stops: Counter
+    outcome_retries: Counter
+    unrecorded: Counter
 
 
 class Metrics:
@@ -47,25 +76,6 @@ class Metrics:
             "Jobs created by a submission (idempotent replays excluded).",
             registry=self.registry,
         )
-        self._completed = Counter(
-            "jobs_completed", "Attempts that completed their job.", registry=self.registry
-        )
-        self._failed = Counter(
-            "jobs_failed",
-            "Jobs that ended without success, by the status they ended in.",
-            ["status"],
-            registry=self.registry,
-        )
-        self._retried = Counter(
-            "jobs_retried",
-            "Failed attempts scheduled for another try after a backoff.",
-            registry=self.registry,
-        )
-        self._snoozed = Counter(
-            "jobs_snoozed",
-            "Attempts whose handler said not yet (Snooze): the job waits, the attempt given back.",
-            registry=self.registry,
-        )
         self._duplicates = Counter(
             "jobs_unique_duplicates",
             "Unique submissions answered with the job already holding their key.",
@@ -76,36 +86,50 @@ class Metrics:
             "Jobs cancelled by an operator, pending or running.",
             registry=self.registry,
         )
-        self._cancel_stops = Counter(
+        self._completed = self._per_job("jobs_completed", "Attempts that completed their job.")
+        self._failed = self._per_job(
+            "jobs_failed",
+            "Jobs that ended without success, by the status they ended in.",
+            "status",
+        )
+        self._retried = self._per_job(
+            "jobs_retried", "Failed attempts scheduled for another try after a backoff."
+        )
+        self._snoozed = self._per_job(
+            "jobs_snoozed",
+            "Attempts whose handler said not yet (Snooze): the job waits, the attempt given back.",
+        )
+        self._cancel_stops = self._per_job(
             "jobs_cancel_stops",
             "Running attempts this process stopped because their job was cancelled.",
-            registry=self.registry,
         )
-        self._recovered = Counter(
+        self._recovered = self._per_job(
             "jobs_recovered",
             "Jobs whose lease expired (their worker died or hung) and were recovered.",
-            registry=self.registry,
         )
-        self._lease_lost = Counter(
-            "jobs_lease_lost",
-            "Outcome writes dropped because the job's lease had been lost.",
-            registry=self.registry,
+        self._lease_lost = self._per_job(
+            "jobs_lease_lost", "Outcome writes dropped because the job's lease had been lost."
         )
-        self._outcome_retries = Counter(
+        self._outcome_retries = self._per_job(
             "jobs_outcome_write_retries",
             "Outcome writes tried again after the store failed (tries beyond the first).",
-            registry=self.registry,
         )
-        self._unrecorded = Counter(
+        self._unrecorded = self._per_job(
             "jobs_outcome_unrecorded",
             "Outcomes not written before their lease ran out; their jobs went to recovery.",
-            registry=self.registry,
         )
         self._duration = Histogram(
             "job_processing_duration_seconds",
             "Duration of attempts, by outcome.",
-            ["outcome"],
+            [*JOB_LABELS, "outcome"],
             buckets=_DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self._pickup = Histogram(
+            "job_pickup_latency_seconds",
+            "From a job being due to its attempt starting (the claim), on the database clock.",
+            JOB_LABELS,
+            buckets=_PICKUP_BUCKETS,
             registry=self.registry,
         )
         self._queue_depth = Gauge(
@@ -120,21 +144,47 @@ class Metrics:
             ["status"],
             registry=self.registry,
         )
-        # The counter each recorded outcome moves (the seed's names); a release gives the
-        # attempt back and counts nowhere. Every label child is created here, so a
-        # dashboard sees zeros rather than gaps.
-        self._by_outcome: dict[Outcome, Counter | None] = {
-            Outcome.COMPLETED: self._completed,
-            Outcome.RETRIED: self._retried,
-            Outcome.FAILED: self._failed.labels(status=Status.FAILED.value),
-            Outcome.DEAD_LETTER: self._failed.labels(status=Status.DEAD_LETTER.value),
-            Outcome.RELEASED: None,
-            Outcome.SNOOZED: self._snoozed,
-        }
         for status in PRUNABLE:
             self._pruned.labels(status=status.value)
-        for outcome in DECIDED:
-            self._duration.labels(outcome=outcome.value)
+        self._series: dict[tuple[str, str], JobSeries] = {}
+
+    def _per_job(self, name: str, documentation: str, *labels: str) -> Counter:
+        return Counter(name, documentation, [*JOB_LABELS, *labels], registry=self.registry)
+
+    def series(self, job: Job) -> JobSeries:
+        """The children counting `job`'s (queue, type), all created at the pair's first
+        event."""
+        key = (job.queue, job.type)
+        found = self._series.get(key)
+        if found is None:
+            found = self._series[key] = self._new_series(*key)
+        return found
+
+    def _new_series(self, queue: str, type: str) -> JobSeries:
+        pair = {"queue": queue, "type": type}
+        dead_lettered = self._failed.labels(**pair, status=Status.DEAD_LETTER.value)
+        return JobSeries(
+            # The counter each recorded outcome moves; a release gives the attempt back
+            # and counts nowhere.
+            by_outcome={
+                Outcome.COMPLETED: self._completed.labels(**pair),
+                Outcome.RETRIED: self._retried.labels(**pair),
+                Outcome.FAILED: self._failed.labels(**pair, status=Status.FAILED.value),
+                Outcome.DEAD_LETTER: dead_lettered,
+                Outcome.RELEASED: None,
+                Outcome.SNOOZED: self._snoozed.labels(**pair),
+            },
+            duration={
+                outcome: self._duration.labels(**pair, outcome=outcome.value) for outcome in DECIDED
+            },
+            pickup=self._pickup.labels(**pair),
+            dead_lettered=dead_lettered,
+            recovered=self._recovered.labels(**pair),
+            lease_lost=self._lease_lost.labels(**pair),
+            cancel_stops=self._cancel_stops.labels(**pair),
+            outcome_retries=self._outcome_retries.labels(**pair),
+            unrecorded=self._unrecorded.labels(**pair),
+        )
 
     @property
     def content_type(self) -> str:
@@ -157,33 +207,38 @@ class Metrics:
     # --- PoolObserver -----------------------------------------------------------------
 
     def attempt_started(self, job: Job) -> None:
-        pass
+        latency = job.pickup_latency
+        series = self.series(job)
+        if latency is not None:
+            series.pickup.observe(latency.total_seconds())
 
     def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
-        self._duration.labels(outcome=decision.outcome.value).observe(duration_seconds)
-        counter = self._by_outcome[decision.outcome]
+        series = self.series(job)
+        series.duration[decision.outcome].observe(duration_seconds)
+        counter = series.by_outcome[decision.outcome]
         if counter is not None:
             counter.inc()
 
     def lease_lost(self, job: Job) -> None:
-        self._lease_lost.inc()
+        self.series(job).lease_lost.inc()
 
     def attempt_cancelled(self, job: Job) -> None:
-        self._cancel_stops.inc()
+        self.series(job).cancel_stops.inc()
 
     def outcome_retried(self, job: Job, tries: int) -> None:
-        self._outcome_retries.inc(tries - 1)
+        self.series(job).outcome_retries.inc(tries - 1)
 
     def outcome_unrecorded(self, job: Job) -> None:
-        self._unrecorded.inc()
+        self.series(job).unrecorded.inc()
 
     def recovered(self, jobs: Iterable[Job]) -> None:
         for job in jobs:
-            self._recovered.inc()
+            series = self.series(job)
+            series.recovered.inc()
             # A recovered job on its last attempt ends dead-lettered: count it with the
             # dead letters that workers write themselves.
             if job.status is Status.DEAD_LETTER:
-                self._failed.labels(status=Status.DEAD_LETTER.value).inc()
+                series.dead_lettered.inc()
 
     # --- retention --------------------------------------------------------------------
 
