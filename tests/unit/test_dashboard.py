@@ -11,8 +11,9 @@ from litestar.testing import TestClient
 
 from jobqueue.domain.status import COUNTED, Status
 from jobqueue.entrypoints.config.settings import Settings
+from jobqueue.entrypoints.http.ui.frame import SECURITY_POLICY
 from jobqueue.entrypoints.http.ui.overview import Count, QueueRow, age, listing_href
-from jobqueue.entrypoints.http.ui.pages import SECURITY_POLICY, STATIC_DIRECTORY, template_config
+from jobqueue.entrypoints.http.ui.pages import STATIC_DIRECTORY, template_config
 from tests.fakes import InMemoryJobStore
 from tests.support.api import build_api
 
@@ -99,15 +100,19 @@ def test_a_store_that_is_down_is_a_503_page_with_retry_after() -> None:
             assert "the job store is unavailable" in answer.text
 
 
-def test_with_api_tokens_the_pages_need_one_and_the_assets_do_not() -> None:
+def test_with_api_tokens_the_pages_send_to_sign_in_and_the_assets_are_open() -> None:
     settings = Settings.from_env({"API_TOKENS": "secret"})
     with TestClient(build_api(store=InMemoryJobStore(), settings=settings).app) as client:
-        refused = client.get("/ui")
+        refused = client.get("/ui", follow_redirects=False)
+        refreshed = client.get("/ui/fragments/queues", headers={"HX-Request": "true"})
         allowed = client.get("/ui", headers={"Authorization": "Bearer secret"})
         asset = client.get("/ui/static/htmx.min.js")
 
-    assert refused.status_code == 401
-    assert refused.headers["content-type"].startswith("text/html")
+    assert (refused.status_code, refused.headers["location"]) == (303, "/ui/sign-in?next=%2Fui")
+    assert (refreshed.status_code, refreshed.headers["hx-redirect"]) == (
+        401,
+        "/ui/sign-in?next=%2Fui%2Ffragments%2Fqueues",
+    )
     assert allowed.status_code == 200
     assert asset.status_code == 200
 

@@ -44,7 +44,9 @@ from jobqueue.entrypoints.http.service import JobService, QueueService, Submissi
 from jobqueue.entrypoints.http.tracing import traced
 from jobqueue.entrypoints.http.type_routes import TypesController
 from jobqueue.entrypoints.http.ui.errors import html_on_dashboard_paths
+from jobqueue.entrypoints.http.ui.frame import DashboardAccess
 from jobqueue.entrypoints.http.ui.pages import DashboardController, static_assets, template_config
+from jobqueue.entrypoints.http.ui.sign_in import SignInController
 from jobqueue.entrypoints.http.worker_routes import Workers, WorkersController
 from jobqueue.entrypoints.service.published_types import TypeCatalogue
 from jobqueue.release import package_version
@@ -133,8 +135,11 @@ def create_app(
     app = Litestar(
         route_handlers=[
             *resources,
-            # The dashboard is behind the same guard as the API; its assets are open.
+            # The dashboard is behind the same guard as the API (a session cookie does for
+            # its pages what a bearer token does for the API); signing in and its assets
+            # are open.
             DashboardController,
+            SignInController,
             static_assets(),
             *OPERATIONS,
             docs_assets(),
@@ -145,6 +150,7 @@ def create_app(
             "periodic": constant(Schedules(periodic, store)),
             "types": constant(types),
             "workers": constant(None if processes is None else Workers(processes)),
+            "access": constant(DashboardAccess(config.api_tokens)),
             **operations_dependencies(readiness, metrics),
         },
         guards=[

@@ -27,12 +27,19 @@ from litestar.types import (
 )
 
 from jobqueue.adapters.telemetry.logging import request_context
+from jobqueue.entrypoints.http.ui.session import SESSION_COOKIE
+from jobqueue.entrypoints.http.ui.session import read as read_session
 
 REQUEST_ID_HEADER = "X-Request-ID"
 MAX_REQUEST_ID_LENGTH = 128
 # Handlers with this key in their `opt` are open without a token: probes and scrapes
 # come from infrastructure that holds none.
 PUBLIC = "public"
+# The dashboard's pages: a session cookie (`ui/session.py`) does for them what a bearer
+# token does for the API.
+DASHBOARD = "dashboard"
+# Routes that take an HTML form's body (the dashboard's), each checking its CSRF token.
+FORM = "form"
 
 _access_log = logging.getLogger("jobqueue.access")
 _log = logging.getLogger("jobqueue.http")
@@ -196,6 +203,11 @@ class BearerTokenGuard:
         if handler.opt.get(PUBLIC):
             return
         presented = _bearer_token(connection.headers.get("authorization"))
+        if presented is None and handler.opt.get(DASHBOARD):
+            signed = connection.cookies.get(SESSION_COOKIE)
+            if read_session(signed, self._tokens, time.time()) is not None:
+                return
+            raise NotAuthorizedException(detail="sign in to see the dashboard")
         if presented is None:
             raise NotAuthorizedException(
                 detail="missing bearer token: send 'Authorization: Bearer <token>'",
@@ -231,8 +243,9 @@ _WITH_BODY = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 def json_bodies_only(
     connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
 ) -> None:
-    """Refuses a request with a body whose Content-Type is not JSON (415)."""
-    if connection.scope.get("method") not in _WITH_BODY:
+    """Refuses a request with a body whose Content-Type is not JSON (415), but on the
+    routes that take a form and check its CSRF token."""
+    if connection.scope.get("method") not in _WITH_BODY or handler.opt.get(FORM):
         return
     headers = connection.headers
     has_body = headers.get("content-length", "0").strip() not in ("", "0") or (

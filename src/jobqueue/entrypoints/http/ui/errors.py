@@ -10,14 +10,24 @@ from __future__ import annotations
 
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import urlencode
 
 import msgspec
 from litestar import MediaType, Request, Response
-from litestar.response import Template
-from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.response import Redirect, Template
+from litestar.status_codes import (
+    HTTP_303_SEE_OTHER,
+    HTTP_401_UNAUTHORIZED,
+    HTTP_500_INTERNAL_SERVER_ERROR,
+)
 from litestar.types import ExceptionHandlersMap
 
-from jobqueue.entrypoints.http.ui.pages import is_dashboard_path, page_headers
+from jobqueue.entrypoints.http.ui.frame import (
+    SIGN_IN_PATH,
+    UI_PATH,
+    is_dashboard_path,
+    page_headers,
+)
 from jobqueue.wire.records import ErrorBody
 
 
@@ -34,6 +44,8 @@ def _as_page(handler: Any) -> Any:
         body = answer.content
         # Every handler of ours sets one; Litestar's type allows none.
         status = answer.status_code or HTTP_500_INTERNAL_SERVER_ERROR
+        if status == HTTP_401_UNAUTHORIZED:
+            return _to_sign_in(request)
         return Template(
             template_name="error.html",
             context={
@@ -48,6 +60,18 @@ def _as_page(handler: Any) -> Any:
         )
 
     return handle
+
+
+def _to_sign_in(request: Request[Any, Any, Any]) -> Response[Any]:
+    """A person without a session is sent to sign in, and brought back after. An htmx
+    request (a fragment's refresh) is told to send the whole page there."""
+    back = request.url.path if request.method == "GET" else UI_PATH
+    target = f"{SIGN_IN_PATH}?{urlencode({'next': back})}"
+    if request.headers.get("hx-request"):
+        return Response(
+            content=b"", status_code=HTTP_401_UNAUTHORIZED, headers={"HX-Redirect": target}
+        )
+    return Redirect(target, status_code=HTTP_303_SEE_OTHER)
 
 
 def _reason(status_code: int) -> str:

@@ -9,11 +9,11 @@ Policy lets a page load nothing from anywhere else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-from litestar import Controller, Router, get
-from litestar.datastructures import CacheControlHeader, ResponseHeader
+from litestar import Controller, Request, Router, get
+from litestar.datastructures import CacheControlHeader
 from litestar.di import NamedDependency
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Template
@@ -21,31 +21,25 @@ from litestar.static_files import create_static_files_router
 from litestar.template import TemplateConfig
 
 from jobqueue.domain.status import COUNTED
-from jobqueue.entrypoints.http.middleware import PUBLIC
+from jobqueue.entrypoints.http.middleware import DASHBOARD, PUBLIC
 from jobqueue.entrypoints.http.service import QueueService
+from jobqueue.entrypoints.http.ui.frame import (
+    PAGE_HEADERS,
+    STATIC_PATH,
+    UI_PATH,
+    DashboardAccess,
+    page,
+)
 from jobqueue.entrypoints.http.ui.overview import queue_rows
 
-UI_PATH: Final = "/ui"
-STATIC_PATH: Final = f"{UI_PATH}/static"
 # How often the overview's table asks for itself again.
 REFRESH_SECONDS: Final = 5
 
+# With API_TOKENS, a session cookie (`session.py`) opens these pages.
+_SIGNED_IN: Final = {DASHBOARD: True}
+
 _HERE = Path(__file__).parent
 STATIC_DIRECTORY: Final = _HERE / "static"
-# Nothing but this origin: the pages' own scripts, styles and fetches. No inline script or
-# style either (htmx's own indicator style is turned off in the page's htmx-config).
-SECURITY_POLICY: Final = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
-_PAGE_HEADERS: Final = [
-    ResponseHeader(name="Content-Security-Policy", value=SECURITY_POLICY),
-    ResponseHeader(name="X-Content-Type-Options", value="nosniff"),
-]
-
-
-def is_dashboard_path(path: str) -> bool:
-    return path == UI_PATH or path.startswith(f"{UI_PATH}/")
 
 
 def template_config(version: str) -> TemplateConfig[JinjaTemplateEngine]:
@@ -67,23 +61,23 @@ def template_config(version: str) -> TemplateConfig[JinjaTemplateEngine]:
     )
 
 
-def page_headers() -> dict[str, str]:
-    """The headers of every dashboard page, error pages included."""
-    return {header.name: str(header.value) for header in _PAGE_HEADERS}
-
-
 class DashboardController(Controller):
     path = UI_PATH
     include_in_schema = False
-    response_headers = _PAGE_HEADERS
+    response_headers = PAGE_HEADERS
     # Live numbers: never served from a cache.
     cache_control = CacheControlHeader(no_store=True)
 
-    @get("/", name="ui-overview")
-    async def overview(self, queues: NamedDependency[QueueService]) -> Template:
-        return Template(template_name="overview.html", context=await _queues(queues))
+    @get("/", name="ui-overview", opt=_SIGNED_IN)
+    async def overview(
+        self,
+        request: Request[Any, Any, Any],
+        queues: NamedDependency[QueueService],
+        access: NamedDependency[DashboardAccess],
+    ) -> Template:
+        return page(request, access, "overview.html", await _queues(queues))
 
-    @get("/fragments/queues", name="ui-queues-fragment")
+    @get("/fragments/queues", name="ui-queues-fragment", opt=_SIGNED_IN)
     async def queues_fragment(self, queues: NamedDependency[QueueService]) -> Template:
         """The overview's table alone, which the page asks for every few seconds."""
         return Template(template_name="fragments/queues.html", context=await _queues(queues))
