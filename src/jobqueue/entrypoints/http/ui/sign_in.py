@@ -8,11 +8,12 @@ of the attacker's choosing; a sign-out, end theirs.
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import CacheControlHeader
 from litestar.di import NamedDependency
+from litestar.params import QueryParameter
 from litestar.response import Redirect, Template
 from litestar.status_codes import HTTP_303_SEE_OTHER, HTTP_401_UNAUTHORIZED, HTTP_403_FORBIDDEN
 
@@ -57,11 +58,11 @@ class SignInController(Controller):
         self,
         request: Request[Any, Any, Any],
         access: NamedDependency[DashboardAccess],
-        next: str | None = None,
+        wanted: Annotated[str | None, QueryParameter(name="next", required=False)] = None,
     ) -> Response[Any]:
         if not access.tokens:
-            return Redirect(landing(next), status_code=HTTP_303_SEE_OTHER)
-        return _sign_in_page(request, landing(next), None)
+            return Redirect(landing(wanted), status_code=HTTP_303_SEE_OTHER)
+        return _sign_in_page(request, landing(wanted), None)
 
     @post("/sign-in", name="ui-sign-in", status_code=HTTP_303_SEE_OTHER, opt=_OPEN_FORM)
     async def sign_in(
