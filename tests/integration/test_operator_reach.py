@@ -50,7 +50,7 @@ def test_the_service_options_are_refused_where_they_mean_nothing() -> None:
 
     assert done.returncode == 2
     assert (
-        "--url, --json: for the jobs, queues, types and periodic commands, not migrate"
+        "--url, --json: for the jobs, queues, types, periodic and workers commands, not migrate"
         in done.stderr
     )
 
