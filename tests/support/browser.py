@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service as DriverService
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.wait import WebDriverWait
@@ -126,17 +127,27 @@ class Page:
     def until(self, condition: Callable[[], Any], what: str, within: float = PATIENCE) -> Any:
         """What `condition` returns once truthy, polled; fails saying `what` did not
         happen."""
-        return WebDriverWait(self.driver, within, poll_frequency=0.05).until(
-            lambda _: condition(), message=f"timed out waiting until {what}"
-        )
+        # An element an htmx swap replaced meanwhile is looked at again at the next poll.
+        return WebDriverWait(
+            self.driver,
+            within,
+            poll_frequency=0.05,
+            ignored_exceptions=[StaleElementReferenceException],
+        ).until(lambda _: condition(), message=f"timed out waiting until {what}")
 
     def find(self, selector: str) -> WebElement:
         return self.driver.find_element("css selector", selector)
 
     def text(self, selector: str) -> str:
-        """The text of the first element matching `selector`, or "" when there is none."""
-        found = self.driver.find_elements("css selector", selector)
-        return str(found[0].text) if found else ""
+        """The text of the first element matching `selector`, or "" when there is none.
+        Read in the page in one step: found first and read after, the element may have
+        been swapped out by an htmx refresh in between (a stale element)."""
+        found = self.driver.execute_script(
+            "const found = document.querySelector(arguments[0]);"
+            "return found === null ? '' : found.innerText.trim();",
+            selector,
+        )
+        return str(found)
 
     def expect_console_error(self, pattern: str) -> None:
         self.expected_errors.append(re.compile(pattern))
