@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -156,7 +157,7 @@ def build_components(
         # So that GET /queues can tell a queue nobody consumes from a busy one.
         heartbeat = Heartbeat(
             processes,
-            _describing(store.worker, registry, pool_configs(settings), pools),
+            _describing(registry, pool_configs(settings), pools),
             settings.lease_duration,
         )
         components.append(Loop("process heartbeat", StopPhase.SIGNAL, heartbeat))
@@ -230,15 +231,14 @@ def _catalogue(
 
 
 def _describing(
-    worker: str, registry: Registry, configs: Sequence[PoolConfig], pools: Sequence[WorkerPool]
+    registry: Registry, configs: Sequence[PoolConfig], pools: Sequence[WorkerPool]
 ) -> Callable[[], ProcessInfo]:
     """What this worker process's heartbeats say of it: fixed at start but for the
     attempts running."""
-    host, _, pid = worker.rpartition(":")
     started = ProcessInfo(
         id=uuid4(),
-        host=host,
-        pid=int(pid) if pid.isdigit() else os.getpid(),
+        host=socket.gethostname(),
+        pid=os.getpid(),
         version=package_version(),
         queues=tuple(config.queue for config in configs),
         types=tuple(registry),
