@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import logging
 import os
 import time
@@ -27,7 +26,7 @@ from litestar.types import (
 )
 
 from jobqueue.adapters.telemetry.logging import request_context
-from jobqueue.entrypoints.http.ui.session import SESSION_COOKIE
+from jobqueue.entrypoints.http.ui.session import SESSION_COOKIE, token_matches
 from jobqueue.entrypoints.http.ui.session import read as read_session
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -213,11 +212,7 @@ class BearerTokenGuard:
                 detail="missing bearer token: send 'Authorization: Bearer <token>'",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        candidate = presented.encode()
-        matched = False
-        for token in self._tokens:
-            matched |= hmac.compare_digest(candidate, token)
-        if not matched:
+        if not token_matches(presented, self._tokens):
             raise NotAuthorizedException(
                 detail="invalid bearer token",
                 headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
