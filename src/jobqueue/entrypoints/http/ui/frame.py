@@ -65,7 +65,16 @@ def page(
 ) -> Template:
     """A full page: `context`, and what its frame needs (the sign-out form and its CSRF
     token, whose cookie is set when the browser has none yet)."""
-    csrf = request.cookies.get(CSRF_COOKIE)
-    cookies = [] if csrf else [cookie(CSRF_COOKIE, csrf := new_csrf_token(), request, None)]
+    csrf, cookies = csrf_token(request)
     frame = {"csrf": csrf, "signed_in": bool(access.tokens)}
     return Template(template_name=template, context={**context, **frame}, cookies=cookies)
+
+
+def csrf_token(request: Request[Any, Any, Any]) -> tuple[str, list[Cookie]]:
+    """The CSRF token a page's forms carry: the browser's cookie, else a new one, with the
+    cookie to set for it."""
+    existing = request.cookies.get(CSRF_COOKIE)
+    if existing:
+        return existing, []
+    fresh = new_csrf_token()
+    return fresh, [cookie(CSRF_COOKIE, fresh, request, None)]

@@ -24,6 +24,7 @@ from jobqueue.entrypoints.http.ui.frame import (
     UI_PATH,
     DashboardAccess,
     cookie,
+    csrf_token,
 )
 from jobqueue.entrypoints.http.ui.session import (
     CSRF_COOKIE,
@@ -32,7 +33,6 @@ from jobqueue.entrypoints.http.ui.session import (
     SESSION_LIFETIME,
     csrf_matches,
     issue,
-    new_csrf_token,
     token_matches,
 )
 
@@ -113,10 +113,10 @@ class SignInController(Controller):
 def _sign_in_page(
     request: Request[Any, Any, Any], wanted: str, problem: str | None, status: int = 200
 ) -> Template:
-    csrf = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
+    csrf, cookies = csrf_token(request)
     return Template(
         template_name="sign_in.html",
         context={"csrf": csrf, "next": wanted, "problem": problem, "signed_in": False},
         status_code=status,
-        cookies=[cookie(CSRF_COOKIE, csrf, request, None)],
+        cookies=cookies,
     )
