@@ -16,18 +16,19 @@ from jobqueue.domain.status import Status
 from jobqueue.entrypoints.cli.main import build_parser
 from jobqueue.entrypoints.config.settings import (
     SETTINGS,
-    TRACING_COMMANDS,
     ConfigError,
     HttpAddress,
     Settings,
 )
 from jobqueue.entrypoints.config.variables import (
     COMMANDS,
+    TRACING_COMMANDS,
     Command,
     Setting,
     format_size,
     parse_size,
 )
+from jobqueue.entrypoints.service.compose import http_config
 from jobqueue.entrypoints.worker.pool_config import concurrency, pool_config, pool_configs
 
 
@@ -66,6 +67,8 @@ def test_an_empty_environment_gives_the_documented_defaults() -> None:
     assert settings.auto_migrate is True
     assert settings.handler_modules == ()
     assert settings.api_tokens == frozenset()
+    assert settings.dashboard_read_only is False
+    assert settings.trace_url is None
 
 
 def test_every_documented_variable_is_read() -> None:
@@ -104,6 +107,8 @@ def test_every_documented_variable_is_read() -> None:
         "AUTO_MIGRATE": "false",
         "JOBQUEUE_HANDLERS": "a.b",
         "API_TOKENS": "t1",
+        "DASHBOARD_READ_ONLY": "yes",
+        "TRACE_URL": "https://traces.example/t/{trace_id}",
     }
     assert set(environ) == {row.env for row in SETTINGS}
 
@@ -144,6 +149,9 @@ def test_every_documented_variable_is_read() -> None:
     assert settings.auto_migrate is False
     assert settings.handler_modules == ("a.b",)
     assert settings.api_tokens == frozenset({"t1"})
+    assert settings.dashboard_read_only is True
+    assert settings.trace_url == "https://traces.example/t/{trace_id}"
+    assert http_config(settings).read_only is True
 
 
 def test_empty_and_blank_values_count_as_unset() -> None:
@@ -804,3 +812,12 @@ def test_queues_refusals_say_what_to_change(raw: str, problem: str) -> None:
 def test_without_queues_a_process_consumes_the_default_queue_with_workers() -> None:
     settings = Settings.from_env({"WORKERS": "6"})
     assert [(c.queue, c.workers) for c in pool_configs(settings)] == [("default", 6)]
+
+
+def test_a_trace_url_needs_its_trace_id_and_http() -> None:
+    with pytest.raises(ConfigError, match=r"TRACE_URL: .* has no \{trace_id\}"):
+        Settings.from_env({"TRACE_URL": "https://tempo.example/trace/"})
+    with pytest.raises(ConfigError, match=r"TRACE_URL: .* is not an http"):
+        Settings.from_env({"TRACE_URL": "javascript:alert({trace_id})"})
+    settings = Settings.from_env({"TRACE_URL": "https://t.example/{trace_id}"})
+    assert settings.trace_url == "https://t.example/{trace_id}"

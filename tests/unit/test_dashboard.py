@@ -13,7 +13,7 @@ from jobqueue.domain.status import COUNTED, Status
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.http.ui.frame import SECURITY_POLICY
 from jobqueue.entrypoints.http.ui.overview import Count, QueueRow, age, listing_href
-from jobqueue.entrypoints.http.ui.pages import STATIC_DIRECTORY, template_config
+from jobqueue.entrypoints.http.ui.pages import STATIC_DIRECTORY, template_config, trace_href
 from tests.fakes import InMemoryJobStore
 from tests.support.api import build_api
 
@@ -132,3 +132,27 @@ def test_the_pages_load_every_asset_from_the_service() -> None:
         html = client.get("/ui").text
         for name in ("htmx.min.js", "ui.css", "favicon.svg"):
             assert f'"/ui/static/{name}?v=' in html
+
+
+def test_a_read_only_dashboard_says_so_on_every_page() -> None:
+    read_only = build_api(store=InMemoryJobStore(), settings=Settings(dashboard_read_only=True))
+    with TestClient(read_only.app) as client:
+        assert "Read-only" in client.get("/ui").text
+    with TestClient(build_api(store=InMemoryJobStore()).app) as client:
+        assert "Read-only" not in client.get("/ui").text
+
+
+@pytest.mark.parametrize(
+    ("template", "trace_id", "href"),
+    [
+        ("https://t.example/trace/{trace_id}", "4bf92f35", "https://t.example/trace/4bf92f35"),
+        # A trace id is data: whatever it holds stays inside the URL's path.
+        ("https://t.example/{trace_id}?x=1", "a/b?c", "https://t.example/a%2Fb%3Fc?x=1"),
+        ("https://t.example/{trace_id}", None, None),
+        (None, "4bf92f35", None),
+    ],
+)
+def test_a_trace_links_under_the_configured_template(
+    template: str | None, trace_id: str | None, href: str | None
+) -> None:
+    assert trace_href(template, trace_id) == href

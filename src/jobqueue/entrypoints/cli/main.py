@@ -25,8 +25,14 @@ from jobqueue.entrypoints.cli.operator_parsers import (
     add_service_options,
 )
 from jobqueue.entrypoints.config.rules import ConfigError
-from jobqueue.entrypoints.config.settings import SETTINGS, TRACING_COMMANDS, Settings
-from jobqueue.entrypoints.config.variables import Command, parse_modules, parse_queues, show_queues
+from jobqueue.entrypoints.config.settings import SETTINGS, Settings
+from jobqueue.entrypoints.config.variables import (
+    TRACING_COMMANDS,
+    Command,
+    parse_modules,
+    parse_queues,
+    show_queues,
+)
 from jobqueue.entrypoints.service import exit_codes
 from jobqueue.release import package_version
 

@@ -55,15 +55,14 @@ from jobqueue.entrypoints.config.variables import (
     parse_queues,
     parse_size,
     parse_tokens,
+    parse_trace_url,
+    read_environment,
     setting,
     show_queues,
 )
 from jobqueue.entrypoints.worker.retention import DEFAULT_INTERVAL as DEFAULT_RETENTION_INTERVAL
 
 TRACING_OFF = TracingConfig()
-
-# The OTEL_* variables (TRACING_ENVIRONMENT) matter where the service runs.
-TRACING_COMMANDS = SERVICES
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +320,20 @@ class Settings:
         commands=WITH_API,
         secret=True,
     )
+    dashboard_read_only: bool = setting(
+        "DASHBOARD_READ_ONLY",
+        parse_bool,
+        False,
+        "true: the dashboard shows everything and refuses every action",
+        commands=WITH_API,
+    )
+    trace_url: str | None = setting(
+        "TRACE_URL",
+        parse_trace_url,
+        None,
+        "a trace's page in your tracing UI, {trace_id} in it: the dashboard links there",
+        commands=WITH_API,
+    )
     # From the standard OTEL_* variables (TRACING_ENVIRONMENT); off by default.
     tracing: TracingConfig = TRACING_OFF
 
@@ -332,18 +345,7 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
         """Read every variable of `SETTINGS`, and the tracing ones; empty means unset."""
-        problems: list[str] = []
-        values: dict[str, Any] = {}
-        failed: set[str] = set()
-        for row in SETTINGS:
-            raw = environ.get(row.env, "").strip()
-            if not raw:
-                continue
-            try:
-                values[row.attribute] = row.parse(raw)
-            except ValueError as error:
-                problems.append(f"{row.env}: {error}")
-                failed.add(row.attribute)
+        values, failed, problems = read_environment(SETTINGS, environ)
         try:
             values["tracing"] = TracingConfig.from_env(environ)
         except TracingConfigError as error:
@@ -359,9 +361,7 @@ class Settings:
 
     def api_listener(self, *, with_workers: bool) -> HttpAddress:
         """HTTP_ADDR, else loopback for `serve` (`with_workers`), all interfaces for `api`."""
-        if self.http_addr is not None:
-            return self.http_addr
-        return SERVE_HTTP_ADDR if with_workers else API_HTTP_ADDR
+        return self.http_addr or (SERVE_HTTP_ADDR if with_workers else API_HTTP_ADDR)
 
     def metrics_listener(self, *, serves_api: bool) -> HttpAddress | None:
         """Where the separate metrics server listens, or None for no such server.

@@ -8,12 +8,12 @@ name the variable: the table adds the name, so one parser serves several variabl
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.logging import LogFormat
@@ -33,6 +33,8 @@ EXCEPT_BENCH: frozenset[Command] = ALL_COMMANDS - {"bench"}
 SERVICES: frozenset[Command] = frozenset({"serve", "api", "worker"})
 WITH_API: frozenset[Command] = frozenset({"serve", "api"})
 WITH_WORKERS: frozenset[Command] = frozenset({"serve", "worker"})
+# The OTEL_* variables (TRACING_ENVIRONMENT) matter where the service runs.
+TRACING_COMMANDS = SERVICES
 
 # The key of a `setting` field's metadata that holds its row of the table.
 SETTING_KEY = "jobqueue.setting"
@@ -154,6 +156,34 @@ def parse_bool(raw: str) -> bool:
     if lowered in {"0", "false", "no", "off"}:
         return False
     raise ValueError(f"{raw!r} is not a boolean; use true or false")
+
+
+def parse_trace_url(raw: str) -> str:
+    if "{trace_id}" not in raw:
+        raise ValueError(f"{raw!r} has no {{trace_id}} for the trace's id to go in")
+    if not raw.startswith(("https://", "http://")):
+        raise ValueError(f"{raw!r} is not an http(s) URL")
+    return raw
+
+
+def read_environment(
+    rows: Sequence[Setting], environ: Mapping[str, str]
+) -> tuple[dict[str, Any], set[str], list[str]]:
+    """Each row's variable parsed, by attribute; the attributes that failed to parse; and
+    what was wrong with them. An empty variable is unset."""
+    values: dict[str, Any] = {}
+    failed: set[str] = set()
+    problems: list[str] = []
+    for row in rows:
+        raw = environ.get(row.env, "").strip()
+        if not raw:
+            continue
+        try:
+            values[row.attribute] = row.parse(raw)
+        except ValueError as error:
+            problems.append(f"{row.env}: {error}")
+            failed.add(row.attribute)
+    return values, failed, problems
 
 
 def parse_int(raw: str) -> int:

@@ -70,6 +70,10 @@ class HttpConfig:
     # How long a request may take to arrive whole; connections per listener.
     read_timeout: timedelta
     max_connections: int
+    # The dashboard shows everything and refuses every action.
+    read_only: bool = False
+    # A trace's page in the operator's tracing UI, `{trace_id}` in it (TRACE_URL).
+    trace_url: str | None = None
 
 
 class HttpMetrics(SubmissionMetrics, Exposition, Protocol):
@@ -150,7 +154,7 @@ def create_app(
             "periodic": constant(Schedules(periodic, store)),
             "types": constant(types),
             "workers": constant(None if processes is None else Workers(processes)),
-            "access": constant(DashboardAccess(config.api_tokens)),
+            "access": constant(DashboardAccess(config.api_tokens, read_only=config.read_only)),
             **operations_dependencies(readiness, metrics),
         },
         guards=[
@@ -158,7 +162,9 @@ def create_app(
             json_bodies_only,
         ],
         exception_handlers=html_on_dashboard_paths(exception_handlers(config.max_body_bytes)),
-        template_config=template_config(package_version()),
+        template_config=template_config(
+            package_version(), read_only=config.read_only, trace_url=config.trace_url
+        ),
         request_max_body_size=config.max_body_bytes,
         lifespan=list(lifespan),
         openapi_config=OpenAPIConfig(

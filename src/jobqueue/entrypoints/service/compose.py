@@ -283,6 +283,8 @@ def http_config(settings: Settings) -> HttpConfig:
         graceful_timeout=settings.shutdown_timeout,
         read_timeout=settings.http_read_timeout,
         max_connections=settings.http_max_connections,
+        read_only=settings.dashboard_read_only,
+        trace_url=settings.trace_url,
     )
 
 

@@ -37,10 +37,12 @@ def page_headers() -> dict[str, str]:
 
 
 class DashboardAccess:
-    """The tokens that sign a person in (API_TOKENS; none: the dashboard is open)."""
+    """The tokens that sign a person in (API_TOKENS; none: the dashboard is open), and
+    whether a person may act or only look (DASHBOARD_READ_ONLY)."""
 
-    def __init__(self, tokens: Collection[str]) -> None:
+    def __init__(self, tokens: Collection[str], *, read_only: bool = False) -> None:
         self.tokens = [token.encode() for token in tokens]
+        self.read_only = read_only
 
 
 def cookie(name: str, value: str, request: Request[Any, Any, Any], max_age: int | None) -> Cookie:

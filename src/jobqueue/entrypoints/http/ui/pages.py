@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from litestar import Controller, Request, Router, get
@@ -42,8 +43,13 @@ _HERE = Path(__file__).parent
 STATIC_DIRECTORY: Final = _HERE / "static"
 
 
-def template_config(version: str) -> TemplateConfig[JinjaTemplateEngine]:
-    """The dashboard's templates, autoescaped, failing on a name the context lacks."""
+def template_config(
+    version: str, *, read_only: bool = False, trace_url: str | None = None
+) -> TemplateConfig[JinjaTemplateEngine]:
+    """The dashboard's templates, autoescaped, failing on a name the context lacks.
+
+    `read_only` pages show no action's form (`actions.py` refuses them anyway);
+    `trace_link(trace_id)` is the trace's URL under `trace_url`, or None without one."""
     environment = Environment(
         loader=FileSystemLoader(_HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
@@ -55,10 +61,19 @@ def template_config(version: str) -> TemplateConfig[JinjaTemplateEngine]:
         # The version in an asset's URL: assets are cached for a year, and an upgrade's
         # pages ask for new URLs.
         static=lambda name: f"{STATIC_PATH}/{name}?v={version}",
+        read_only=read_only,
+        trace_link=lambda trace_id: trace_href(trace_url, trace_id),
     )
     return TemplateConfig(
         engine=JinjaTemplateEngine.from_environment(environment),
     )
+
+
+def trace_href(template: str | None, trace_id: str | None) -> str | None:
+    """`template` with `trace_id` in it (quoted: it is data), or None without either."""
+    if template is None or not trace_id:
+        return None
+    return template.replace("{trace_id}", quote(trace_id, safe=""))
 
 
 class DashboardController(Controller):
