@@ -206,6 +206,24 @@ async def test_json_with_parameters_or_a_json_suffix_is_accepted(
     assert (await client.post(f"/jobs/{job}/cancel")).status_code == 200
 
 
+@pytest.mark.parametrize("site", ["cross-site", "same-site"])
+async def test_a_write_another_origins_page_makes_is_a_403_that_changes_nothing(
+    client: AsyncTestClient[Any], engine: AsyncEngine, site: str
+) -> None:
+    # No body, no token: what a page on another site (or another port of localhost)
+    # can make a browser send to a service on the user's machine.
+    refused = await client.post("/queues/mail/pause", headers={"sec-fetch-site": site})
+
+    assert error_of(refused, 403).startswith("a page of another origin may not change")
+    listed = (await client.get("/queues", headers={"sec-fetch-site": site})).json()
+    assert not any(queue["name"] == "mail" and queue["paused"] for queue in listed["queues"])
+    async with engine.connect() as connection:
+        assert (await connection.execute(text("SELECT count(*) FROM queues"))).scalar() == 0
+    # The same request from a page of this origin, or from a program, goes on.
+    for headers in ({"sec-fetch-site": "same-origin"}, {}):
+        assert (await client.post("/queues/mail/pause", headers=headers)).status_code == 200
+
+
 @pytest.mark.parametrize(
     ("method", "path"),
     [

@@ -23,6 +23,7 @@ from jobqueue.domain.periodic import PeriodicJob, Schedule
 from jobqueue.domain.ports import JobStore, PayloadDecoder, ProcessRegistry
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.http.errors import exception_handlers
+from jobqueue.entrypoints.http.guards import BearerTokenGuard, refuse_unsafe_writes
 from jobqueue.entrypoints.http.health import (
     OPERATIONS,
     Exposition,
@@ -30,11 +31,7 @@ from jobqueue.entrypoints.http.health import (
     constant,
     operations_dependencies,
 )
-from jobqueue.entrypoints.http.middleware import (
-    BearerTokenGuard,
-    RequestContextMiddleware,
-    json_bodies_only,
-)
+from jobqueue.entrypoints.http.middleware import RequestContextMiddleware
 from jobqueue.entrypoints.http.openapi import DOCS_PATH, complete, docs_assets, docs_page
 from jobqueue.entrypoints.http.openapi_types import TypedDocument
 from jobqueue.entrypoints.http.periodic_routes import PeriodicController, Schedules
@@ -157,10 +154,8 @@ def create_app(
             "access": constant(DashboardAccess(config.api_tokens, read_only=config.read_only)),
             **operations_dependencies(readiness, metrics),
         },
-        guards=[
-            *([BearerTokenGuard(config.api_tokens)] if config.api_tokens else []),
-            json_bodies_only,
-        ],
+        guards=[BearerTokenGuard(config.api_tokens)] if config.api_tokens else [],
+        before_request=refuse_unsafe_writes,
         exception_handlers=html_on_dashboard_paths(exception_handlers(config.max_body_bytes)),
         template_config=template_config(
             package_version(), read_only=config.read_only, trace_url=config.trace_url

@@ -5,15 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Collection
 from contextvars import ContextVar
-from typing import Any
 
-from litestar.connection import ASGIConnection
 from litestar.enums import ScopeType
-from litestar.exceptions import HTTPException, NotAuthorizedException
-from litestar.handlers.base import BaseRouteHandler
-from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 from litestar.types import (
     ASGIApp,
     HTTPResponseBodyEvent,
@@ -26,8 +20,6 @@ from litestar.types import (
 )
 
 from jobqueue.adapters.telemetry.logging import request_context
-from jobqueue.entrypoints.http.ui.session import SESSION_COOKIE, token_matches
-from jobqueue.entrypoints.http.ui.session import read as read_session
 
 REQUEST_ID_HEADER = "X-Request-ID"
 MAX_REQUEST_ID_LENGTH = 128
@@ -184,74 +176,3 @@ async def _send_internal_error(send: Send) -> None:
     }
     await send(start)
     await send(body)
-
-
-class BearerTokenGuard:
-    """Refuses requests without `Authorization: Bearer <one of the tokens>` (401).
-
-    Tokens are compared in constant time, all of them every time, so neither the
-    position of a match nor a common prefix shows in the response time.
-    """
-
-    def __init__(self, tokens: Collection[str]) -> None:
-        self._tokens = [token.encode() for token in tokens]
-
-    def __call__(
-        self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
-    ) -> None:
-        if handler.opt.get(PUBLIC):
-            return
-        presented = _bearer_token(connection.headers.get("authorization"))
-        if presented is None and handler.opt.get(DASHBOARD):
-            signed = connection.cookies.get(SESSION_COOKIE)
-            if read_session(signed, self._tokens, time.time()) is not None:
-                return
-            raise NotAuthorizedException(detail="sign in to see the dashboard")
-        if presented is None:
-            raise NotAuthorizedException(
-                detail="missing bearer token: send 'Authorization: Bearer <token>'",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        if not token_matches(presented, self._tokens):
-            raise NotAuthorizedException(
-                detail="invalid bearer token",
-                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-            )
-
-
-def _bearer_token(header: str | None) -> str | None:
-    if header is None:
-        return None
-    scheme, _, token = header.strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
-
-
-# Methods whose body the API reads. A request carrying a body must say it is JSON: a web
-# page may send a "simple" cross-origin POST (text/plain, a form, a Blob with no type)
-# to a service on the user's machine without any preflight, and such a body parsed as a
-# job would submit it. Only JSON needs a preflight, which this API never answers.
-_WITH_BODY = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-def json_bodies_only(
-    connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
-) -> None:
-    """Refuses a request with a body whose Content-Type is not JSON (415), but on the
-    routes that take a form and check its CSRF token."""
-    if connection.scope.get("method") not in _WITH_BODY or handler.opt.get(FORM):
-        return
-    headers = connection.headers
-    has_body = headers.get("content-length", "0").strip() not in ("", "0") or (
-        "transfer-encoding" in headers
-    )
-    if not has_body:
-        return
-    media_type = headers.get("content-type", "").partition(";")[0].strip().lower()
-    if media_type != "application/json" and not media_type.endswith("+json"):
-        shown = media_type or "none"
-        raise HTTPException(
-            status_code=HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-            detail=f"send the body as JSON with Content-Type: application/json (got {shown})",
-        )
