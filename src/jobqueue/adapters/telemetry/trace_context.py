@@ -36,6 +36,13 @@ def context_from_traceparent(traceparent: str | None) -> Context:
     return _TRACE_CONTEXT.extract({_TRACEPARENT: traceparent}, context=Context())
 
 
+def trace_id(traceparent: str | None) -> str | None:
+    """The trace id `traceparent` names (32 lowercase hex digits, as tracing UIs search
+    for it), or None when it is missing or malformed."""
+    span = trace.get_current_span(context_from_traceparent(traceparent)).get_span_context()
+    return trace.format_trace_id(span.trace_id) if span.is_valid else None
+
+
 def annotate_current_span(attributes: Mapping[str, str | bool | int]) -> None:
     """Set `jobqueue.<name>` attributes on the span current here (the request's), so a
     trace says what the request did to which job: a no-op outside any recording span."""

@@ -42,6 +42,7 @@ from jobqueue.entrypoints.http.tracing import traced
 from jobqueue.entrypoints.http.type_routes import TypesController
 from jobqueue.entrypoints.http.ui.errors import html_on_dashboard_paths
 from jobqueue.entrypoints.http.ui.frame import DashboardAccess
+from jobqueue.entrypoints.http.ui.job_routes import JobPageController
 from jobqueue.entrypoints.http.ui.pages import DashboardController, static_assets, template_config
 from jobqueue.entrypoints.http.ui.sign_in import SignInController
 from jobqueue.entrypoints.http.worker_routes import Workers, WorkersController
@@ -140,6 +141,7 @@ def create_app(
             # its pages what a bearer token does for the API); signing in and its assets
             # are open.
             DashboardController,
+            JobPageController,
             SignInController,
             static_assets(),
             *OPERATIONS,

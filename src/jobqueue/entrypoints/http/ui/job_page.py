@@ -1,0 +1,208 @@
+"""One job's page: what it shows of a job, and the actions its status allows.
+
+Built here rather than in the template so that a cut payload, a duration, and which
+actions a status offers are plain code a unit test reads; the template lays them out.
+Which statuses an action starts from is the domain's table (`transitions.py`), never
+restated here: the store refuses what the table refuses, and the page offers only that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+import msgspec
+
+from jobqueue.adapters.telemetry.trace_context import trace_id
+from jobqueue.domain.attempts import AttemptRecord, Outcome
+from jobqueue.domain.durations import format_duration
+from jobqueue.domain.fields import JsonValue
+from jobqueue.domain.job import Job
+from jobqueue.domain.status import TRAITS, Phase, Status
+from jobqueue.domain.transitions import DELETABLE, Operation, sources
+from jobqueue.entrypoints.http.ui.overview import age
+
+# A payload is shown up to this many bytes of its pretty JSON: a page of megabytes helps
+# nobody read it, and the whole record stays one click away (`GET /jobs/{id}`).
+PAYLOAD_SHOWN_BYTES: Final = 64 * 1024
+# How often a live job's status part asks for itself again.
+REFRESH_SECONDS: Final = 2
+
+
+@dataclass(frozen=True, slots=True)
+class JobAction:
+    # Its path under the job's (`/ui/jobs/{id}/{name}`): the confirmation, then the POST.
+    name: str
+    label: str
+    # The `?done=` the page is sent back with, and what it then says.
+    done: str
+    said: str
+    allowed: frozenset[Status]
+    # What the confirmation says will happen.
+    consequence: str
+
+
+ACTIONS: Final = (
+    JobAction(
+        name="retry",
+        label="Retry",
+        done="retried",
+        said="Retried: the job went back to pending with a fresh budget of attempts.",
+        allowed=sources(Operation.RETRY),
+        consequence="It goes back to pending with a fresh budget of attempts, and runs "
+        "again when a worker claims it. Its history stays.",
+    ),
+    JobAction(
+        name="cancel",
+        label="Cancel",
+        done="cancelled",
+        said="Cancelled: the job will not run again unless it is retried.",
+        allowed=sources(Operation.CANCEL),
+        consequence="A pending job never runs. A running one is stopped by its worker, and "
+        "nothing its handler does from then on is recorded. It can be retried later.",
+    ),
+    JobAction(
+        name="discard",
+        label="Discard",
+        done="discarded",
+        said="Discarded: the job and its history are deleted.",
+        allowed=DELETABLE,
+        consequence="The job and its history are deleted for good: its id is not found "
+        "from then on, and its unique key is free.",
+    ),
+)
+BY_NAME: Final = {action.name: action for action in ACTIONS}
+DISCARDED: Final = BY_NAME["discard"].done
+
+
+def actions_for(status: Status) -> tuple[JobAction, ...]:
+    """The actions a job in `status` may take, in the page's order."""
+    return tuple(action for action in ACTIONS if status in action.allowed)
+
+
+def done_message(done: str | None) -> str | None:
+    """What the page says after an action (`?done=`); None for any other value."""
+    return next((action.said for action in ACTIONS if action.done == done), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    text: str
+    # Whether `text` is only the first PAYLOAD_SHOWN_BYTES of it; its whole size.
+    cut: bool
+    size: int
+
+
+def payload_shown(payload: JsonValue, limit: int = PAYLOAD_SHOWN_BYTES) -> Payload:
+    """`payload` as indented JSON, cut to `limit` bytes (never inside a character)."""
+    pretty = msgspec.json.format(msgspec.json.encode(payload), indent=2)
+    shown = pretty[:limit].decode("utf-8", errors="ignore")
+    return Payload(text=shown, cut=len(pretty) > limit, size=len(pretty))
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    # For the <time> element's `datetime`, and as a person reads it (UTC, milliseconds).
+    iso: str
+    text: str
+
+
+def moment(value: datetime | None) -> Moment | None:
+    if value is None:
+        return None
+    utc = value.astimezone(UTC)
+    return Moment(utc.isoformat(), f"{utc:%Y-%m-%d %H:%M:%S}.{utc.microsecond // 1000:03d} UTC")
+
+
+def took(elapsed: timedelta) -> str:
+    """An attempt's duration as a person compares them: milliseconds under a second,
+    tenths of seconds under a minute, then the two largest units."""
+    seconds = max(0.0, elapsed.total_seconds())
+    if seconds < 1:
+        return f"{int(seconds * 1000)} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return age(elapsed)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRow:
+    attempt: int
+    outcome: Outcome
+    error: str | None
+    worker: str | None
+    started: Moment | None
+    ended: Moment | None
+    # Empty while it runs, and for an attempt whose start was not kept.
+    duration: str
+
+
+def attempt_row(record: AttemptRecord) -> AttemptRow:
+    spent = (
+        ""
+        if record.started_at is None or record.finished_at is None
+        else took(record.finished_at - record.started_at)
+    )
+    return AttemptRow(
+        attempt=record.attempt,
+        outcome=record.outcome,
+        error=record.error,
+        worker=record.worker,
+        started=moment(record.started_at),
+        ended=moment(record.finished_at),
+        duration=spent,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    # Its `data-fact` (what tests find it by), label and value: text, a moment, or None.
+    name: str
+    label: str
+    value: str | Moment | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    job: Job
+    # Pending or running: the status part refreshes itself until the job ends.
+    live: bool
+    facts: tuple[Fact, ...]
+    attempts: tuple[AttemptRow, ...]
+    actions: tuple[JobAction, ...]
+    trace_id: str | None
+    refresh_seconds: int = REFRESH_SECONDS
+
+
+def job_view(job: Job) -> JobView:
+    return JobView(
+        job=job,
+        live=TRAITS[job.status].phase is Phase.LIVE,
+        facts=_facts(job),
+        attempts=tuple(attempt_row(record) for record in job.history),
+        actions=actions_for(job.status),
+        trace_id=trace_id(job.traceparent),
+    )
+
+
+def _facts(job: Job) -> tuple[Fact, ...]:
+    return (
+        Fact("type", "Type", job.type),
+        Fact("queue", "Queue", job.queue),
+        Fact("priority", "Priority", str(job.priority)),
+        Fact("attempts", "Attempts", f"{job.attempts} of {job.max_attempts}"),
+        Fact("run_at", "Run at", moment(job.run_at)),
+        Fact("created_at", "Created", moment(job.created_at)),
+        Fact("updated_at", "Updated", moment(job.updated_at)),
+        Fact("started_at", "Started", moment(job.started_at)),
+        Fact("worker", "Worker", job.worker),
+        Fact(
+            "timeout",
+            "Timeout",
+            "the worker's JOB_TIMEOUT" if job.timeout is None else format_duration(job.timeout),
+        ),
+        Fact("unique_key", "Unique key", job.unique_key),
+        Fact("idempotency_key", "Idempotency key", job.idempotency_key),
+        Fact("snoozes", "Snoozes", str(job.snoozes)),
+    )
