@@ -369,7 +369,11 @@ class InMemoryJobStore:
             self._delete(job)
         return len(doomed)
 
-    def _selected(self, selection: Selection) -> list[Job]:
+    async def count_selected(self, selection: Selection) -> int:
+        await self._enter()
+        return len(self._selected(selection, selection.limit + 1))
+
+    def _selected(self, selection: Selection, limit: int | None = None) -> list[Job]:
         matching = sorted(
             (
                 job
@@ -382,7 +386,7 @@ class InMemoryJobStore:
             # Ties in insertion order, like a stable scan.
             key=lambda job: (position_of(job).ordered[:-1], self._sequence[job.id]),
         )
-        return matching[: selection.limit]
+        return matching[: selection.limit if limit is None else limit]
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         await self._enter()

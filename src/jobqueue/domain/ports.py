@@ -153,6 +153,11 @@ class JobStore(PeriodicSlots, Protocol):
         later; return how many."""
         ...
 
+    async def count_selected(self, selection: Selection) -> int:
+        """How many jobs `selection` names, counted to one more than its limit at most
+        (more than the limit: a bulk call acts on the limit's worth); nothing is locked."""
+        ...
+
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         """Jobs whose lease ran out: to pending, or to dead_letter after the last attempt."""
         ...
