@@ -19,6 +19,7 @@ from jobqueue.domain.job_types import KnownTypes
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
+from jobqueue.domain.status import COUNTED
 from jobqueue.wire.requests import BatchJob, CreateJobRequest
 
 _log = logging.getLogger("jobqueue.http")
@@ -206,6 +207,11 @@ class JobService:
         )
         return job
 
+    async def count_selected(self, selection: Selection) -> int:
+        """How many jobs a bulk call of `selection` would act on, counted to one past its
+        limit at most."""
+        return await self._store.count_selected(selection)
+
     async def cancel_many(self, selection: Selection) -> int:
         count = await self._store.cancel_many(selection)
         _log.info("jobs cancelled", extra={"count": count, **_described(selection)})
@@ -260,3 +266,11 @@ class QueueService:
 
     async def summaries(self) -> Sequence[QueueSummary]:
         return await self._store.queue_summaries()
+
+    async def summary(self, name: str) -> QueueSummary:
+        """`name`'s summary; a queue nothing names yet is running and holds no jobs (queues
+        exist as soon as a job names them)."""
+        for summary in await self.summaries():
+            if summary.state.name == name:
+                return summary
+        return QueueSummary(QueueState(name, None), dict.fromkeys(COUNTED, 0), 0, None)
