@@ -10,15 +10,19 @@ import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from litestar.testing import AsyncTestClient
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from jobqueue.adapters.postgres.processes import PostgresProcesses
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.bulk import MAX_SELECTED
 from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
+from jobqueue.domain.processes import ProcessInfo
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.http.ui.session import CSRF_COOKIE
@@ -189,6 +193,33 @@ async def test_the_queue_page_shows_its_counts_and_links_by_status(
     assert 'href="/ui/bulk?operation=retry&amp;status=dead_letter&amp;queue=mail"' in page
     # The overview links the queue's name to it.
     assert 'href="/ui/queues/mail"' in (await client.get("/ui")).text
+
+
+async def test_the_queue_page_lists_the_live_processes_that_consume_it(
+    client: AsyncTestClient[Any], engine: AsyncEngine
+) -> None:
+    registry = PostgresProcesses(engine)
+    async with engine.begin() as connection:
+        await connection.execute(text("DELETE FROM processes"))
+    for host, queues in [("mail-host", ("mail", "other")), ("other-host", ("other",))]:
+        process = ProcessInfo(
+            id=uuid4(),
+            host=host,
+            pid=4242,
+            version="9.9",
+            queues=queues,
+            types=("sleep",),
+            concurrency=4,
+            running=1,
+        )
+        await registry.heartbeat(process, timedelta(minutes=1))
+
+    page = (await client.get("/ui/queues/mail")).text
+    unconsumed = (await client.get("/ui/queues/nobody")).text
+
+    assert '<th scope="row">mail-host</th>' in page
+    assert "other-host" not in page
+    assert _text(unconsumed, "no-consumers") == "No live worker process consumes this queue."
 
 
 async def test_a_queue_nothing_named_is_empty_and_a_name_no_queue_may_have_is_a_400(
