@@ -497,6 +497,12 @@ class InMemoryJobStore:
             )
         return summaries
 
+    async def queue_summary(self, queue: str) -> QueueSummary:
+        for summary in await self.queue_summaries():
+            if summary.state.name == queue:
+                return summary
+        return QueueSummary(QueueState(queue, None), dict.fromkeys(COUNTED, 0), 0, None)
+
     async def insert_slot(
         self, name: str, slot: datetime, new: NewJob, *, missed: bool = False
     ) -> Job | None:

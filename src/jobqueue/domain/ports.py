@@ -194,6 +194,11 @@ class JobStore(PeriodicSlots, Protocol):
         """Every queue with live or held jobs, or paused or resumed once, by name."""
         ...
 
+    async def queue_summary(self, queue: str) -> QueueSummary:
+        """`queue`'s summary alone, as `queue_summaries` has it; a queue nothing names yet
+        is running and holds no jobs."""
+        ...
+
     async def ping(self) -> None:
         """Raise `StoreUnavailable` unless the store answers."""
         ...

@@ -312,6 +312,9 @@ class PostgresJobStore:
     async def queue_summaries(self) -> Sequence[QueueSummary]:
         return await self._queues.summaries()
 
+    async def queue_summary(self, queue: str) -> QueueSummary:
+        return await self._queues.summary(queue)
+
     # --- periodic jobs ----------------------------------------------------------------------
 
     async def insert_slot(

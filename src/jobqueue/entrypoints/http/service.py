@@ -19,7 +19,6 @@ from jobqueue.domain.job_types import KnownTypes
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
-from jobqueue.domain.status import COUNTED
 from jobqueue.wire.requests import BatchJob, CreateJobRequest
 
 _log = logging.getLogger("jobqueue.http")
@@ -270,7 +269,4 @@ class QueueService:
     async def summary(self, name: str) -> QueueSummary:
         """`name`'s summary; a queue nothing names yet is running and holds no jobs (queues
         exist as soon as a job names them)."""
-        for summary in await self.summaries():
-            if summary.state.name == name:
-                return summary
-        return QueueSummary(QueueState(name, None), dict.fromkeys(COUNTED, 0), 0, None)
+        return await self._store.queue_summary(name)

@@ -102,14 +102,15 @@ def count_selected(status: Status, *, by_queue: bool, by_type: bool) -> Statemen
     )
 
 
-def _per_queue(status: Status) -> str:
+def _per_queue(status: Status, *, one_queue: bool = False) -> str:
+    only = " AND queue = :queue" if one_queue else ""
     return f"""
         SELECT queue, {quoted(status)} AS status,
             count(*) AS jobs,
             count(*) FILTER (WHERE run_at <= now()) AS due,
             now() - min(run_at) FILTER (WHERE run_at <= now()) AS oldest_due_age
         FROM jobs
-        WHERE status = {quoted(status)}
+        WHERE status = {quoted(status)}{only}
         GROUP BY queue
     """
 
@@ -119,6 +120,13 @@ def _per_queue(status: Status) -> str:
 # status's partial index (the pending one is ordered by queue already).
 COUNT_BY_QUEUE = Statement(
     "count_by_queue", " UNION ALL ".join(_per_queue(status) for status in COUNTED)
+)
+
+# The same for one queue (`:queue`), for its own page: the pending index leads with the
+# queue, so its pending jobs are one range of it; the other counted statuses are few.
+COUNT_IN_QUEUE = Statement(
+    "count_in_queue",
+    " UNION ALL ".join(_per_queue(status, one_queue=True) for status in COUNTED),
 )
 
 # Jobs per counted status, for the queue-depth gauge: each a count of its status's small
