@@ -70,6 +70,11 @@ def test_a_person_pauses_and_resumes_a_queue_from_the_overview(
     page.visit("/ui")
     state = 'tr[data-queue="browser-pause"] [data-column="state"]'
     assert page.text(state) == "running"
+    # On a phone the buttons scroll with the table in its box: the page itself stays as
+    # wide as the screen (else the phone's browser zooms the whole page out).
+    page.viewport(390, 844)
+    assert page.driver.execute_script("return document.documentElement.scrollWidth") <= 390
+    page.viewport(1280, 800)
 
     page.find("#pause-browser-pause").click()
     page.settled()
@@ -78,10 +83,23 @@ def test_a_person_pauses_and_resumes_a_queue_from_the_overview(
     assert page.driver.current_url == f"{dashboard_service.base_url}/ui"
     assert _paused(dashboard_service, "browser-pause")
 
-    # With the keyboard this time: the button is a real one, reached and pressed.
-    button = page.find("#pause-browser-pause")
-    assert button.text.startswith("Resume")
-    button.send_keys(Keys.ENTER)
+    # With the keyboard this time: the button is a real one, and keeps the focus while
+    # the table refreshes itself around it.
+    page.driver.execute_script(
+        "document.getElementById('pause-browser-pause').focus();"
+        "document.getElementById('queues').dataset.before = 'refresh';"
+    )
+    page.until(
+        lambda: page.driver.execute_script(
+            "return document.getElementById('queues').dataset.before === undefined"
+        ),
+        "the table refreshed itself",
+    )
+    page.settled()
+    focused = page.driver.switch_to.active_element
+    assert focused.get_attribute("id") == "pause-browser-pause"
+    assert focused.text.startswith("Resume")
+    focused.send_keys(Keys.ENTER)
     page.settled()
 
     page.until(lambda: page.text(state) == "running", "the row shows the queue running")
