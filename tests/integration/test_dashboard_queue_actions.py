@@ -151,6 +151,25 @@ async def test_forms_without_their_csrf_token_are_refused_and_change_nothing(
     assert await _statuses(client, dead) == ["dead_letter", "dead_letter"]
 
 
+async def test_without_a_session_a_form_is_sent_to_sign_in_and_changes_nothing(
+    engine: AsyncEngine, database_url: str
+) -> None:
+    settings = Settings(api_tokens=frozenset({"operator-token"}))
+    dead = await _dead_letters(engine, "mail", 1)
+    async with AsyncTestClient(app=build_api(database_url, settings=settings).app) as client:
+        client.cookies.set(CSRF_COOKIE, "token", path="/ui")
+        for path in ("/ui/queues/mail/pause", "/ui/bulk"):
+            form = {"csrf": "token", "operation": "retry", "status": "dead_letter"}
+            answer = await client.post(path, data=form, follow_redirects=False)
+            assert answer.status_code == 303, path
+            assert answer.headers["location"].startswith("/ui/sign-in")
+        headers = {"Authorization": "Bearer operator-token"}
+        listed = (await client.get("/queues", headers=headers)).json()["queues"]
+        assert not any(each["paused"] for each in listed)
+        job = await client.get(f"/jobs/{dead[0]}", headers=headers)
+        assert job.json()["status"] == "dead_letter"
+
+
 async def test_read_only_hides_the_forms_and_refuses_them_changing_nothing(
     read_only: AsyncTestClient[Any], engine: AsyncEngine
 ) -> None:
