@@ -151,6 +151,27 @@ async def test_forms_without_their_csrf_token_are_refused_and_change_nothing(
     assert await _statuses(client, dead) == ["dead_letter", "dead_letter"]
 
 
+async def test_a_form_holding_a_file_is_a_400_and_changes_nothing(
+    client: AsyncTestClient[Any], engine: AsyncEngine
+) -> None:
+    dead = await _dead_letters(engine, "mail", 1)
+    token = await _csrf(client, "/ui/queues/mail")
+    selection = {"operation": "retry", "status": "dead_letter", "queue": "mail"}
+
+    for path, form, field in [
+        ("/ui/queues/mail/pause", {}, "csrf"),
+        ("/ui/queues/mail/pause", {"csrf": token}, "next"),
+        ("/ui/bulk", {"csrf": token, **selection}, "type"),
+    ]:
+        files = {field: ("field.txt", b"text")}
+        answer = await client.post(path, data=form, files=files, follow_redirects=False)
+        assert answer.status_code == 400, (path, field)
+        assert "text only" in _message(answer.text)
+
+    assert not await _paused(client, "mail")
+    assert await _statuses(client, dead) == ["dead_letter"]
+
+
 async def test_without_a_session_a_form_is_sent_to_sign_in_and_changes_nothing(
     engine: AsyncEngine, database_url: str
 ) -> None:
