@@ -109,8 +109,8 @@ class Bulk:
 
     @property
     def destructive(self) -> bool:
-        """Whether it cannot be undone by another action (a discard deletes, a cancel
-        stops running work); a retry can be cancelled."""
+        """Whether it loses what no other action gives back: a discard deletes the jobs, a
+        cancel stops running attempts (a retry starts them over). Its button says so."""
         return self.action is not BulkAction.RETRY
 
 
