@@ -369,7 +369,11 @@ class InMemoryJobStore:
             self._delete(job)
         return len(doomed)
 
-    def _selected(self, selection: Selection) -> list[Job]:
+    async def count_selected(self, selection: Selection) -> int:
+        await self._enter()
+        return len(self._selected(selection, selection.limit + 1))
+
+    def _selected(self, selection: Selection, limit: int | None = None) -> list[Job]:
         matching = sorted(
             (
                 job
@@ -382,7 +386,7 @@ class InMemoryJobStore:
             # Ties in insertion order, like a stable scan.
             key=lambda job: (position_of(job).ordered[:-1], self._sequence[job.id]),
         )
-        return matching[: selection.limit]
+        return matching[: selection.limit if limit is None else limit]
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         await self._enter()
@@ -492,6 +496,12 @@ class InMemoryJobStore:
                 )
             )
         return summaries
+
+    async def queue_summary(self, queue: str) -> QueueSummary:
+        for summary in await self.queue_summaries():
+            if summary.state.name == queue:
+                return summary
+        return QueueSummary(QueueState(queue, None), dict.fromkeys(COUNTED, 0), 0, None)
 
     async def insert_slot(
         self, name: str, slot: datetime, new: NewJob, *, missed: bool = False

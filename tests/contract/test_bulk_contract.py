@@ -1,5 +1,5 @@
 """Retrying and discarding many jobs at once: the oldest that match, at most the limit,
-nothing else touched."""
+nothing else touched; and counting them first."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
+from jobqueue.domain.transitions import Operation
 from tests.contract.steps import LEASE, new_job
 from tests.fakes import TEST_TYPES
 from tests.support.endings import record
@@ -68,6 +69,28 @@ async def test_discard_many_deletes_only_what_it_selects(store: JobStore) -> Non
     assert (await store.get(failed.id)).status is Status.FAILED
     assert (await store.get(completed.id)).status is Status.COMPLETED
     assert await store.discard_many(Selection(Status.FAILED, queue="nowhere")) == 0
+
+
+async def test_count_selected_counts_what_a_call_would_take_to_one_past_the_limit(
+    store: JobStore,
+) -> None:
+    dead = [await _ended(store, Decision.dead_letter("e"), queue="mail") for _ in range(3)]
+    await _ended(store, Decision.dead_letter("x"), queue="other")
+    await _ended(store, Decision.dead_letter("x"), queue="mail", type="sms")
+    await _ended(store, Decision.fail("bad"), queue="mail")
+    pending = (await store.submit(replace(new_job(), queue="mail"))).job
+
+    mail = Selection(Status.DEAD_LETTER, queue="mail", type="email")
+    assert await store.count_selected(mail) == 3
+    assert await store.count_selected(replace(mail, limit=2)) == 3
+    assert await store.count_selected(replace(mail, limit=1)) == 2
+    assert await store.count_selected(Selection(Status.DEAD_LETTER)) == 5
+    assert await store.count_selected(Selection(Status.FAILED, queue="nowhere")) == 0
+    cancel = Selection(Status.PENDING, queue="mail", operation=Operation.CANCEL)
+    assert await store.count_selected(cancel) == 1
+    # Counting changes nothing.
+    assert [(await store.get(job.id)).status for job in dead] == [Status.DEAD_LETTER] * 3
+    assert (await store.get(pending.id)).status is Status.PENDING
 
 
 @pytest.mark.parametrize(

@@ -90,3 +90,11 @@ async def test_queue_summaries_count_live_and_held_jobs_per_queue(store: JobStor
     assert b.oldest_due_age is None
     assert idle.state.paused
     assert sum(idle.counts.values()) == 0
+
+    # One queue's summary alone is the same; a queue nothing names is running and empty.
+    for name, listed in summaries.items():
+        alone = await store.queue_summary(name)
+        assert (alone.state, alone.counts, alone.due) == (listed.state, listed.counts, listed.due)
+        assert (alone.oldest_due_age is None) == (listed.oldest_due_age is None)
+    nowhere = await store.queue_summary("nowhere")
+    assert (nowhere.state.paused, sum(nowhere.counts.values()), nowhere.due) == (False, 0, 0)

@@ -36,7 +36,7 @@ def _row(name: str) -> QueueRow:
 def test_the_queues_table_escapes_what_it_shows() -> None:
     engine = template_config("1.0").engine_instance
     html = engine.get_template("fragments/queues.html").render(
-        rows=[_row(HOSTILE)], statuses=COUNTED, refresh_seconds=5
+        rows=[_row(HOSTILE)], statuses=COUNTED, refresh_seconds=5, csrf="token"
     )
 
     assert "<script>" not in html

@@ -153,6 +153,11 @@ class JobStore(PeriodicSlots, Protocol):
         later; return how many."""
         ...
 
+    async def count_selected(self, selection: Selection) -> int:
+        """How many jobs `selection` names, counted to one more than its limit at most
+        (more than the limit: a bulk call acts on the limit's worth); nothing is locked."""
+        ...
+
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         """Jobs whose lease ran out: to pending, or to dead_letter after the last attempt."""
         ...
@@ -187,6 +192,11 @@ class JobStore(PeriodicSlots, Protocol):
 
     async def queue_summaries(self) -> Sequence[QueueSummary]:
         """Every queue with live or held jobs, or paused or resumed once, by name."""
+        ...
+
+    async def queue_summary(self, queue: str) -> QueueSummary:
+        """`queue`'s summary alone, as `queue_summaries` has it; a queue nothing names yet
+        is running and holds no jobs."""
         ...
 
     async def ping(self) -> None:

@@ -1,21 +1,23 @@
 """Pausing and resuming queues, and summing up what waits in each and who consumes it, on
-PostgreSQL (`queries/queues.py`, `queries/listing.COUNT_BY_QUEUE` and
+PostgreSQL (`queries/queues.py`, `queries/listing.COUNT_BY_QUEUE` or `COUNT_IN_QUEUE`, and
 `queries/processes.CONSUMERS_BY_QUEUE`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.failures import store_failures
-from jobqueue.adapters.postgres.queries.listing import COUNT_BY_QUEUE
+from jobqueue.adapters.postgres.queries.listing import COUNT_BY_QUEUE, COUNT_IN_QUEUE
 from jobqueue.adapters.postgres.queries.processes import CONSUMERS_BY_QUEUE
 from jobqueue.adapters.postgres.queries.queues import (
     PAUSE_QUEUE,
     PAUSED_AMONG,
+    QUEUE_STATE,
     QUEUE_STATES,
     RESUME_QUEUE,
 )
@@ -49,24 +51,46 @@ class PostgresQueues:
             counted = await fetch_pooled(self._engine, COUNT_BY_QUEUE, {})
             states = await fetch_pooled(self._engine, QUEUE_STATES, {})
             consumed = await fetch_pooled(self._engine, CONSUMERS_BY_QUEUE, {})
-        paused_at = {row["name"]: row["paused_at"] for row in states}
-        consumers = {row["queue"]: row["consumers"] for row in consumed}
-        names = sorted({row["queue"] for row in counted} | set(paused_at) | set(consumers))
-        counts = {name: dict.fromkeys(COUNTED, 0) for name in names}
-        due_now: dict[str, int] = dict.fromkeys(names, 0)
-        oldest: dict[str, timedelta | None] = dict.fromkeys(names)
-        for row in counted:
-            counts[row["queue"]][Status(row["status"])] = row["jobs"]
-            if row["status"] == Status.PENDING:
-                due_now[row["queue"]] = row["due"]
-                oldest[row["queue"]] = row["oldest_due_age"]
-        return [
-            QueueSummary(
-                QueueState(name, paused_at.get(name)),
-                counts[name],
-                due_now[name],
-                oldest[name],
-                consumers.get(name, 0),
-            )
-            for name in names
-        ]
+        names = {row["queue"] for row in counted} | {row["name"] for row in states}
+        names |= {row["queue"] for row in consumed}
+        return _summed(sorted(names), counted, states, consumed)
+
+    async def summary(self, name: str) -> QueueSummary:
+        """`name`'s summary alone, read from its own range of the indexes; a queue nothing
+        names yet is running and holds no jobs."""
+        with store_failures():
+            counted = await fetch_pooled(self._engine, COUNT_IN_QUEUE, {"queue": name})
+            states = await fetch_pooled(self._engine, QUEUE_STATE, {"name": name})
+            consumed = await fetch_pooled(self._engine, CONSUMERS_BY_QUEUE, {})
+        (summary,) = _summed([name], counted, states, consumed)
+        return summary
+
+
+def _summed(
+    names: Sequence[str],
+    counted: Sequence[Mapping[str, Any]],
+    states: Sequence[Mapping[str, Any]],
+    consumed: Sequence[Mapping[str, Any]],
+) -> list[QueueSummary]:
+    """The summaries of `names`, in that order, from the rows of the counts (a row per
+    queue and counted status), the pauses and the consumers."""
+    paused_at = {row["name"]: row["paused_at"] for row in states}
+    consumers = {row["queue"]: row["consumers"] for row in consumed}
+    counts = {name: dict.fromkeys(COUNTED, 0) for name in names}
+    due_now: dict[str, int] = dict.fromkeys(names, 0)
+    oldest: dict[str, timedelta | None] = dict.fromkeys(names)
+    for row in counted:
+        counts[row["queue"]][Status(row["status"])] = row["jobs"]
+        if row["status"] == Status.PENDING:
+            due_now[row["queue"]] = row["due"]
+            oldest[row["queue"]] = row["oldest_due_age"]
+    return [
+        QueueSummary(
+            QueueState(name, paused_at.get(name)),
+            counts[name],
+            due_now[name],
+            oldest[name],
+            consumers.get(name, 0),
+        )
+        for name in names
+    ]

@@ -25,7 +25,7 @@ from jobqueue.adapters.postgres.enqueue import enqueue_many, submit_pooled
 from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.periodic import PostgresPeriodicSlots
 from jobqueue.adapters.postgres.queries import jobs as q
-from jobqueue.adapters.postgres.queries.listing import list_page, prune
+from jobqueue.adapters.postgres.queries.listing import count_selected, list_page, prune
 from jobqueue.adapters.postgres.queues import PostgresQueues
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.statement import Statement
@@ -218,6 +218,16 @@ class PostgresJobStore:
         selection.require(Operation.RETRY)
         return await self._count(q.discard_selected, selection)
 
+    async def count_selected(self, selection: Selection) -> int:
+        statement = count_selected(
+            selection.status,
+            by_queue=selection.queue is not None,
+            by_type=selection.type is not None,
+        )
+        values = {"limit": selection.limit + 1, "queue": selection.queue, "type": selection.type}
+        (row,) = await self._fetch(statement, values)
+        return int(row["selected"])
+
     async def _count(self, statement_for: Any, selection: Selection) -> int:
         """How many rows the statement `statement_for` makes for `selection`'s shape acted on."""
         statement: Statement = statement_for(
@@ -301,6 +311,9 @@ class PostgresJobStore:
 
     async def queue_summaries(self) -> Sequence[QueueSummary]:
         return await self._queues.summaries()
+
+    async def queue_summary(self, queue: str) -> QueueSummary:
+        return await self._queues.summary(queue)
 
     # --- periodic jobs ----------------------------------------------------------------------
 

@@ -40,10 +40,12 @@ from jobqueue.entrypoints.http.routes import JobsController
 from jobqueue.entrypoints.http.service import JobService, QueueService, SubmissionMetrics
 from jobqueue.entrypoints.http.tracing import traced
 from jobqueue.entrypoints.http.type_routes import TypesController
+from jobqueue.entrypoints.http.ui.bulk import BulkController
 from jobqueue.entrypoints.http.ui.errors import html_on_dashboard_paths
 from jobqueue.entrypoints.http.ui.frame import DashboardAccess
 from jobqueue.entrypoints.http.ui.job_routes import JobPageController
 from jobqueue.entrypoints.http.ui.pages import DashboardController, static_assets, template_config
+from jobqueue.entrypoints.http.ui.queues import QueuePagesController
 from jobqueue.entrypoints.http.ui.sign_in import SignInController
 from jobqueue.entrypoints.http.worker_routes import Workers, WorkersController
 from jobqueue.entrypoints.service.published_types import TypeCatalogue
@@ -142,6 +144,8 @@ def create_app(
             # are open.
             DashboardController,
             JobPageController,
+            QueuePagesController,
+            BulkController,
             SignInController,
             static_assets(),
             *OPERATIONS,

@@ -206,6 +206,11 @@ class JobService:
         )
         return job
 
+    async def count_selected(self, selection: Selection) -> int:
+        """How many jobs a bulk call of `selection` would act on, counted to one past its
+        limit at most."""
+        return await self._store.count_selected(selection)
+
     async def cancel_many(self, selection: Selection) -> int:
         count = await self._store.cancel_many(selection)
         _log.info("jobs cancelled", extra={"count": count, **_described(selection)})
@@ -260,3 +265,8 @@ class QueueService:
 
     async def summaries(self) -> Sequence[QueueSummary]:
         return await self._store.queue_summaries()
+
+    async def summary(self, name: str) -> QueueSummary:
+        """`name`'s summary; a queue nothing names yet is running and holds no jobs (queues
+        exist as soon as a job names them)."""
+        return await self._store.queue_summary(name)

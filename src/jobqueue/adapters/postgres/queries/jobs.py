@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from jobqueue.adapters.postgres.queries.sql import among, appended_attempt, quoted
+from jobqueue.adapters.postgres.queries.sql import among, appended_attempt, narrowed, quoted
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.attempts import Outcome, holds_final_attempt
 from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE
@@ -319,13 +319,10 @@ def selected(status: Status, *, by_queue: bool, by_type: bool) -> str:
     held row is never written by a worker, so only another operator can hold it; a
     running one is skipped while its worker writes its ending."""
     order = TRAITS[status].order
-    narrowed = "".join(
-        [" AND queue = :queue" if by_queue else "", " AND type = :type" if by_type else ""]
-    )
     keys = ", ".join([*order.groups, order.column.value])
     return f"""
         SELECT id FROM jobs
-        WHERE status = {quoted(status)}{narrowed}
+        WHERE status = {quoted(status)}{narrowed(by_queue=by_queue, by_type=by_type)}
         ORDER BY {keys}
         LIMIT :limit
         FOR UPDATE SKIP LOCKED

@@ -1,14 +1,14 @@
 """Reading many jobs of `jobs`: a page of a listing, the counts per queue and per status,
-and retention's delete of old finished jobs. Each reads its status's partial index, in
-that index's order, never the whole table (`domain/status.py` says which index holds
-which status, and in which order)."""
+a bulk selection's bounded count, and retention's delete of old finished jobs. Each
+reads its status's partial index, in that index's order, never the whole table
+(`domain/status.py` says which index holds which status, and in which order)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
 
-from jobqueue.adapters.postgres.queries.sql import quoted, types_of
+from jobqueue.adapters.postgres.queries.sql import narrowed, quoted, types_of
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.status import COUNTED, TRAITS, Status
 
@@ -77,14 +77,40 @@ def list_page(status: Status, *, by_type: bool, by_queue: bool, after: bool) -> 
     )
 
 
-def _per_queue(status: Status) -> str:
+@cache
+def count_selected(status: Status, *, by_queue: bool, by_type: bool) -> Statement:
+    """How many jobs of `status` (in `:queue`, of `:type`) a bulk call would select,
+    counted to `:limit` at most: what the dashboard shows before an operator confirms.
+
+    Read in the order of the status's own index (its type first where the index leads
+    with it), so that the scan is that index's range and stops at the limit; unordered,
+    the planner may read the table instead when the status is a large part of it. The
+    count does not depend on the order, so it need not be the one the bulk call takes."""
+    traits = TRAITS[status]
+    leading = ["type"] if traits.typed_index else []
+    keys = ", ".join([*leading, *traits.order.groups, traits.order.column.value])
+    return Statement(
+        f"count_selected_{status}",
+        f"""
+        SELECT count(*) AS selected FROM (
+            SELECT 1 FROM jobs
+            WHERE status = {quoted(status)}{narrowed(by_queue=by_queue, by_type=by_type)}
+            ORDER BY {keys}
+            LIMIT :limit
+        ) AS matching
+        """,
+    )
+
+
+def _per_queue(status: Status, *, one_queue: bool = False) -> str:
+    only = " AND queue = :queue" if one_queue else ""
     return f"""
         SELECT queue, {quoted(status)} AS status,
             count(*) AS jobs,
             count(*) FILTER (WHERE run_at <= now()) AS due,
             now() - min(run_at) FILTER (WHERE run_at <= now()) AS oldest_due_age
         FROM jobs
-        WHERE status = {quoted(status)}
+        WHERE status = {quoted(status)}{only}
         GROUP BY queue
     """
 
@@ -94,6 +120,13 @@ def _per_queue(status: Status) -> str:
 # status's partial index (the pending one is ordered by queue already).
 COUNT_BY_QUEUE = Statement(
     "count_by_queue", " UNION ALL ".join(_per_queue(status) for status in COUNTED)
+)
+
+# The same for one queue (`:queue`), for its own page: the pending index leads with the
+# queue, so its pending jobs are one range of it; the other counted statuses are few.
+COUNT_IN_QUEUE = Statement(
+    "count_in_queue",
+    " UNION ALL ".join(_per_queue(status, one_queue=True) for status in COUNTED),
 )
 
 # Jobs per counted status, for the queue-depth gauge: each a count of its status's small

@@ -39,3 +39,4 @@ PAUSED_AMONG = Statement(
 )
 
 QUEUE_STATES = Statement("queue_states", "SELECT name, paused_at FROM queues")
+QUEUE_STATE = Statement("queue_state", "SELECT name, paused_at FROM queues WHERE name = :name")

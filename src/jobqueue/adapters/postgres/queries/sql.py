@@ -26,6 +26,14 @@ def among(statuses: Iterable[Status]) -> str:
     return ", ".join(quoted(status) for status in sorted(statuses))
 
 
+def narrowed(*, by_queue: bool, by_type: bool) -> str:
+    """The conditions a bulk selection adds to its status: `:queue`'s and `:type`'s jobs
+    only, when given."""
+    return "".join(
+        [" AND queue = :queue" if by_queue else "", " AND type = :type" if by_type else ""]
+    )
+
+
 def appended_attempt(outcome: str, error: str, finished_at: str) -> str:
     """The row's `attempt_log` with its current attempt (`attempts`, `started_at`, `worker`)
     appended as ended in `outcome` at `finished_at` (each an SQL expression), the oldest

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from litestar import Request
 from litestar.datastructures import FormMultiDict
-from litestar.exceptions import PermissionDeniedException
+from litestar.exceptions import ClientException, PermissionDeniedException
 
 from jobqueue.entrypoints.http.middleware import DASHBOARD, FORM
 from jobqueue.entrypoints.http.ui.frame import DashboardAccess
@@ -23,6 +23,7 @@ ACTION: Final = {DASHBOARD: True, FORM: True}
 
 READ_ONLY: Final = "The dashboard is read-only here (DASHBOARD_READ_ONLY): nothing was changed."
 EXPIRED: Final = "The form had expired or came from another page: nothing was changed. Try again."
+NOT_TEXT: Final = "A dashboard form holds text only, not files: nothing was changed."
 
 
 async def action_form(request: Request[Any, Any, Any], access: DashboardAccess) -> FormMultiDict:
@@ -30,6 +31,9 @@ async def action_form(request: Request[Any, Any, Any], access: DashboardAccess) 
     if access.read_only:
         raise PermissionDeniedException(detail=READ_ONLY)
     form = await request.form()
+    # The dashboard's forms hold text only; a file where text belongs is no form of ours.
+    if any(not isinstance(value, str) for _, value in form.multi_items()):
+        raise ClientException(detail=NOT_TEXT)
     if not csrf_matches(request.cookies.get(CSRF_COOKIE), form.get(CSRF_FIELD)):
         raise PermissionDeniedException(detail=EXPIRED)
     return form

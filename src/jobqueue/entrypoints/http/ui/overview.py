@@ -9,14 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from jobqueue.domain.queues import QueueSummary
 from jobqueue.domain.status import COUNTED, Status
+from jobqueue.entrypoints.http.ui.frame import UI_PATH
 
 # Where a count links to: the API's listing of the queue's jobs of that status, the one
 # listing that exists today.
 LISTING_PATH = "/jobs"
+# A queue's own page (`queues.py`).
+QUEUES_PATH = f"{UI_PATH}/queues"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,16 @@ class QueueRow:
     paused: bool
     consumers: int
     unconsumed: bool
+
+    @property
+    def href(self) -> str:
+        """The queue's page."""
+        return queue_href(self.name)
+
+
+def queue_href(name: str) -> str:
+    # A queue's name is URL-safe by its rule (`fields.QUEUE_NAME`); quoted all the same.
+    return f"{QUEUES_PATH}/{quote(name, safe='')}"
 
 
 def listing_href(status: Status, queue: str) -> str:

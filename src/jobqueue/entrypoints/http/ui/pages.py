@@ -29,6 +29,7 @@ from jobqueue.entrypoints.http.ui.frame import (
     STATIC_PATH,
     UI_PATH,
     DashboardAccess,
+    csrf_token,
     page,
 )
 from jobqueue.entrypoints.http.ui.overview import queue_rows
@@ -93,9 +94,17 @@ class DashboardController(Controller):
         return page(request, access, "overview.html", await _queues(queues))
 
     @get("/fragments/queues", name="ui-queues-fragment", opt=_SIGNED_IN)
-    async def queues_fragment(self, queues: NamedDependency[QueueService]) -> Template:
-        """The overview's table alone, which the page asks for every few seconds."""
-        return Template(template_name="fragments/queues.html", context=await _queues(queues))
+    async def queues_fragment(
+        self, request: Request[Any, Any, Any], queues: NamedDependency[QueueService]
+    ) -> Template:
+        """The overview's table alone, which the page asks for every few seconds (its
+        pause buttons' forms carry the CSRF token)."""
+        csrf, cookies = csrf_token(request)
+        return Template(
+            template_name="fragments/queues.html",
+            context={**await _queues(queues), "csrf": csrf},
+            cookies=cookies,
+        )
 
 
 async def _queues(queues: QueueService) -> dict[str, object]:

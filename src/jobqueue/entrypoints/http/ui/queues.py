@@ -1,0 +1,117 @@
+"""A queue's page (`/ui/queues/{name}`), and pausing and resuming a queue from it or from
+the overview.
+
+A queue exists as soon as a job names it, so a valid name nothing has named yet is a
+running queue of no jobs, not a 404; a name no queue may have is a 400. Pausing is not
+destructive (resuming undoes it), so it asks for no confirmation: one form, one button,
+then back to the page it was pressed on (303).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlencode
+
+from litestar import Controller, Request, get, post
+from litestar.datastructures import CacheControlHeader
+from litestar.di import NamedDependency
+from litestar.response import Redirect, Template
+from litestar.status_codes import HTTP_303_SEE_OTHER
+
+from jobqueue.domain.processes import LiveProcess
+from jobqueue.domain.status import BY_QUEUE, COUNTED, Status
+from jobqueue.entrypoints.http.middleware import DASHBOARD
+from jobqueue.entrypoints.http.queue_routes import QueueNameParameter, parse_queue_name
+from jobqueue.entrypoints.http.service import QueueService
+from jobqueue.entrypoints.http.ui.actions import ACTION, action_form
+from jobqueue.entrypoints.http.ui.bulk import BulkAction, BulkLink, bulk_links
+from jobqueue.entrypoints.http.ui.frame import PAGE_HEADERS, UI_PATH, DashboardAccess, page
+from jobqueue.entrypoints.http.ui.overview import QUEUES_PATH, QueueRow, queue_rows
+from jobqueue.entrypoints.http.ui.sign_in import landing
+from jobqueue.entrypoints.http.worker_routes import Workers
+
+# The dashboard's browser of jobs (its own module serves it).
+JOBS_PATH: Final = f"{UI_PATH}/jobs"
+
+# With API_TOKENS, a session cookie opens the page, as every page of the dashboard.
+_SIGNED_IN: Final = {DASHBOARD: True}
+
+
+def jobs_href(status: Status, queue: str) -> str:
+    return f"{JOBS_PATH}?{urlencode({'status': status.value, 'queue': queue})}"
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    status: Status
+    href: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePage:
+    row: QueueRow
+    # The live processes that claim from it.
+    consumers: Sequence[LiveProcess] | None
+    # Its jobs by status, where a listing can be narrowed to a queue.
+    listings: Sequence[Listing]
+    bulk: Mapping[BulkAction, Sequence[BulkLink]]
+
+
+def queue_page(row: QueueRow, consumers: Sequence[LiveProcess] | None) -> QueuePage:
+    return QueuePage(
+        row=row,
+        consumers=consumers,
+        listings=[Listing(status, jobs_href(status, row.name)) for status in BY_QUEUE],
+        bulk=bulk_links(queue=row.name),
+    )
+
+
+class QueuePagesController(Controller):
+    path = QUEUES_PATH
+    include_in_schema = False
+    response_headers = PAGE_HEADERS
+    cache_control = CacheControlHeader(no_store=True)
+
+    @get("/{name:str}", name="ui-queue", opt=_SIGNED_IN)
+    async def queue(
+        self,
+        request: Request[Any, Any, Any],
+        name: QueueNameParameter,
+        queues: NamedDependency[QueueService],
+        workers: NamedDependency[Workers | None],
+        access: NamedDependency[DashboardAccess],
+    ) -> Template:
+        valid = parse_queue_name(name)
+        (row,) = queue_rows([await queues.summary(valid)])
+        consumers = None
+        if workers is not None:
+            live = await workers.registry.live()
+            consumers = [each for each in live if valid in each.info.queues]
+        context = {"queue": queue_page(row, consumers), "statuses": COUNTED}
+        return page(request, access, "queue.html", context)
+
+    @post("/{name:str}/pause", name="ui-queue-pause", opt=ACTION, status_code=HTTP_303_SEE_OTHER)
+    async def pause(
+        self,
+        request: Request[Any, Any, Any],
+        name: QueueNameParameter,
+        queues: NamedDependency[QueueService],
+        access: NamedDependency[DashboardAccess],
+    ) -> Redirect:
+        form = await action_form(request, access)
+        await queues.pause(parse_queue_name(name))
+        return Redirect(landing(form.get("next")), status_code=HTTP_303_SEE_OTHER)
+
+    @post("/{name:str}/resume", name="ui-queue-resume", opt=ACTION, status_code=HTTP_303_SEE_OTHER)
+    async def resume(
+        self,
+        request: Request[Any, Any, Any],
+        name: QueueNameParameter,
+        queues: NamedDependency[QueueService],
+        access: NamedDependency[DashboardAccess],
+    ) -> Redirect:
+        form = await action_form(request, access)
+        await queues.resume(parse_queue_name(name))
+        return Redirect(landing(form.get("next")), status_code=HTTP_303_SEE_OTHER)
