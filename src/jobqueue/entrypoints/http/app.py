@@ -150,7 +150,7 @@ def create_app(
         dependencies={
             "jobs": constant(service),
             "queues": constant(QueueService(store)),
-            "periodic": constant(Schedules(periodic, store)),
+            "periodic": constant(Schedules(periodic, store, registry)),
             "types": constant(types),
             "workers": constant(None if processes is None else Workers(processes)),
             "access": constant(DashboardAccess(config.api_tokens, read_only=config.read_only)),
