@@ -44,6 +44,7 @@ from jobqueue.entrypoints.http.ui.errors import html_on_dashboard_paths
 from jobqueue.entrypoints.http.ui.frame import DashboardAccess
 from jobqueue.entrypoints.http.ui.job_routes import JobPageController
 from jobqueue.entrypoints.http.ui.pages import DashboardController, static_assets, template_config
+from jobqueue.entrypoints.http.ui.registry_pages import RegistryPagesController
 from jobqueue.entrypoints.http.ui.sign_in import SignInController
 from jobqueue.entrypoints.http.worker_routes import Workers, WorkersController
 from jobqueue.entrypoints.service.published_types import TypeCatalogue
@@ -142,6 +143,7 @@ def create_app(
             # are open.
             DashboardController,
             JobPageController,
+            RegistryPagesController,
             SignInController,
             static_assets(),
             *OPERATIONS,
