@@ -44,6 +44,7 @@ from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
+from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
@@ -93,7 +94,7 @@ class InMemoryJobStore:
         # Claims of each queue so far: which type each one starts with (`claim_ranges`).
         self._turns: defaultdict[str, int] = defaultdict(int)
         # The last slot each periodic job ran.
-        self._slots: dict[str, datetime] = {}
+        self._slots: dict[str, LastSlot] = {}
 
     def jobs(self) -> list[Job]:
         return list(self._jobs.values())
@@ -508,15 +509,24 @@ class InMemoryJobStore:
     ) -> Job | None:
         await self._enter()
         last = self._slots.get(name)
-        if (missed and last is None) or (last is not None and slot <= last):
+        if (missed and last is None) or (last is not None and slot <= last.slot):
             return None
-        self._slots[name] = slot
+        # Taken before the insert suspends, as the store's row lock orders its statements.
+        self._slots[name] = LastSlot(slot, None)
         submitted = await self.submit(new)
-        return None if submitted.duplicate or submitted.replayed else submitted.job
+        if submitted.duplicate or submitted.replayed:
+            return None
+        if self._slots[name].slot == slot:
+            self._slots[name] = LastSlot(slot, submitted.job.id)
+        return submitted.job
 
-    async def last_slots(self) -> Mapping[str, datetime]:
+    async def last_slots(self) -> Mapping[str, LastSlot]:
         await self._enter()
-        return dict(self._slots)
+        # A slot's job while it exists, as the store's join finds it.
+        return {
+            name: replace(last, job_id=last.job_id if last.job_id in self._jobs else None)
+            for name, last in self._slots.items()
+        }
 
     async def ping(self) -> None:
         await self._enter()

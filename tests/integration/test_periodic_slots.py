@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.cron import schedules
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import NewJob
+from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.entrypoints.worker.periodic_scheduler import PeriodicScheduler
 
@@ -46,8 +47,12 @@ async def test_a_slot_is_inserted_once_and_never_again_after_its_job_is_deleted(
     assert await store.insert_slot("tick", T0 - timedelta(seconds=1), _job(T0)) is None
     # The next slot goes in, and is the last one now.
     later = T0 + timedelta(seconds=1)
-    assert await store.insert_slot("tick", later, _job(later)) is not None
-    assert await store.last_slots() == {"tick": later}
+    job = await store.insert_slot("tick", later, _job(later))
+    assert job is not None
+    assert await store.last_slots() == {"tick": LastSlot(later, job.id)}
+    # Its job, once retention deleted it, is no longer named.
+    await _delete_jobs(engine)
+    assert await store.last_slots() == {"tick": LastSlot(later, None)}
 
 
 async def test_a_missed_slot_is_made_up_for_only_by_a_schedule_that_ran(
@@ -103,7 +108,7 @@ async def test_with_a_seconds_cron_retention_and_a_restart_do_not_run_a_slot_aga
     # A restart with catch_up right away: the latest slot that passed is one that ran.
     await _scheduled_for(store, registry, 0.05)
     assert not set(await _slots(engine)) & set(ran)
-    assert (await store.last_slots())["tick"] >= max(ran)
+    assert (await store.last_slots())["tick"].slot >= max(ran)
 
 
 class JumpingClock:

@@ -17,8 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.handlers import builtin_registry
+from jobqueue.adapters.payload_schemas import JsonSchemaCompiler
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine
+from jobqueue.adapters.postgres.job_types import PostgresJobTypes
 from jobqueue.adapters.postgres.processes import PostgresProcesses
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
@@ -33,6 +35,7 @@ from jobqueue.entrypoints.http.app import create_app
 from jobqueue.entrypoints.http.health import Readiness
 from jobqueue.entrypoints.service.components import Runnable
 from jobqueue.entrypoints.service.compose import http_config
+from jobqueue.entrypoints.service.published_types import Published, TypeCatalogue
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from jobqueue.entrypoints.worker.pool_config import pool_config
 from tests.support.pgbouncer import routed_url
@@ -68,10 +71,12 @@ def build_api(
     with_pool: bool = False,
     with_queue_depth: bool = False,
     tracer_provider: TracerProvider | None = None,
+    published_types: bool = False,
 ) -> Api:
     """`create_app` as the composition root wires it, over a store of its own on
     `database_url` (or `store`), with a pool in the app's lifespan when `with_pool`, and
-    the queue-depth refresher when `with_queue_depth`.
+    the queue-depth refresher when `with_queue_depth`; with `published_types`, the API
+    knows the types workers published on `database_url`, as the API role does.
 
     Litestar's AsyncTestClient runs the app on an event loop in another thread, so the
     app gets an engine of its own, used and disposed on that loop only; the test's
@@ -82,6 +87,7 @@ def build_api(
     lifespans: list[Callable[[Litestar], Any]] = []
     metrics = Metrics()
     processes: PostgresProcesses | None = None
+    published: Published | None = None
     if store is None:
         if database_url is None:
             raise ValueError("build_api needs a database_url or a store")
@@ -89,6 +95,8 @@ def build_api(
         engine = create_engine(url, pool_size=5, pooler=pooler)
         store = PostgresJobStore(engine)
         processes = PostgresProcesses(engine)
+        if published_types:
+            published = Published(PostgresJobTypes(engine), JsonSchemaCompiler())
         lifespans.append(_disposing(engine))
         if tracer_provider is not None:
             trace_engine(engine, tracer_provider)
@@ -116,6 +124,7 @@ def build_api(
         lifespan=[*lifespans, _running(pool)] if pool is not None else lifespans,
         tracer_provider=tracer_provider,
         processes=processes,
+        types=TypeCatalogue(registry, decoder, published) if published is not None else None,
     )
     return Api(app=app, metrics=metrics, readiness=readiness, registry=registry, pool=pool)
 

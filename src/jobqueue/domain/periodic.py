@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
+from uuid import UUID
 
 from jobqueue.domain.fields import JsonValue
 
@@ -96,6 +97,15 @@ def following(schedule: Schedule, slot: datetime, now: datetime) -> datetime:
     """The slot a scheduler waits for after `slot`: the next one, and never one that
     passed already (after a stall, those are `slot_to_insert`'s to collapse)."""
     return schedule.next_after(max(slot, now))
+
+
+@dataclass(frozen=True, slots=True)
+class LastSlot:
+    """The latest slot of a schedule whose job was inserted, and that job while it exists:
+    None once retention deleted it, or when another job held its unique key."""
+
+    slot: datetime
+    job_id: UUID | None
 
 
 def next_slots(

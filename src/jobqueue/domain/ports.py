@@ -18,6 +18,7 @@ from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, JsonSchema, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery
 from jobqueue.domain.outcome import Decision
+from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.processes import LiveProcess, ProcessInfo, Unconsumed
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
@@ -46,8 +47,8 @@ class PeriodicSlots(Protocol):
         same)."""
         ...
 
-    async def last_slots(self) -> Mapping[str, datetime]:
-        """Each schedule that ran, with its last slot."""
+    async def last_slots(self) -> Mapping[str, LastSlot]:
+        """Each schedule that ran, with its last slot (and that slot's job)."""
         ...
 
 

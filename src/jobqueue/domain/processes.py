@@ -35,12 +35,14 @@ class ProcessInfo:
 
 @dataclass(frozen=True, slots=True)
 class LiveProcess:
-    """A process the registry holds as live, with when it started and last beat (the
-    store's clock)."""
+    """A process the registry holds as live, with when it started and last beat, and when
+    the registry was read: all on the store's clock, so ages taken from `read_at` are
+    right whatever the reader's clock says."""
 
     info: ProcessInfo
     started_at: datetime
     heartbeat_at: datetime
+    read_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

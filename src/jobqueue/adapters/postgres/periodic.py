@@ -17,6 +17,7 @@ from jobqueue.adapters.postgres.queries.periodic import (
     LAST_SLOTS,
 )
 from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.periodic import LastSlot
 
 
 class PostgresPeriodicSlots:
@@ -35,7 +36,7 @@ class PostgresPeriodicSlots:
             rows = await fetch_pooled(self._engine, statement, values)
         return new.stored(job_id, rows[0]["created_at"]) if rows else None
 
-    async def last_slots(self) -> Mapping[str, datetime]:
+    async def last_slots(self) -> Mapping[str, LastSlot]:
         with store_failures():
             rows = await fetch_pooled(self._engine, LAST_SLOTS, {})
-        return {row["name"]: row["last_slot"] for row in rows}
+        return {row["name"]: LastSlot(row["last_slot"], row["last_job_id"]) for row in rows}

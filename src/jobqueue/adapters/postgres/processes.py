@@ -62,6 +62,7 @@ class PostgresProcesses:
                 ),
                 started_at=row["started_at"],
                 heartbeat_at=row["heartbeat_at"],
+                read_at=row["read_at"],
             )
             for row in rows
         ]

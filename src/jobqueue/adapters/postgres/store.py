@@ -41,6 +41,7 @@ from jobqueue.domain.fields import DEFAULT_QUEUE
 from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery, position_of
 from jobqueue.domain.outcome import Decision
+from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
@@ -322,7 +323,7 @@ class PostgresJobStore:
     ) -> Job | None:
         return await self._periodic.insert_slot(name, slot, new, missed=missed)
 
-    async def last_slots(self) -> Mapping[str, datetime]:
+    async def last_slots(self) -> Mapping[str, LastSlot]:
         return await self._periodic.last_slots()
 
     async def ping(self) -> None:

@@ -46,6 +46,7 @@ from jobqueue.entrypoints.http.ui.frame import DashboardAccess
 from jobqueue.entrypoints.http.ui.job_routes import JobPageController
 from jobqueue.entrypoints.http.ui.pages import DashboardController, static_assets, template_config
 from jobqueue.entrypoints.http.ui.queues import QueuePagesController
+from jobqueue.entrypoints.http.ui.registry_pages import RegistryPagesController
 from jobqueue.entrypoints.http.ui.sign_in import SignInController
 from jobqueue.entrypoints.http.worker_routes import Workers, WorkersController
 from jobqueue.entrypoints.service.published_types import TypeCatalogue
@@ -146,6 +147,7 @@ def create_app(
             JobPageController,
             QueuePagesController,
             BulkController,
+            RegistryPagesController,
             SignInController,
             static_assets(),
             *OPERATIONS,
@@ -154,7 +156,7 @@ def create_app(
         dependencies={
             "jobs": constant(service),
             "queues": constant(QueueService(store)),
-            "periodic": constant(Schedules(periodic, store)),
+            "periodic": constant(Schedules(periodic, store, registry)),
             "types": constant(types),
             "workers": constant(None if processes is None else Workers(processes)),
             "access": constant(DashboardAccess(config.api_tokens, read_only=config.read_only)),

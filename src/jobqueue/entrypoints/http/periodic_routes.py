@@ -10,21 +10,27 @@ from datetime import UTC, datetime
 from litestar import Controller, get
 from litestar.di import NamedDependency
 
+from jobqueue.domain.job import OptionsSource
 from jobqueue.domain.periodic import PeriodicJob, Schedule, next_slots
 from jobqueue.domain.ports import PeriodicSlots
 from jobqueue.wire.records import PeriodicList, PeriodicView
 
 
 class Schedules:
-    """The periodic jobs this process knows, each with its schedule, and where their last
-    slots are kept: a class of its own so that the route's dependency is passed through,
+    """The periodic jobs this process knows, each with its schedule, where their last
+    slots are kept, and whose options their jobs get (the registry's, as the scheduler
+    resolves them): a class of its own so that the route's dependency is passed through,
     not inspected."""
 
     def __init__(
-        self, entries: Sequence[tuple[PeriodicJob, Schedule]], slots: PeriodicSlots
+        self,
+        entries: Sequence[tuple[PeriodicJob, Schedule]],
+        slots: PeriodicSlots,
+        options: OptionsSource,
     ) -> None:
         self.entries = list(entries)
         self.slots = slots
+        self.options = options
 
 
 class PeriodicController(Controller):
@@ -40,7 +46,8 @@ class PeriodicController(Controller):
     )
     async def list_periodic(self, periodic: NamedDependency[Schedules]) -> PeriodicList:
         now = datetime.fromtimestamp(time.time(), UTC)
-        last = await periodic.slots.last_slots() if periodic.entries else {}
+        ran = await periodic.slots.last_slots() if periodic.entries else {}
+        last = {name: each.slot for name, each in ran.items()}
         return PeriodicList(
             [
                 PeriodicView(

@@ -48,4 +48,13 @@ INSERT_MISSED_SLOT_JOB = Statement(
     """,
 )
 
-LAST_SLOTS = Statement("last_slots", "SELECT name, last_slot, last_job_id FROM periodic_slots")
+# Each schedule's last slot, and its job while that exists (retention may have deleted it,
+# or another job held its unique key): one primary-key probe of `jobs` per schedule.
+LAST_SLOTS = Statement(
+    "last_slots",
+    """
+    SELECT periodic_slots.name, periodic_slots.last_slot, jobs.id AS last_job_id
+    FROM periodic_slots
+    LEFT JOIN jobs ON jobs.id = periodic_slots.last_job_id
+    """,
+)

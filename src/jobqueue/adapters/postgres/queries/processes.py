@@ -38,9 +38,15 @@ HEARTBEAT = Statement(
 
 LEAVE = Statement("leave", "DELETE FROM processes WHERE id = :id")
 
+# A scan of `processes`, which holds the live processes and those expired since the last
+# heartbeat of any (it removes them): as many rows as the fleet, never the jobs.
 LIVE_PROCESSES = Statement(
     "live_processes",
-    "SELECT * FROM processes WHERE expires_at > now() ORDER BY host, pid, started_at",
+    """
+    SELECT *, now() AS read_at FROM processes
+    WHERE expires_at > now()
+    ORDER BY host, pid, started_at
+    """,
 )
 
 CONSUMERS_BY_QUEUE = Statement(
