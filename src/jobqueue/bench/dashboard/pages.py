@@ -1,0 +1,215 @@
+"""Which dashboard URLs the bench requests: every signed-in GET route under `/ui` of the
+app's route table, its path parameters filled from the data and its filters tried.
+
+Nothing here names a page. A route is a dashboard page when its handler carries the
+`DASHBOARD` option (behind the session; sign-in and the static assets are open, and not
+pages of data); a parameter is filled by what its name, or the path segment before it,
+says it is (`_KINDS`). A parameter nothing here can fill makes `targets` raise, so that a
+new page the bench cannot request fails its test instead of being skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from litestar import Litestar
+from litestar.routes import HTTPRoute
+
+from jobqueue.domain.status import Status
+from jobqueue.entrypoints.http.middleware import DASHBOARD
+
+# What a handler's signature may hold that is no query parameter.
+_RESERVED = frozenset(
+    {"request", "state", "scope", "headers", "cookies", "query", "data", "body", "socket"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PageRoute:
+    """A GET route of the dashboard, as the route table has it."""
+
+    name: str
+    path: str  # Litestar's form: `/ui/jobs/{id:uuid}`
+    path_parameters: tuple[str, ...]
+    query_parameters: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Samples:
+    """Values from the benchmark's table to fill parameters with."""
+
+    queues: tuple[str, ...]  # the busiest first; a paused one among them
+    types: tuple[str, ...]  # the busiest first
+    jobs: Mapping[Status, str]  # a job id of each status
+    unique_key: str
+    idempotency_key: str
+    processes: tuple[str, ...]  # ids of live worker processes
+    error_text: str  # a word of some jobs' errors
+    now: datetime = field(default_factory=datetime.now)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One URL to time, and the route it exercises."""
+
+    route: str
+    url: str
+
+
+class Unfillable(Exception):
+    """Routes with a path parameter the bench cannot fill from its data."""
+
+
+def dashboard_routes(app: Litestar) -> list[PageRoute]:
+    """Every GET route of the app whose handler is a signed-in dashboard page."""
+    found = []
+    for route in app.routes:
+        if not isinstance(route, HTTPRoute):
+            continue
+        for handler in route.route_handlers:
+            if "GET" not in handler.http_methods or not handler.opt.get(DASHBOARD):
+                continue
+            found.append(
+                PageRoute(
+                    name=handler.name or route.path,
+                    path=route.path,
+                    path_parameters=tuple(route.path_parameters),
+                    query_parameters=_query_parameters(handler, set(route.path_parameters)),
+                )
+            )
+    return sorted(found, key=lambda each: each.path)
+
+
+def _query_parameters(handler: Any, in_path: set[str]) -> tuple[str, ...]:
+    dependencies = set(handler.resolve_dependencies())
+    names = []
+    for name, definition in handler.parsed_fn_signature.parameters.items():
+        if name in _RESERVED or name in dependencies or name in in_path:
+            continue
+        kwarg = definition.kwarg_definition
+        if getattr(kwarg, "header", None) or getattr(kwarg, "cookie", None):
+            continue
+        names.append(getattr(kwarg, "query", None) or name)
+    return tuple(names)
+
+
+def _kind(name: str, before: str | None = None) -> str | None:
+    """What a parameter named `name` (after the path segment `before`) holds, if known."""
+    for word in (name, *(() if before is None else (before, before.removesuffix("s")))):
+        word = word.lower()
+        if word in _KINDS:
+            return _KINDS[word]
+        if word.endswith(("_after", "_since", "_from")):
+            return "since"
+        if word.endswith(("_before", "_until")):
+            return "until"
+    return None
+
+
+_KINDS = {
+    "queue": "queue",
+    "type": "type",
+    "job_type": "type",
+    "type_name": "type",
+    "queue_name": "queue",
+    "job": "job",
+    "job_id": "job",
+    "status": "status",
+    "unique_key": "unique_key",
+    "idempotency_key": "idempotency_key",
+    "error": "error",
+    "q": "error",
+    "worker": "process",
+    "process": "process",
+    "process_id": "process",
+}
+# Generic names, whose meaning is the segment before them (`/queues/{name}`).
+_GENERIC = frozenset({"name", "id", "key"})
+
+
+def _values(kind: str, samples: Samples) -> list[str]:
+    """The values a parameter of `kind` is tried with: every status, a job of every
+    status, the busiest and a paused queue, …"""
+    since = samples.now.astimezone().replace(microsecond=0)
+    return {
+        "queue": list(samples.queues[:2]),
+        "type": list(samples.types[:1]),
+        "job": [samples.jobs[status] for status in Status if status in samples.jobs],
+        "status": [status.value for status in Status],
+        "unique_key": [samples.unique_key],
+        "idempotency_key": [samples.idempotency_key],
+        "error": [samples.error_text],
+        "process": list(samples.processes[:1]),
+        "since": [(since.replace(hour=0, minute=0, second=0)).isoformat()],
+        "until": [since.isoformat()],
+    }[kind]
+
+
+def targets(routes: Sequence[PageRoute], samples: Samples) -> list[Target]:
+    """The URLs to time: each route with every combination of its path parameters'
+    values, unfiltered, then with each filter it takes alone, then each status with each
+    other filter (a status and a queue: the listings' hardest shape). Raises `Unfillable`
+    naming every route and parameter that cannot be filled."""
+    found: list[Target] = []
+    problems = []
+    for route in routes:
+        paths = [route.path]
+        for name in route.path_parameters:
+            before = _segment_before(route.path, name)
+            kind = _kind(name, before) if name in _GENERIC else _kind(name)
+            values = [] if kind is None else _values(kind, samples)
+            if not values:
+                problems.append(f"{route.path} ({route.name}): path parameter {name!r}")
+                continue
+            paths = [_filled(path, name, value) for path in paths for value in values]
+        filters = [
+            (name, _values(kind, samples))
+            for name in route.query_parameters
+            if (kind := _kind(name)) is not None
+        ]
+        found += _variants(route.name, paths, filters)
+    if problems:
+        raise Unfillable(
+            "the dashboard bench cannot fill these parameters from its data (teach "
+            "jobqueue/bench/dashboard/pages.py's _KINDS what they hold): " + "; ".join(problems)
+        )
+    return found
+
+
+def _variants(route: str, paths: list[str], filters: list[tuple[str, list[str]]]) -> list[Target]:
+    found = []
+    statuses = [(name, values) for name, values in filters if _kind(name) == "status"]
+    for path in paths:
+        found.append(Target(route, path))
+        for name, values in filters:
+            found += [Target(route, f"{path}?{urlencode({name: value})}") for value in values]
+        for status_name, each_status in statuses[:1]:
+            for name, values in filters:
+                if name != status_name:
+                    found += [
+                        Target(route, f"{path}?{urlencode({status_name: s, name: values[0]})}")
+                        for s in each_status
+                    ]
+    return found
+
+
+def _segment_before(path: str, name: str) -> str | None:
+    segments = path.strip("/").split("/")
+    for index, segment in enumerate(segments):
+        if segment.startswith("{") and segment[1:].split(":")[0].rstrip("}") == name:
+            return segments[index - 1] if index else None
+    return None
+
+
+def _filled(path: str, name: str, value: str) -> str:
+    segments = path.split("/")
+    return "/".join(
+        quote(value, safe="")
+        if segment.startswith("{") and segment[1:].split(":")[0].rstrip("}") == name
+        else segment
+        for segment in segments
+    )
