@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from litestar import Litestar
+from litestar.params import CookieParameter, HeaderParameter, PathParameter, QueryParameter
 from litestar.routes import HTTPRoute
 
 from jobqueue.domain.status import Status
@@ -91,9 +92,13 @@ def _query_parameters(handler: Any, in_path: set[str]) -> tuple[str, ...]:
         if name in _RESERVED or name in dependencies or name in in_path:
             continue
         kwarg = definition.kwarg_definition
+        if isinstance(kwarg, HeaderParameter | CookieParameter | PathParameter):
+            continue
         if getattr(kwarg, "header", None) or getattr(kwarg, "cookie", None):
             continue
-        names.append(getattr(kwarg, "query", None) or name)
+        # Its name in the URL: `QueryParameter(name=…)`, or the older `Parameter(query=…)`.
+        alias = kwarg.name if isinstance(kwarg, QueryParameter) else None
+        names.append(alias or getattr(kwarg, "query", None) or name)
     return tuple(names)
 
 

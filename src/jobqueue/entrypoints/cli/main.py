@@ -105,7 +105,12 @@ class _BenchHelp(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        _bench_options(["--help"])
+        _bench_options([*_bench_part(namespace), "--help"])
+
+
+def _bench_part(namespace: argparse.Namespace) -> list[str]:
+    part = getattr(namespace, "bench_part", None)
+    return [part] if part else []
 
 
 def _bench_options(argv: Sequence[str]) -> argparse.Namespace:
@@ -200,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     # Its options are the benchmark's own (`bench/command.py`), parsed in `main` from what
     # this parser leaves over; --help imports them.
     bench = commands.add_parser("bench", help=_BENCH_SUMMARY, add_help=False)
+    # `jobqueue bench dashboard`: read here, before a --help after it, which is its own.
+    bench.add_argument("bench_part", nargs="?", choices=["dashboard"], help=argparse.SUPPRESS)
     bench.add_argument("-h", "--help", action=_BenchHelp)
     add_commands(commands, _OPERATOR_EXIT_CODES)
     return parser
@@ -265,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     bench_options = None
     if args.command == "bench":
-        bench_options = _bench_options(rest)
+        bench_options = _bench_options([*_bench_part(args), *rest])
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     misplaced = [name for name in SERVICE_OPTIONS if hasattr(args, name)]
