@@ -57,6 +57,8 @@ class Api:
     readiness: Readiness
     registry: Registry
     pool: WorkerPool | None = None
+    # The app's own engine, when `build_api` made one: to capture what the app sends.
+    engine: AsyncEngine | None = None
 
 
 def build_api(
@@ -82,6 +84,7 @@ def build_api(
     lifespans: list[Callable[[Litestar], Any]] = []
     metrics = Metrics()
     processes: PostgresProcesses | None = None
+    engine: AsyncEngine | None = None
     if store is None:
         if database_url is None:
             raise ValueError("build_api needs a database_url or a store")
@@ -117,7 +120,9 @@ def build_api(
         tracer_provider=tracer_provider,
         processes=processes,
     )
-    return Api(app=app, metrics=metrics, readiness=readiness, registry=registry, pool=pool)
+    return Api(
+        app=app, metrics=metrics, readiness=readiness, registry=registry, pool=pool, engine=engine
+    )
 
 
 def _disposing(engine: AsyncEngine) -> Callable[[Litestar], Any]:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jobqueue.bench.command import _at_least
-from jobqueue.bench.dashboard.dataset import Dataset
+from jobqueue.bench.dashboard.dataset import DATABASE, Dataset
 from jobqueue.bench.errors import BenchError
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.entrypoints.service import exit_codes
@@ -24,8 +24,8 @@ from jobqueue.entrypoints.service import exit_codes
 FULL = Dataset(finished=5_000_000, pending=500_000)
 
 DESCRIPTION = textwrap.fill(
-    "Time every dashboard page and fragment on a big jobs table. Fills a database, "
-    "jobqueue_dashboard_bench, with --finished finished jobs and --pending pending ones "
+    "Time every dashboard page and fragment on a big jobs table. Fills a database "
+    "(--database) with --finished finished jobs and --pending pending ones "
     "over 20 queues and 30 types (or reuses it when it already holds exactly that), starts "
     "a jobqueue api process on it, finds every signed-in GET route under /ui in the app's "
     "route table, fills its path parameters from the data and tries its filters, and "
@@ -90,6 +90,13 @@ def parse_options(argv: Sequence[str], epilog: str) -> argparse.Namespace:
         "(several GB at the full size); ignored with DATABASE_URL",
     )
     parser.add_argument(
+        "--database",
+        default=DATABASE,
+        metavar="NAME",
+        help=f"the database the table is kept in, created if missing (default {DATABASE}); "
+        "never give the one your service uses: it is emptied and filled",
+    )
+    parser.add_argument(
         "--refill",
         action="store_true",
         help="fill the table again even if it holds the sizes asked",
@@ -115,6 +122,7 @@ def run_dashboard(options: argparse.Namespace, database_url: str | None) -> int:
                 dataset,
                 database_url=database_url,
                 data_dir=options.data_dir,
+                database=options.database,
                 refill=options.refill,
                 requests=options.requests,
                 warmup=options.warmup,

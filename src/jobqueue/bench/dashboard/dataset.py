@@ -19,6 +19,9 @@ from jobqueue.bench.dashboard.pages import Samples
 from jobqueue.bench.progress import progress
 from jobqueue.domain.status import Status
 
+# The database the table is kept in between runs (filling takes minutes); never the
+# service's own.
+DATABASE = "jobqueue_dashboard_bench"
 # Rows per INSERT: big enough that statement overhead is nothing, small enough that the
 # progress line moves every few seconds.
 _CHUNK = 250_000

@@ -28,9 +28,6 @@ from jobqueue.bench.errors import BenchError
 from jobqueue.bench.over_http import running_api
 from jobqueue.bench.progress import progress
 
-# Kept between runs (filling takes minutes), never the database DATABASE_URL names.
-DATABASE = "jobqueue_dashboard_bench"
-
 
 @dataclass(frozen=True, slots=True)
 class Result:
@@ -47,12 +44,13 @@ async def run(
     *,
     database_url: str | None,
     data_dir: Path | None,
+    database: str,
     refill: bool,
     requests: int,
     warmup: int,
 ) -> Result:
     async with _server(database_url, data_dir) as (server_url, source):
-        url = await _database(server_url)
+        url = await _database(server_url, database)
         async with progress("migrating"):
             await asyncio.to_thread(upgrade, url)
         engine = create_engine(url, pool_size=2, application_name="jobqueue-bench")
@@ -127,21 +125,22 @@ async def _server(
             await asyncio.to_thread(embedded.stop)
 
 
-async def _database(server_url: str) -> str:
-    """The bench's database on the server, created if missing: its URL."""
+async def _database(server_url: str, database: str) -> str:
+    """`database` on the server, created if missing: its URL."""
     admin = create_async_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     try:
         async with admin.connect() as connection:
             exists = (
                 await connection.execute(
-                    text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": DATABASE}
+                    text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": database}
                 )
             ).first()
             if exists is None:
-                # A constant name, never input.
-                await connection.execute(text(f'CREATE DATABASE "{DATABASE}"'))
+                # An identifier cannot be bound; quoted, with its quotes doubled.
+                quoted = database.replace('"', '""')
+                await connection.exec_driver_sql(f'CREATE DATABASE "{quoted}"')
     except OSError as error:
         raise BenchError(f"cannot reach the database server: {error}") from None
     finally:
         await admin.dispose()
-    return make_url(server_url).set(database=DATABASE).render_as_string(False)
+    return make_url(server_url).set(database=database).render_as_string(False)
