@@ -4,7 +4,7 @@ fails a run."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pytest
 from litestar import Controller, Litestar, get
@@ -63,6 +63,15 @@ class Pages(Controller):
     async def job(self, job_id: Annotated[str, PathParameter(name="id")]) -> str:
         return job_id
 
+    @get("/jobs/{id:str}/{action:str}", name="confirm", opt=SIGNED_IN)
+    async def confirm(
+        self,
+        job_id: Annotated[str, PathParameter(name="id")],
+        action: Annotated[Literal["retry", "cancel"], PathParameter()],
+        order: Annotated[str | None, QueryParameter(schema_extra={"enum": ["new", "old"]})] = None,
+    ) -> str:
+        return action
+
     @get("/about", name="open", opt={PUBLIC: True})
     async def about(self) -> str:
         return ""
@@ -79,7 +88,7 @@ class Mystery(Controller):
 def test_the_pages_are_the_signed_in_get_routes_under_ui() -> None:
     routes = dashboard_routes(Litestar([Pages]))
 
-    assert [route.name for route in routes] == ["home", "jobs", "job", "queue"]
+    assert [route.name for route in routes] == ["home", "jobs", "job", "confirm", "queue"]
     jobs = next(route for route in routes if route.name == "jobs")
     # Query parameters by the name a URL gives them, an alias included.
     assert jobs.query_parameters == ("status", "queue", "sort")
@@ -89,9 +98,15 @@ def test_parameters_are_filled_by_what_their_names_say() -> None:
     urls = [target.url for target in targets(dashboard_routes(Litestar([Pages])), SAMPLES)]
 
     # A job of every status; a generic `{name}` read by the segment before it.
-    assert [url for url in urls if url.startswith("/ui/jobs/")] == [
+    assert [url for url in urls if url.startswith("/ui/jobs/") and url.count("/") == 3] == [
         f"/ui/jobs/id-{status}" for status in Status
     ]
+    # Values a parameter declares (a Literal, an enum in its schema) are each tried.
+    assert {
+        "/ui/jobs/id-pending/retry",
+        "/ui/jobs/id-dead_letter/cancel",
+        "/ui/jobs/id-failed/retry?order=old",
+    } <= set(urls)
     assert {"/ui/queues/busy", "/ui/queues/paused"} <= set(urls)
     # Every filter alone, then every status with each other filter; an unknown one
     # (`sort`) is left to its default.

@@ -4,8 +4,10 @@ app's route table, its path parameters filled from the data and its filters trie
 Nothing here names a page. A route is a dashboard page when its handler carries the
 `DASHBOARD` option (behind the session; sign-in and the static assets are open, and not
 pages of data); a parameter is filled by what its name, or the path segment before it,
-says it is (`_KINDS`). A parameter nothing here can fill makes `targets` raise, so that a
-new page the bench cannot request fails its test instead of being skipped.
+says it is (`_KINDS`), or else by the values its declaration lists (a `Literal`, an
+`Enum`, an `enum` in its schema). A path parameter nothing here can fill makes `targets`
+raise, so that a new page the bench cannot request fails its test instead of being
+skipped.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from enum import Enum
+from typing import Any, Literal, get_args, get_origin
 from urllib.parse import quote, urlencode
 
 from litestar import Litestar
@@ -37,6 +40,8 @@ class PageRoute:
     path: str  # Litestar's form: `/ui/jobs/{id:uuid}`
     path_parameters: tuple[str, ...]
     query_parameters: tuple[str, ...]
+    # The values a parameter (of the path or the query) declares it takes, by its name.
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,32 +79,60 @@ def dashboard_routes(app: Litestar) -> list[PageRoute]:
         for handler in route.route_handlers:
             if "GET" not in handler.http_methods or not handler.opt.get(DASHBOARD):
                 continue
+            query, choices = _parameters(handler, set(route.path_parameters))
             found.append(
                 PageRoute(
                     name=handler.name or route.path,
                     path=route.path,
                     path_parameters=tuple(route.path_parameters),
-                    query_parameters=_query_parameters(handler, set(route.path_parameters)),
+                    query_parameters=query,
+                    choices=choices,
                 )
             )
     return sorted(found, key=lambda each: each.path)
 
 
-def _query_parameters(handler: Any, in_path: set[str]) -> tuple[str, ...]:
+def _parameters(
+    handler: Any, in_path: set[str]
+) -> tuple[tuple[str, ...], Mapping[str, tuple[str, ...]]]:
+    """The handler's query parameters, and the values any parameter declares it takes,
+    each by its name in the URL."""
     dependencies = set(handler.resolve_dependencies())
-    names = []
+    query = []
+    choices = {}
     for name, definition in handler.parsed_fn_signature.parameters.items():
-        if name in _RESERVED or name in dependencies or name in in_path:
+        if name in _RESERVED or name in dependencies:
             continue
         kwarg = definition.kwarg_definition
-        if isinstance(kwarg, HeaderParameter | CookieParameter | PathParameter):
+        if isinstance(kwarg, HeaderParameter | CookieParameter):
             continue
         if getattr(kwarg, "header", None) or getattr(kwarg, "cookie", None):
             continue
-        # Its name in the URL: `QueryParameter(name=…)`, or the older `Parameter(query=…)`.
-        alias = kwarg.name if isinstance(kwarg, QueryParameter) else None
-        names.append(alias or getattr(kwarg, "query", None) or name)
-    return tuple(names)
+        # Its name in the URL: `QueryParameter(name=…)`, `PathParameter(name=…)`, or the
+        # older `Parameter(query=…)`.
+        alias = kwarg.name if isinstance(kwarg, QueryParameter | PathParameter) else None
+        url_name = alias or getattr(kwarg, "query", None) or name
+        if not (isinstance(kwarg, PathParameter) or url_name in in_path):
+            query.append(url_name)
+        declared = _declared_values(definition)
+        if declared:
+            choices[url_name] = declared
+    return tuple(query), choices
+
+
+def _declared_values(definition: Any) -> tuple[str, ...]:
+    """The values a parameter declares it takes: a `Literal`, an `Enum`, or an `enum` in
+    its schema (as the API's parameters declare theirs for the OpenAPI document)."""
+    extra = getattr(definition.kwarg_definition, "schema_extra", None) or {}
+    if "enum" in extra:
+        return tuple(str(value) for value in extra["enum"])
+    annotation = definition.annotation
+    for candidate in (annotation, *get_args(annotation)):
+        if get_origin(candidate) is Literal:
+            return tuple(str(value) for value in get_args(candidate))
+        if isinstance(candidate, type) and issubclass(candidate, Enum):
+            return tuple(str(member.value) for member in candidate)
+    return ()
 
 
 def _kind(name: str, before: str | None = None) -> str | None:
@@ -166,21 +199,23 @@ def targets(routes: Sequence[PageRoute], samples: Samples) -> list[Target]:
         for name in route.path_parameters:
             before = _segment_before(route.path, name)
             kind = _kind(name, before) if name in _GENERIC else _kind(name)
-            values = [] if kind is None else _values(kind, samples)
+            values = _values(kind, samples) if kind else list(route.choices.get(name, ()))
             if not values:
                 problems.append(f"{route.path} ({route.name}): path parameter {name!r}")
                 continue
             paths = [_filled(path, name, value) for path in paths for value in values]
         filters = [
-            (name, _values(kind, samples))
+            (name, _values(kind, samples) if kind else list(route.choices.get(name, ())))
             for name in route.query_parameters
-            if (kind := _kind(name)) is not None
+            if (kind := _kind(name)) is not None or route.choices.get(name)
         ]
         found += _variants(route.name, paths, filters)
     if problems:
         raise Unfillable(
-            "the dashboard bench cannot fill these parameters from its data (teach "
-            "jobqueue/bench/dashboard/pages.py's _KINDS what they hold): " + "; ".join(problems)
+            "the dashboard bench cannot fill these parameters from its data (declare the "
+            "values a parameter takes, as a Literal, an Enum or an enum in its schema, or "
+            "teach jobqueue/bench/dashboard/pages.py's _KINDS what it holds): "
+            + "; ".join(problems)
         )
     return found
 
