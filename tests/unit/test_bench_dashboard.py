@@ -95,12 +95,17 @@ def test_the_pages_are_the_signed_in_get_routes_under_ui() -> None:
 
 
 def test_parameters_are_filled_by_what_their_names_say() -> None:
-    urls = [target.url for target in targets(dashboard_routes(Litestar([Pages])), SAMPLES)]
+    app = Litestar([Pages])
+    urls = [target.url for target in targets(dashboard_routes(app), SAMPLES)]
 
     # A job of every status; a generic `{name}` read by the segment before it.
     assert [url for url in urls if url.startswith("/ui/jobs/") and url.count("/") == 3] == [
         f"/ui/jobs/id-{status}" for status in Status
     ]
+    # A job's URL says which status's job it names.
+    notes = {target.url: target.label for target in targets(dashboard_routes(app), SAMPLES)}
+    assert notes["/ui/jobs/id-dead_letter/cancel"] == "confirm (dead_letter)"
+    assert notes["/ui/queues/busy"] == "queue"
     # Values a parameter declares (a Literal, an enum in its schema) are each tried.
     assert {
         "/ui/jobs/id-pending/retry",

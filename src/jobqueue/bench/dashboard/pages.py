@@ -64,6 +64,12 @@ class Target:
 
     route: str
     url: str
+    # What the URL names when the route's name does not say: the status of its job.
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.route} ({self.note})" if self.note else self.route
 
 
 class Unfillable(Exception):
@@ -195,7 +201,8 @@ def targets(routes: Sequence[PageRoute], samples: Samples) -> list[Target]:
     found: list[Target] = []
     problems = []
     for route in routes:
-        paths = [route.path]
+        # Each path, and what its job is (a job of each status).
+        paths = [(route.path, "")]
         for name in route.path_parameters:
             before = _segment_before(route.path, name)
             kind = _kind(name, before) if name in _GENERIC else _kind(name)
@@ -203,7 +210,11 @@ def targets(routes: Sequence[PageRoute], samples: Samples) -> list[Target]:
             if not values:
                 problems.append(f"{route.path} ({route.name}): path parameter {name!r}")
                 continue
-            paths = [_filled(path, name, value) for path in paths for value in values]
+            paths = [
+                (_filled(path, name, value), _noted(note, value, samples))
+                for path, note in paths
+                for value in values
+            ]
         filters = [
             (name, _values(kind, samples) if kind else list(route.choices.get(name, ())))
             for name in route.query_parameters
@@ -220,18 +231,28 @@ def targets(routes: Sequence[PageRoute], samples: Samples) -> list[Target]:
     return found
 
 
-def _variants(route: str, paths: list[str], filters: list[tuple[str, list[str]]]) -> list[Target]:
+def _noted(note: str, value: str, samples: Samples) -> str:
+    """`note`, saying which status's job `value` is when it is one."""
+    status = next((status for status, job in samples.jobs.items() if job == value), None)
+    return note if status is None else ", ".join(filter(None, (note, status)))
+
+
+def _variants(
+    route: str, paths: list[tuple[str, str]], filters: list[tuple[str, list[str]]]
+) -> list[Target]:
     found = []
     statuses = [(name, values) for name, values in filters if _kind(name) == "status"]
-    for path in paths:
-        found.append(Target(route, path))
+    for path, note in paths:
+        found.append(Target(route, path, note))
         for name, values in filters:
-            found += [Target(route, f"{path}?{urlencode({name: value})}") for value in values]
+            found += [Target(route, f"{path}?{urlencode({name: v})}", note) for v in values]
         for status_name, each_status in statuses[:1]:
             for name, values in filters:
                 if name != status_name:
                     found += [
-                        Target(route, f"{path}?{urlencode({status_name: s, name: values[0]})}")
+                        Target(
+                            route, f"{path}?{urlencode({status_name: s, name: values[0]})}", note
+                        )
                         for s in each_status
                     ]
     return found

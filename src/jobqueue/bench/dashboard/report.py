@@ -14,7 +14,7 @@ def _row(timed: Timed, budget_ms: float) -> tuple[str, ...]:
     over = " (over)" if timed.server.p95_ms > budget_ms else ""
     return (
         timed.target.url,
-        timed.target.route,
+        timed.target.label,
         ",".join(str(status) for status in statuses),
         f"{timed.server.p50_ms:.1f}",
         f"{timed.server.p95_ms:.1f}{over}",
