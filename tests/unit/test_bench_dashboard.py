@@ -77,6 +77,14 @@ class Pages(Controller):
         return ""
 
 
+class Bulk(Controller):
+    path = "/ui/bulk"
+
+    @get("/", name="ui-bulk", opt=SIGNED_IN)
+    async def confirm(self) -> str:
+        return ""
+
+
 class Mystery(Controller):
     path = "/ui"
 
@@ -120,6 +128,15 @@ def test_parameters_are_filled_by_what_their_names_say() -> None:
     assert "/ui/jobs?queue=busy" in urls
     assert {f"/ui/jobs?status={status}&queue=busy" for status in Status} <= set(urls)
     assert not [url for url in urls if "sort=" in url]
+
+
+def test_a_page_listed_with_its_query_strings_is_requested_with_those_only() -> None:
+    urls = [target.url for target in targets(dashboard_routes(Litestar([Bulk])), SAMPLES)]
+
+    assert "/ui/bulk" not in urls
+    assert "/ui/bulk?operation=retry&status=dead_letter&queue=busy" in urls
+    assert "/ui/bulk?operation=retry&status=dead_letter&queue=paused" in urls
+    assert "/ui/bulk?operation=retry&status=failed&type=email.send" in urls
 
 
 def test_a_page_whose_parameter_cannot_be_filled_fails_by_name() -> None:

@@ -299,7 +299,8 @@ async def samples(engine: AsyncEngine, dataset: Dataset) -> Samples:
         processes = (await connection.execute(text("SELECT id FROM processes ORDER BY id"))).all()
     queues = queue_names(dataset.queues)
     return Samples(
-        # The busiest queue (the skew favours the first), and a paused one.
+        # The busiest queue (the skew favours the first), and the one with the fewest
+        # jobs (paused, by `fill`).
         queues=(queues[0], queues[-1]),
         types=tuple(type_names(dataset.types)),
         jobs=found,

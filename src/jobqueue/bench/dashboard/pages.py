@@ -48,7 +48,7 @@ class PageRoute:
 class Samples:
     """Values from the benchmark's table to fill parameters with."""
 
-    queues: tuple[str, ...]  # the busiest first; a paused one among them
+    queues: tuple[str, ...]  # the busiest first, the one with fewest jobs (paused) last
     types: tuple[str, ...]  # the busiest first
     jobs: Mapping[Status, str]  # a job id of each status
     unique_key: str
@@ -171,6 +171,28 @@ _KINDS = {
     "process": "process",
     "process_id": "process",
 }
+# Query strings for the pages that need more than their declared filters tried one by one
+# (a combination they require, which the route's code says): a page listed here is
+# requested with each of these only: `{queue}` and `{type}` are the busiest ones,
+# `{rare_queue}` one with few jobs (an index read in another order, filtered by queue,
+# reads the most there). A page that needs one and is not listed answers its bare URL
+# with a 400, and fails the bench.
+QUERIES: Mapping[str, tuple[str, ...]] = {
+    # The confirmation of a bulk action (`ui/bulk.py`): an operation and a status are
+    # required, a status the operation may select (`domain.bulk.SELECTABLE`); then a
+    # count bounded by the selection's limit. Cancelling the busiest queue's pending jobs
+    # selects from its whole range of the due index.
+    "ui-bulk": (
+        "operation=retry&status=dead_letter&queue={queue}",
+        "operation=retry&status=dead_letter&queue={rare_queue}",
+        "operation=retry&status=failed&type={type}",
+        "operation=retry&status=cancelled",
+        "operation=discard&status=failed&queue={rare_queue}",
+        "operation=cancel&status=pending&queue={queue}",
+        "operation=cancel&status=processing",
+    ),
+}
+
 # Generic names, whose meaning is the segment before them (`/queues/{name}`).
 _GENERIC = frozenset({"name", "id", "key"})
 
@@ -220,7 +242,20 @@ def targets(routes: Sequence[PageRoute], samples: Samples) -> list[Target]:
             for name in route.query_parameters
             if (kind := _kind(name)) is not None or route.choices.get(name)
         ]
-        found += _variants(route.name, paths, filters)
+        listed = QUERIES.get(route.name)
+        if listed is None:
+            found += _variants(route.name, paths, filters)
+            continue
+        fill = {
+            "queue": quote(samples.queues[0]),
+            "rare_queue": quote(samples.queues[-1]),
+            "type": quote(samples.types[0]),
+        }
+        found += [
+            Target(route.name, f"{path}?{query.format(**fill)}", note)
+            for path, note in paths
+            for query in listed
+        ]
     if problems:
         raise Unfillable(
             "the dashboard bench cannot fill these parameters from its data (declare the "
