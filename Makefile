@@ -8,7 +8,7 @@ VENV := .venv
 export UV_PYTHON := $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install prerequisites run test test-docker lint typecheck docs unit integration integration-pgbouncer bench clean
+.PHONY: install prerequisites run test test-docker lint typecheck docs unit integration integration-pgbouncer bench bench-dashboard clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -67,6 +67,11 @@ test-docker: install
 
 bench: install
 	$(VENV)/bin/jobqueue bench $(BENCH_ARGS)
+
+# Every dashboard page on 5.5M jobs; the table is kept in build/dashboard-pg and reused.
+bench-dashboard: install
+	$(VENV)/bin/jobqueue bench dashboard --data-dir build/dashboard-pg \
+		--markdown build/dashboard-bench.md $(BENCH_ARGS)
 
 clean:
 	rm -rf .tools $(VENV) .mypy_cache .pytest_cache .ruff_cache $(DOCS_SITE)

@@ -60,6 +60,8 @@ class Api:
     readiness: Readiness
     registry: Registry
     pool: WorkerPool | None = None
+    # The app's own engine, when `build_api` made one: to capture what the app sends.
+    engine: AsyncEngine | None = None
 
 
 def build_api(
@@ -88,6 +90,7 @@ def build_api(
     metrics = Metrics()
     processes: PostgresProcesses | None = None
     published: Published | None = None
+    engine: AsyncEngine | None = None
     if store is None:
         if database_url is None:
             raise ValueError("build_api needs a database_url or a store")
@@ -126,7 +129,9 @@ def build_api(
         processes=processes,
         types=TypeCatalogue(registry, decoder, published) if published is not None else None,
     )
-    return Api(app=app, metrics=metrics, readiness=readiness, registry=registry, pool=pool)
+    return Api(
+        app=app, metrics=metrics, readiness=readiness, registry=registry, pool=pool, engine=engine
+    )
 
 
 def _disposing(engine: AsyncEngine) -> Callable[[Litestar], Any]:

@@ -2,23 +2,31 @@
 
 A statement is explained twice: as planned for the values given, and as the generic plan a
 prepared statement may switch to after a few runs, which cannot see bound values (so a
-status bound as a parameter would lose its partial index there).
+status bound as a parameter would lose its partial index there). `rows_read` runs one
+under EXPLAIN ANALYZE and counts the rows its scans of a table read: what a test bounds.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+import importlib
+import json
+import pkgutil
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 from uuid import UUID
 
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from jobqueue.adapters.postgres import queries
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.driver import watch
+from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.status import TRAITS, Status
 from tests.support.job_rows import seed_many
 
@@ -107,6 +115,69 @@ def uses_index(plan: str, index: str) -> bool:
 def reads_status_index(plan: str, status: Status) -> bool:
     """Whether `plan` reads the partial index that holds `status`'s rows."""
     return uses_index(plan, TRAITS[status].index)
+
+
+@dataclass(frozen=True, slots=True)
+class RowsRead:
+    """What one run of a statement read of a table, by EXPLAIN ANALYZE."""
+
+    rows: int
+    plan: str  # the plan as text, with the actual counts, for a failure's message
+
+
+# Scans that read a table's rows or its index entries. A bitmap's index scan is left out:
+# its heap scan counts the same rows again.
+_SCANS = frozenset({"Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Tid Scan"})
+
+
+async def rows_read(
+    engine: AsyncEngine, statement: str, parameters: Sequence[Any] = (), *, table: str = "jobs"
+) -> RowsRead:
+    """Run `statement` (driver form, `$n` parameters) under EXPLAIN ANALYZE in a
+    transaction rolled back afterwards, and count the rows its scans of `table` read:
+    those each returned, and those its filters and rechecks threw away, over every loop
+    and parallel worker."""
+    async with engine.connect() as connection:
+        explained = await connection.exec_driver_sql(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + statement, tuple(parameters)
+        )
+        (document,) = explained.one()
+        text_plan = await connection.exec_driver_sql(
+            "EXPLAIN (ANALYZE) " + statement, tuple(parameters)
+        )
+        await connection.rollback()
+    plans = json.loads(document) if isinstance(document, str) else document
+    rows = 0.0
+    nodes = [plans[0]["Plan"]]
+    while nodes:
+        node = nodes.pop()
+        nodes += node.get("Plans", [])
+        if node["Node Type"] in _SCANS and node.get("Relation Name") == table:
+            loops = node["Actual Loops"]
+            thrown = node.get("Rows Removed by Filter", 0)
+            thrown += node.get("Rows Removed by Index Recheck", 0)
+            rows += (node["Actual Rows"] + thrown) * loops
+    return RowsRead(round(rows), "\n".join(row[0] for row in text_plan))
+
+
+async def statement_rows_read(
+    engine: AsyncEngine, statement: Statement, values: Mapping[str, Any], *, table: str = "jobs"
+) -> RowsRead:
+    """`rows_read` of a named statement (`adapters/postgres/queries/`) with `values`."""
+    return await rows_read(engine, statement.numbered, statement.arguments(values), table=table)
+
+
+@cache
+def statement_names() -> Mapping[str, str]:
+    """The name of every statement declared in `adapters/postgres/queries/`, by its text as
+    the driver sends it: to say which statement a captured one is."""
+    names = {}
+    for module_info in pkgutil.iter_modules(queries.__path__):
+        module = importlib.import_module(f"{queries.__name__}.{module_info.name}")
+        for value in vars(module).values():
+            if isinstance(value, Statement):
+                names[value.numbered] = value.name
+    return names
 
 
 FINISHED_ROWS = 200_000

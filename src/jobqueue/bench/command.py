@@ -23,6 +23,9 @@ from jobqueue.bench.sizes import DEFAULT_SIZES, QUICK_SIZES, Sizes, parse_proces
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.entrypoints.service import exit_codes
 
+# The subcommand timing the dashboard's pages (`bench/dashboard/`).
+DASHBOARD = "dashboard"
+
 DESCRIPTION = textwrap.fill(
     "Benchmark jobqueue on PostgreSQL: worker start-up; enqueue throughput (enqueue() one "
     "per call, in batches, enqueue_many(), POST /jobs and POST /jobs/batch to a jobqueue api "
@@ -33,7 +36,8 @@ DESCRIPTION = textwrap.fill(
     "DATABASE_URL's server, in a database of its own (jobqueue_bench_<random>) that it "
     "creates and drops, so its role needs CREATEDB; it never writes into the database in "
     "DATABASE_URL. Unset, a temporary embedded PostgreSQL is used (not the one in "
-    "JOBQUEUE_DATA_DIR). Progress goes to stderr, the report to stdout.",
+    "JOBQUEUE_DATA_DIR). Progress goes to stderr, the report to stdout. `jobqueue bench "
+    "dashboard` times the dashboard's pages on a big table instead (its own --help).",
     width=88,
     # Never "in-" at a line's end and "process" at the next one's start.
     break_on_hyphens=False,
@@ -41,7 +45,12 @@ DESCRIPTION = textwrap.fill(
 
 
 def parse_options(argv: Sequence[str], epilog: str) -> argparse.Namespace:
-    """The options after `jobqueue bench`; `--help` and usage errors exit here (0, 2)."""
+    """The options after `jobqueue bench` (or `jobqueue bench dashboard`, whose own they
+    are then); `--help` and usage errors exit here (0, 2)."""
+    if list(argv[:1]) == [DASHBOARD]:
+        from jobqueue.bench.dashboard.command import parse_options as dashboard_options
+
+        return dashboard_options(argv[1:], epilog)
     return _parser(epilog).parse_args(list(argv))
 
 
@@ -68,6 +77,10 @@ def sizes_of(options: argparse.Namespace) -> Sizes:
 def run_bench(options: argparse.Namespace, database_url: str | None) -> int:
     """Run with the sizes `options` choose on `database_url`'s server (None: a temporary
     embedded one); print the report, write the JSON if asked; the exit status."""
+    if getattr(options, DASHBOARD, False):
+        from jobqueue.bench.dashboard.command import run_dashboard
+
+        return run_dashboard(options, database_url)
     # Imported only now: they load SQLAlchemy, the pools and the report's table library.
     from jobqueue.bench import report
     from jobqueue.bench.database import server_for

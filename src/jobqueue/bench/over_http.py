@@ -8,7 +8,7 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,13 +60,17 @@ class Connection:
             await writer.wait_closed()
             self._streams = None
 
-    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        """The status and body of the answer to one request."""
+    async def request(
+        self, method: str, path: str, body: bytes = b"", headers: Mapping[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        """The status and body of the answer to one request, with `headers` besides the
+        usual ones."""
         assert self._streams is not None, "use the connection as an async context manager"
         reader, writer = self._streams
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
         )
         writer.write(head.encode("ascii") + body)  # one write: one segment for small requests
         async with asyncio.timeout(_REQUEST_TIMEOUT):
@@ -95,14 +99,15 @@ class Api:
 
 
 @asynccontextmanager
-async def running_api(url: str, folder: Path, label: str) -> AsyncIterator[Api]:
-    """`jobqueue api` on the database at `url`, ready (its /readyz answers 200) on entry,
-    stopped with SIGTERM on exit."""
+async def running_api(url: str, folder: Path, label: str, **settings: str) -> AsyncIterator[Api]:
+    """`jobqueue api` on the database at `url` with `settings` on top of the bench's
+    (`processes.environment`), ready (its /readyz answers 200) on entry, stopped with
+    SIGTERM on exit."""
     host, port = "127.0.0.1", _free_port()
     spawned = await processes.spawn(
         "the API process",
         processes.command("api"),
-        processes.environment(url, HTTP_ADDR=f"{host}:{port}"),
+        processes.environment(url, HTTP_ADDR=f"{host}:{port}", **settings),
         folder,
         "api.log",
     )

@@ -89,12 +89,20 @@ class _BenchHelp(argparse.Action):
     """`jobqueue bench --help`: the benchmark's own options, imported only when asked for,
     like everything of the benchmark (no other command loads any of it)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        const: Sequence[str] = (),
+        **kwargs: object,
+    ) -> None:
         super().__init__(
             option_strings,
             dest=argparse.SUPPRESS,
             default=argparse.SUPPRESS,
             nargs=0,
+            # The subcommand named before it (`jobqueue bench dashboard --help`), if any.
+            const=tuple(const),
             help="show this help message and exit",
         )
 
@@ -105,7 +113,21 @@ class _BenchHelp(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        _bench_options(["--help"])
+        _bench_options([*self.const, "--help"])
+
+
+# `jobqueue bench`'s subcommands (`bench/command.py`), whose options are their own.
+_BENCH_PARTS = ("dashboard",)
+
+
+def _bench_part(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`argv` less a bench subcommand right after `bench`, and that subcommand (as a list,
+    empty without one): taken out before parsing, so that a --help after it is its own."""
+    if "bench" in argv:
+        at = argv.index("bench") + 1
+        if argv[at : at + 1] and argv[at] in _BENCH_PARTS:
+            return [*argv[:at], *argv[at + 1 :]], [argv[at]]
+    return argv, []
 
 
 def _bench_options(argv: Sequence[str]) -> argparse.Namespace:
@@ -124,7 +146,7 @@ exit status:
   130  interrupted"""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(bench_part: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobqueue",
         description="A PostgreSQL-backed job service: submit jobs over HTTP, run them "
@@ -200,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Its options are the benchmark's own (`bench/command.py`), parsed in `main` from what
     # this parser leaves over; --help imports them.
     bench = commands.add_parser("bench", help=_BENCH_SUMMARY, add_help=False)
-    bench.add_argument("-h", "--help", action=_BenchHelp)
+    bench.add_argument("-h", "--help", action=_BenchHelp, const=bench_part)
     add_commands(commands, _OPERATOR_EXIT_CODES)
     return parser
 
@@ -261,11 +283,14 @@ def _missing_server_packages() -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv, bench_part = _bench_part(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(bench_part)
     args, rest = parser.parse_known_args(argv)
+    if args.command != "bench":
+        rest = [*bench_part, *rest]
     bench_options = None
     if args.command == "bench":
-        bench_options = _bench_options(rest)
+        bench_options = _bench_options([*bench_part, *rest])
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     misplaced = [name for name in SERVICE_OPTIONS if hasattr(args, name)]

@@ -41,7 +41,12 @@ from jobqueue.entrypoints.http.ui.job_page import (
 
 JOBS_PATH: Final = f"{UI_PATH}/jobs"
 _SIGNED_IN: Final = {DASHBOARD: True}
-ActionName = Annotated[str, PathParameter(description="retry, cancel or discard")]
+# Its values listed, not checked here (an unknown one is a 404, by `_action`): what the
+# dashboard bench fills the confirmation's URL with (`bench/dashboard/pages.py`).
+ActionName = Annotated[
+    str,
+    PathParameter(description="retry, cancel or discard", schema_extra={"enum": list(BY_NAME)}),
+]
 
 # What each action calls: the API's own operations on one job.
 _PERFORMED: Final[dict[str, Callable[[JobService, UUID], Awaitable[Job]]]] = {

@@ -1,0 +1,1 @@
+"""`jobqueue bench dashboard`: every dashboard page timed on a big jobs table."""
