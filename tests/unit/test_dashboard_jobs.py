@@ -15,12 +15,13 @@ import pytest
 from litestar.testing import TestClient
 
 from jobqueue.domain.job import NewJob
-from jobqueue.domain.listing import KeyKind, ListPosition
+from jobqueue.domain.listing import JobPage, KeyKind, ListPosition
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.http.listing import encode_cursor
 from jobqueue.entrypoints.http.ui.job_filters import BadFilter, JobsView, parse_filters
-from jobqueue.entrypoints.http.ui.jobs import BULK_PATH, JOBS_PATH
+from jobqueue.entrypoints.http.ui.jobs import BULK_PATH, JOBS_PATH, searched_note
+from jobqueue.entrypoints.http.ui.pages import template_config
 from tests.fakes import InMemoryJobStore
 from tests.support.api import build_api
 
@@ -235,3 +236,44 @@ def test_a_job_found_by_its_key_is_the_one_row() -> None:
 
     assert found.text.count("data-job=") == 1
     assert "No job holds this key" in missing.text
+
+
+def test_a_search_cut_short_says_how_far_it_read_and_links_to_carry_on() -> None:
+    view = parsed(status="failed", type="email", error="timeout")
+    cut_short = JobPage((), next=A_POSITION, searched=10_000)
+
+    said = searched_note(view, cut_short)
+
+    assert said is not None
+    assert said["read"] == "the 10000 most recent failed jobs of type email"
+    assert said["rest"] == "older ones"
+    carried_on = parse_filters(parse_qs(urlsplit(str(said["href"])).query))
+    assert view.query is not None
+    assert carried_on.query == replace(view.query, after=A_POSITION)
+    assert searched_note(view, JobPage((), next=None)) is None
+    html = (
+        template_config("1.0")
+        .engine_instance.get_template("fragments/jobs.html")
+        .render(**_fragment_context(searched=said))
+    )
+    assert "Searched the 10000 most recent failed jobs of type email; older ones were not" in html
+    assert 'id="search-on"' in html
+
+
+def _fragment_context(**given: object) -> dict[str, object]:
+    context: dict[str, object] = {
+        "form": {},
+        "rows": [],
+        "refreshed": False,
+        "lookup": None,
+        "order_note": None,
+        "fragment_href": None,
+        "refresh_seconds": 5,
+        "searched": None,
+        "moment_label": "Finished",
+        "problem": None,
+        "newest_href": None,
+        "newer_href": None,
+        "older_href": None,
+    }
+    return {**context, **given}

@@ -194,7 +194,7 @@ async def _listed(view: JobsView, jobs: JobService) -> dict[str, object]:
         "newer_href": _href(view, before=listed.previous),
         "older_href": _href(view, after=listed.next),
         "newest_href": None if view.first_page else view.href(JOBS_PATH),
-        "searched": _searched(view, listed),
+        "searched": searched_note(view, listed),
         "lookup": None,
         "bulk_href": view.bulk_href(BULK_PATH),
         "fragment_href": view.href(FRAGMENT_PATH) if view.first_page else None,
@@ -207,7 +207,7 @@ def _href(view: JobsView, **position: Any) -> str | None:
     return view.href(JOBS_PATH, **position)
 
 
-def _searched(view: JobsView, listed: JobPage) -> dict[str, object] | None:
+def searched_note(view: JobsView, listed: JobPage) -> dict[str, object] | None:
     """What the page says when a search's budget ended it: how many jobs it read, and
     where to carry on."""
     query = view.query
