@@ -139,6 +139,8 @@ _SEARCH_FILTERS = {
     "queue": "queue = :search_queue",
     "type": "type = :search_type",
 }
+# The columns `_SEARCH_FILTERS` read.
+_SEARCHED_COLUMNS = ("last_error", "created_at", "queue", "type")
 
 
 def _searched(
@@ -163,16 +165,20 @@ def _searched(
     ordering = _ordering(columns, descending=descending)
     # Merged ranges are finished statuses', ordered by (updated_at, id) alone.
     column = columns[-2]
+    # What the scan keeps of each row: its place in the order and what the filters read.
+    # The rows shown are read again by id: a whole row (its payload) of every row read
+    # would cost more than the few lookups.
+    kept = ", ".join(dict.fromkeys([*columns, *_SEARCHED_COLUMNS]))
     if not merged:
         scanned = f"""scanned AS MATERIALIZED (
-            SELECT * FROM jobs
+            SELECT {kept} FROM jobs
             WHERE {where}
             ORDER BY {ordering}
             LIMIT :budget
         )"""
         ran_out = "(SELECT count(*) FROM scanned) >= :budget"
     else:
-        reached = "<=" if descending else ">="
+        reached = ">=" if descending else "<="
         scanned = f"""{types_of(status, "listed_types")},
         share (rows) AS (
             SELECT greatest(:budget / greatest(count(*), 1), 1) FROM listed_types
@@ -181,7 +187,7 @@ def _searched(
         per_type AS MATERIALIZED (
             SELECT each_type.* FROM listed_types
             JOIN LATERAL (
-                SELECT * FROM jobs
+                SELECT {kept} FROM jobs
                 WHERE {where}
                   AND type = listed_types.type
                 ORDER BY {ordering}
@@ -195,32 +201,40 @@ def _searched(
             FROM per_type
             ORDER BY type, {_ordering([column, "id"], descending=not descending)}
         ),
-        cut AS (
+        cut AS MATERIALIZED (
             SELECT {column}, id FROM type_ends
             WHERE rows >= (SELECT rows FROM share)
             ORDER BY {_ordering([column, "id"], descending=descending)}
             LIMIT 1
         ),
         scanned AS (
+            -- The cut's values as scalars: computed once, not once a row.
             SELECT * FROM per_type
             WHERE NOT EXISTS (SELECT FROM cut)
-               OR (SELECT ({column}, id) {reached} (per_type.{column}, per_type.id) FROM cut)
+               OR ({column}, id) {reached} ((SELECT {column} FROM cut), (SELECT id FROM cut))
         )"""
         ran_out = "EXISTS (SELECT FROM cut)"
     return Statement(
         f"search_{status}",
         f"""
         WITH RECURSIVE {scanned}
-        SELECT matched.*, false AS scan_end, CAST(NULL AS bigint) AS scanned_rows
+        SELECT jobs.*, picked.scan_end, picked.scanned_rows
         FROM (
-            SELECT * FROM scanned WHERE {filters} ORDER BY {ordering} LIMIT :limit
-        ) AS matched
-        UNION ALL
-        SELECT last_read.*, true, (SELECT count(*) FROM scanned)
-        FROM (
-            SELECT * FROM scanned ORDER BY {_ordering(columns, descending=not descending)} LIMIT 1
-        ) AS last_read
-        WHERE {ran_out}
+            SELECT matched.id, false AS scan_end, CAST(NULL AS bigint) AS scanned_rows
+            FROM (
+                SELECT id FROM scanned WHERE {filters} ORDER BY {ordering} LIMIT :limit
+            ) AS matched
+            UNION ALL
+            SELECT last_read.id, true, (SELECT count(*) FROM scanned)
+            FROM (
+                SELECT id FROM scanned
+                ORDER BY {_ordering(columns, descending=not descending)}
+                LIMIT 1
+            ) AS last_read
+            WHERE {ran_out}
+        ) AS picked
+        JOIN jobs ON jobs.id = picked.id
+        ORDER BY picked.scan_end, {_ordering(columns, descending=descending, table="jobs")}
         """,
     )
 
