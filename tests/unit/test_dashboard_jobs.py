@@ -144,12 +144,21 @@ def test_links_carry_the_filters_and_limit_on_with_the_page_position() -> None:
 def test_act_on_these_links_to_the_bulk_page_for_a_status_bulk_actions_take(
     status: str, operation: str | None
 ) -> None:
-    href = parsed(status=status, queue="mail", type="email", error="x").bulk_href(BULK_PATH)
+    href = parsed(status=status, queue="mail", type="email", limit="5").bulk_href(BULK_PATH)
 
     if operation is None:
         assert href is None
     else:
         assert href == f"{BULK_PATH}?operation={operation}&status={status}&queue=mail&type=email"
+
+
+@pytest.mark.parametrize("narrowed", ["error", "created_from", "finished_until"])
+def test_act_on_these_is_not_offered_when_a_filter_a_bulk_action_cannot_take_narrows(
+    narrowed: str,
+) -> None:
+    view = parsed(status="dead_letter", queue="mail", **{narrowed: "2026-01-01"})
+
+    assert view.bulk_href(BULK_PATH) is None
 
 
 def _store_with(count: int, job_type: str = "email") -> InMemoryJobStore:

@@ -49,6 +49,14 @@ FILTERS: Final = (
     "error",
 )
 POSITIONS: Final = ("after", "before")
+# Filters a bulk selection (`domain.bulk.Selection`) has no place for.
+_NOT_SELECTABLE: Final = (
+    "error",
+    "created_from",
+    "created_until",
+    "finished_from",
+    "finished_until",
+)
 DEFAULT_STATUS: Final = Status.PENDING
 TIME_FORMAT: Final = "YYYY-MM-DD HH:MM"
 _STATUSES = ", ".join(status.value for status in Status)
@@ -91,8 +99,10 @@ class JobsView:
 
     def bulk_href(self, path: str) -> str | None:
         """The bulk page for these jobs' status, queue and type, when a bulk action
-        takes jobs of this status (and the listing is not of a key's job)."""
-        if self.query is None:
+        takes jobs of this status. None for a key's job, and when other filters narrow
+        the listing: a bulk selection cannot carry them, and would act on more jobs than
+        the page lists."""
+        if self.query is None or any(self.form.get(name) for name in _NOT_SELECTABLE):
             return None
         for operation, statuses in SELECTABLE.items():
             if self.query.status in statuses:
