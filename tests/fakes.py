@@ -42,14 +42,15 @@ from jobqueue.domain.errors import (
 from jobqueue.domain.fields import DEFAULT_QUEUE, MAX_ATTEMPTS, MIN_ATTEMPTS, JsonValue
 from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, PublishedType
-from jobqueue.domain.listing import JobPage, JobQuery, ListPosition, position_of
+from jobqueue.domain.listing import JobPage, JobQuery, KeyKind, KeyLookup, page_of, position_of
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
-from jobqueue.domain.status import COUNTED, ListOrder, Status
+from jobqueue.domain.status import COUNTED, Status
 from jobqueue.domain.transitions import DELETABLE, DELETE, Operation, sources, targets
+from tests.fake_listing import FakeListing
 
 Clock = Callable[[], datetime]
 
@@ -446,23 +447,23 @@ class InMemoryJobStore:
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         await self._enter()
-        order = query.order
-        matching = [
-            job
-            for job in self._jobs.values()
-            if job.status is query.status
-            and query.type in (None, job.type)
-            and query.queue in (None, job.queue)
-        ]
-        # (groups, key, id) ascending, reversed as a whole when descending: PostgreSQL's
-        # uuid order is its bytes', which is the order of UUID.int.
-        matching.sort(key=lambda job: position_of(job).ordered, reverse=order.descending)
-        if query.after is not None:
-            after = query.after
-            matching = [job for job in matching if _follows(position_of(job), after, order)]
-        page = tuple(_detached(job) for job in matching[: query.limit])
-        following = len(matching) > query.limit
-        return JobPage(page, position_of(page[-1]) if following else None)
+        listing = FakeListing(query)
+        of_status = [job for job in self._jobs.values() if job.status is query.status]
+        in_range = listing.range_of(of_status)
+        if query.search is None:
+            return page_of(query, [_detached(job) for job in in_range[: query.limit + 1]])
+        read, stop = listing.searched(in_range, {job.type for job in of_status})
+        matching = [_detached(job) for job in read if query.search.matches(job)]
+        return page_of(query, matching[: query.limit + 1], stop, len(read))
+
+    async def find_by_key(self, lookup: KeyLookup) -> Job | None:
+        await self._enter()
+        if lookup.kind is KeyKind.UNIQUE:
+            found = self._unique_holder(lookup.key)
+        else:
+            held = self._by_key.get(lookup.key)
+            found = None if held is None else self._jobs.get(held)
+        return None if found is None else _detached(found)
 
     async def pause_queue(self, queue: str) -> QueueState:
         await self._enter()
@@ -574,11 +575,6 @@ def _logged(
 ) -> tuple[AttemptRecord, ...]:
     ended = AttemptRecord(job.attempts, outcome, error, job.started_at, finished_at, job.worker)
     return appended(job.attempt_log, ended)
-
-
-def _follows(position: ListPosition, after: ListPosition, order: ListOrder) -> bool:
-    mine, theirs = position.ordered, after.ordered
-    return mine < theirs if order.descending else mine > theirs
 
 
 def _detached(job: Job) -> Job:

@@ -46,7 +46,7 @@ def test_the_queues_table_escapes_what_it_shows() -> None:
 
 
 def test_a_count_links_to_the_listing_of_its_queues_jobs_of_its_status() -> None:
-    assert listing_href(Status.DEAD_LETTER, "mail") == "/jobs?status=dead_letter&queue=mail"
+    assert listing_href(Status.DEAD_LETTER, "mail") == "/ui/jobs?status=dead_letter&queue=mail"
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from jobqueue.domain.bulk import Selection
 from jobqueue.domain.fields import DEFAULT_QUEUE, JsonValue
 from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, JsonSchema, PublishedType
-from jobqueue.domain.listing import JobPage, JobQuery
+from jobqueue.domain.listing import JobPage, JobQuery, KeyLookup
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.processes import LiveProcess, ProcessInfo, Unconsumed
@@ -175,7 +175,12 @@ class JobStore(PeriodicSlots, Protocol):
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         """One page of the jobs `query` asks for, in its status's order (`TRAITS`), ties
-        broken by id; `next` is set only when more jobs follow the page."""
+        broken by id; `next` is set only when more jobs follow the page. A query's
+        `search` reads at most its budget of rows (`JobPage.searched`)."""
+        ...
+
+    async def find_by_key(self, lookup: KeyLookup) -> Job | None:
+        """The job holding `lookup`'s key, by the key's unique index, or None."""
         ...
 
     async def pause_queue(self, queue: str) -> QueueState:

@@ -23,9 +23,10 @@ from jobqueue.adapters.postgres.claim_cursor import ClaimCursor, Ranges
 from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.enqueue import enqueue_many, submit_pooled
 from jobqueue.adapters.postgres.failures import store_failures
+from jobqueue.adapters.postgres.listing import key_statement, page_from_rows, page_statement
 from jobqueue.adapters.postgres.periodic import PostgresPeriodicSlots
 from jobqueue.adapters.postgres.queries import jobs as q
-from jobqueue.adapters.postgres.queries.listing import count_selected, list_page, prune
+from jobqueue.adapters.postgres.queries.listing import count_selected, prune
 from jobqueue.adapters.postgres.queues import PostgresQueues
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.statement import Statement
@@ -39,7 +40,7 @@ from jobqueue.domain.errors import (
 )
 from jobqueue.domain.fields import DEFAULT_QUEUE
 from jobqueue.domain.job import Job, Lease, NewJob
-from jobqueue.domain.listing import JobPage, JobQuery, position_of
+from jobqueue.domain.listing import JobPage, JobQuery, KeyLookup
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.ports import Submitted
@@ -275,29 +276,12 @@ class PostgresJobStore:
         return len(await self._fetch(prune(statuses), values))
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
-        after = query.after
-        statement = list_page(
-            query.status,
-            by_type=query.type is not None,
-            by_queue=query.queue is not None,
-            after=after is not None,
-        )
-        # One row more than the page: whether it exists says if there is a next page.
-        values: dict[str, object] = {
-            "limit": query.limit + 1,
-            "type": query.type,
-            "queue": query.queue,
-        }
-        if after is not None:
-            values |= {"after_key": after.key, "after_id": after.job_id}
-            values |= {
-                f"after_{group}": value
-                for group, value in zip(query.order.groups, after.groups, strict=True)
-            }
-        listed = [job_from_row(row) for row in await self._fetch(statement, values)]
-        page = tuple(listed[: query.limit])
-        following = len(listed) > query.limit
-        return JobPage(page, position_of(page[-1]) if following else None)
+        statement, values = page_statement(query)
+        return page_from_rows(query, await self._fetch(statement, values))
+
+    async def find_by_key(self, lookup: KeyLookup) -> Job | None:
+        rows = await self._fetch(key_statement(lookup), {"key": lookup.key})
+        return job_from_row(rows[0]) if rows else None
 
     # --- queues ---------------------------------------------------------------------------
 

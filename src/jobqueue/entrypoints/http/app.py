@@ -44,6 +44,7 @@ from jobqueue.entrypoints.http.ui.bulk import BulkController
 from jobqueue.entrypoints.http.ui.errors import html_on_dashboard_paths
 from jobqueue.entrypoints.http.ui.frame import DashboardAccess
 from jobqueue.entrypoints.http.ui.job_routes import JobPageController
+from jobqueue.entrypoints.http.ui.jobs import JobsPageController
 from jobqueue.entrypoints.http.ui.pages import DashboardController, static_assets, template_config
 from jobqueue.entrypoints.http.ui.queues import QueuePagesController
 from jobqueue.entrypoints.http.ui.registry_pages import RegistryPagesController
@@ -148,6 +149,7 @@ def create_app(
             QueuePagesController,
             BulkController,
             RegistryPagesController,
+            JobsPageController,
             SignInController,
             static_assets(),
             *OPERATIONS,

@@ -16,7 +16,7 @@ from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.fields import check_schedule
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.job_types import KnownTypes
-from jobqueue.domain.listing import JobPage, JobQuery
+from jobqueue.domain.listing import JobPage, JobQuery, KeyLookup
 from jobqueue.domain.ports import JobStore, PayloadDecoder, Submitted
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.wire.requests import BatchJob, CreateJobRequest
@@ -165,6 +165,9 @@ class JobService:
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         return await self._store.list_jobs(query)
+
+    async def find_by_key(self, lookup: KeyLookup) -> Job | None:
+        return await self._store.find_by_key(lookup)
 
     async def retry(self, job_id: UUID) -> Job:
         """An operator's retry: a failed, dead-lettered or cancelled job back to pending

@@ -64,12 +64,18 @@ def page(
     access: DashboardAccess,
     template: str,
     context: dict[str, object],
+    status_code: int = 200,
 ) -> Template:
     """A full page: `context`, and what its frame needs (the sign-out form and its CSRF
     token, whose cookie is set when the browser has none yet)."""
     csrf, cookies = csrf_token(request)
     frame = {"csrf": csrf, "signed_in": bool(access.tokens)}
-    return Template(template_name=template, context={**context, **frame}, cookies=cookies)
+    return Template(
+        template_name=template,
+        context={**context, **frame},
+        cookies=cookies,
+        status_code=status_code,
+    )
 
 
 def csrf_token(request: Request[Any, Any, Any]) -> tuple[str, list[Cookie]]:

@@ -14,10 +14,10 @@ from urllib.parse import quote, urlencode
 from jobqueue.domain.queues import QueueSummary
 from jobqueue.domain.status import COUNTED, Status
 from jobqueue.entrypoints.http.ui.frame import UI_PATH
+from jobqueue.entrypoints.http.ui.jobs import JOBS_PATH
 
-# Where a count links to: the API's listing of the queue's jobs of that status, the one
-# listing that exists today.
-LISTING_PATH = "/jobs"
+# Where a count links to: the jobs browser, listing the queue's jobs of that status.
+LISTING_PATH = JOBS_PATH
 # A queue's own page (`queues.py`).
 QUEUES_PATH = f"{UI_PATH}/queues"
 
