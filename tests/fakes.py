@@ -27,7 +27,7 @@ from jobqueue.domain.attempts import (
     appended,
     holds_final_attempt,
 )
-from jobqueue.domain.bulk import Selection
+from jobqueue.domain.bulk import COUNT_BUDGET, Selection, SelectionCount, index_prefix
 from jobqueue.domain.claims import claim_ranges
 from jobqueue.domain.errors import (
     IdempotencyConflict,
@@ -371,9 +371,24 @@ class InMemoryJobStore:
             self._delete(job)
         return len(doomed)
 
-    async def count_selected(self, selection: Selection) -> int:
+    async def count_selected(self, selection: Selection) -> SelectionCount:
         await self._enter()
-        return len(self._selected(selection, selection.limit + 1))
+        # As PostgreSQL reads it: the range the index's leading fields narrow, in its
+        # order, the first COUNT_BUDGET jobs of it; the other fields counted among those.
+        prefix = index_prefix(selection.status)
+        ranged = Selection(
+            selection.status,
+            queue=selection.queue if "queue" in prefix else None,
+            type=selection.type if "type" in prefix else None,
+            operation=selection.operation,
+        )
+        read = self._selected(ranged, COUNT_BUDGET)
+        matched = [
+            job
+            for job in read
+            if selection.queue in (None, job.queue) and selection.type in (None, job.type)
+        ]
+        return SelectionCount(len(matched), complete=len(read) < COUNT_BUDGET)
 
     def _selected(self, selection: Selection, limit: int | None = None) -> list[Job]:
         matching = sorted(
@@ -480,7 +495,8 @@ class InMemoryJobStore:
         await self._enter()
         return {queue for queue in queues if self._paused.get(queue) is not None}
 
-    async def queue_summaries(self) -> Sequence[QueueSummary]:
+    async def queue_summaries(self, max_age: timedelta | None = None) -> Sequence[QueueSummary]:
+        # Counting a few jobs in memory costs nothing: always counted now.
         await self._enter()
         now = self.clock()
         counted = [job for job in self._jobs.values() if job.status in COUNTED]
@@ -499,7 +515,7 @@ class InMemoryJobStore:
             )
         return summaries
 
-    async def queue_summary(self, queue: str) -> QueueSummary:
+    async def queue_summary(self, queue: str, max_age: timedelta | None = None) -> QueueSummary:
         for summary in await self.queue_summaries():
             if summary.state.name == queue:
                 return summary

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from jobqueue.domain.bulk import MAX_SELECTED, Selection
+from jobqueue.domain.bulk import MAX_SELECTED, Selection, SelectionCount
 from jobqueue.domain.errors import JobNotFound
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import Decision
@@ -71,7 +71,7 @@ async def test_discard_many_deletes_only_what_it_selects(store: JobStore) -> Non
     assert await store.discard_many(Selection(Status.FAILED, queue="nowhere")) == 0
 
 
-async def test_count_selected_counts_what_a_call_would_take_to_one_past_the_limit(
+async def test_count_selected_counts_every_match_when_it_reads_them_all(
     store: JobStore,
 ) -> None:
     dead = [await _ended(store, Decision.dead_letter("e"), queue="mail") for _ in range(3)]
@@ -81,13 +81,14 @@ async def test_count_selected_counts_what_a_call_would_take_to_one_past_the_limi
     pending = (await store.submit(replace(new_job(), queue="mail"))).job
 
     mail = Selection(Status.DEAD_LETTER, queue="mail", type="email")
-    assert await store.count_selected(mail) == 3
-    assert await store.count_selected(replace(mail, limit=2)) == 3
-    assert await store.count_selected(replace(mail, limit=1)) == 2
-    assert await store.count_selected(Selection(Status.DEAD_LETTER)) == 5
-    assert await store.count_selected(Selection(Status.FAILED, queue="nowhere")) == 0
+    # Few enough to read them all: exact, whatever the limit.
+    assert await store.count_selected(mail) == SelectionCount(3, complete=True)
+    assert await store.count_selected(replace(mail, limit=1)) == SelectionCount(3, complete=True)
+    assert await store.count_selected(Selection(Status.DEAD_LETTER)) == SelectionCount(5, True)
+    nowhere = Selection(Status.FAILED, queue="nowhere")
+    assert await store.count_selected(nowhere) == SelectionCount(0, complete=True)
     cancel = Selection(Status.PENDING, queue="mail", operation=Operation.CANCEL)
-    assert await store.count_selected(cancel) == 1
+    assert await store.count_selected(cancel) == SelectionCount(1, complete=True)
     # Counting changes nothing.
     assert [(await store.get(job.id)).status for job in dead] == [Status.DEAD_LETTER] * 3
     assert (await store.get(pending.id)).status is Status.PENDING

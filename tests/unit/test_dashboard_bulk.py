@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from litestar.testing import TestClient
 
-from jobqueue.domain.bulk import MAX_SELECTED, SELECTABLE
+from jobqueue.domain.bulk import COUNT_BUDGET, MAX_SELECTED, SELECTABLE
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import Operation
 from jobqueue.entrypoints.http.ui.bulk import BulkAction, Tally, bulk_links, parse
@@ -97,3 +97,19 @@ def test_the_confirmation_carries_a_hostile_type_back_escaped() -> None:
     assert HOSTILE not in html
     assert 'name="type" value="&lt;script&gt;alert(1)&lt;/script&gt;"' in html
     assert "Retry 3 jobs</button>" in html
+
+
+@pytest.mark.parametrize("matched", [0, 7])
+def test_a_count_that_could_not_read_every_job_says_so_and_still_offers_the_action(
+    matched: int,
+) -> None:
+    bulk = parse({"operation": ["retry"], "status": ["dead_letter"], "queue": ["rare"]})
+    template = template_config("1.0").engine_instance.get_template("bulk.html")
+
+    tally = Tally(matched, MAX_SELECTED, complete=False)
+    html = template.render(bulk=bulk, tally=tally, csrf="token", signed_in=False)
+
+    assert "nothing to retry" not in html
+    assert f"match among the first {COUNT_BUDGET:,} dead-letter jobs read" in html
+    assert "more may match beyond them" in html
+    assert f"Retry up to {MAX_SELECTED} jobs</button>" in html

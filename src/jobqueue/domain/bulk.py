@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobqueue.domain.fields import MAX_TYPE_LENGTH, check_queue_name
-from jobqueue.domain.status import Status
+from jobqueue.domain.status import TRAITS, Status
 from jobqueue.domain.transitions import Operation, sources
 
 # The most jobs one bulk call acts on.
@@ -63,3 +63,29 @@ class Selection:
         selects as a retry does)."""
         if self.operation is not operation:
             raise ValueError(f"a selection to {self.operation} cannot be used to {operation}")
+
+
+# How many jobs of its status a count of a selection reads at most, before it is shown to
+# an operator for confirmation: a queue or type its status's index does not lead with is
+# filtered row by row, and a rare one among a million dead letters would read them all.
+COUNT_BUDGET = 3 * MAX_SELECTED
+
+
+def index_prefix(status: Status) -> frozenset[str]:
+    """The selection fields `status`'s index leads with (after the status): narrowed by
+    them, a selection is one range of the index. Other fields are filtered row by row."""
+    traits = TRAITS[status]
+    if traits.typed_index:
+        return frozenset({"type"})
+    return frozenset(traits.order.groups[:1])
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionCount:
+    """How many jobs a selection matches among the first `COUNT_BUDGET` of its index
+    range (in the index's order), counted to one past its limit where it can stop."""
+
+    matched: int
+    # Whether the count read every job the selection could match (else `matched` is a
+    # lower bound: more may match beyond what was read).
+    complete: bool

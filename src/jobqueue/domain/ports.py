@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
-from jobqueue.domain.bulk import Selection
+from jobqueue.domain.bulk import Selection, SelectionCount
 from jobqueue.domain.fields import DEFAULT_QUEUE, JsonValue
 from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, JsonSchema, PublishedType
@@ -154,9 +154,10 @@ class JobStore(PeriodicSlots, Protocol):
         later; return how many."""
         ...
 
-    async def count_selected(self, selection: Selection) -> int:
-        """How many jobs `selection` names, counted to one more than its limit at most
-        (more than the limit: a bulk call acts on the limit's worth); nothing is locked."""
+    async def count_selected(self, selection: Selection) -> SelectionCount:
+        """How many jobs `selection` names among the first `bulk.COUNT_BUDGET` of its
+        status's index range (more than the limit: a bulk call acts on the limit's
+        worth); nothing is locked."""
         ...
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
@@ -196,11 +197,15 @@ class JobStore(PeriodicSlots, Protocol):
         """Which of `queues` are paused now."""
         ...
 
-    async def queue_summaries(self) -> Sequence[QueueSummary]:
-        """Every queue with live or held jobs, or paused or resumed once, by name."""
+    async def queue_summaries(self, max_age: timedelta | None = None) -> Sequence[QueueSummary]:
+        """Every queue with live or held jobs, or paused or resumed once, by name.
+
+        With `max_age`, the counts may be that old (older while a recount runs: a page
+        refreshed every few seconds must not count every pending job each time); whether
+        a queue is paused and who consumes it are read now."""
         ...
 
-    async def queue_summary(self, queue: str) -> QueueSummary:
+    async def queue_summary(self, queue: str, max_age: timedelta | None = None) -> QueueSummary:
         """`queue`'s summary alone, as `queue_summaries` has it; a queue nothing names yet
         is running and holds no jobs."""
         ...

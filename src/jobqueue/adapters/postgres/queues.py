@@ -21,6 +21,7 @@ from jobqueue.adapters.postgres.queries.queues import (
     QUEUE_STATES,
     RESUME_QUEUE,
 )
+from jobqueue.adapters.postgres.queue_counts import CountCache, Rows
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import COUNTED, Status
 
@@ -28,6 +29,7 @@ from jobqueue.domain.status import COUNTED, Status
 class PostgresQueues:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self._counts = CountCache(self._count_by_queue)
 
     async def set_paused(self, name: str, paused: bool) -> QueueState:
         """Pause or resume `name`, announced to every worker process at commit. Pausing
@@ -44,26 +46,48 @@ class PostgresQueues:
             rows = await fetch_pooled(self._engine, PAUSED_AMONG, {"names": list(names)})
         return {row["name"] for row in rows}
 
-    async def summaries(self) -> list[QueueSummary]:
+    async def summaries(self, max_age: timedelta | None = None) -> list[QueueSummary]:
         """Every queue that has live or held jobs, a row of its own or a live consumer,
-        by name."""
+        by name; counted now, or up to about `max_age` ago (`queue_counts.py`). Pauses
+        and consumers are read now either way."""
+        counted = await self._counted(max_age)
         with store_failures():
-            counted = await fetch_pooled(self._engine, COUNT_BY_QUEUE, {})
             states = await fetch_pooled(self._engine, QUEUE_STATES, {})
             consumed = await fetch_pooled(self._engine, CONSUMERS_BY_QUEUE, {})
         names = {row["queue"] for row in counted} | {row["name"] for row in states}
         names |= {row["queue"] for row in consumed}
         return _summed(sorted(names), counted, states, consumed)
 
-    async def summary(self, name: str) -> QueueSummary:
-        """`name`'s summary alone, read from its own range of the indexes; a queue nothing
-        names yet is running and holds no jobs."""
+    async def summary(self, name: str, max_age: timedelta | None = None) -> QueueSummary:
+        """`name`'s summary alone, read from its own range of the indexes (or from the
+        counts of every queue, up to about `max_age` old); a queue nothing names yet is
+        running and holds no jobs."""
+        if max_age is None:
+            with store_failures():
+                counted = await fetch_pooled(self._engine, COUNT_IN_QUEUE, {"queue": name})
+        else:
+            counted = [row for row in await self._counted(max_age) if row["queue"] == name]
         with store_failures():
-            counted = await fetch_pooled(self._engine, COUNT_IN_QUEUE, {"queue": name})
             states = await fetch_pooled(self._engine, QUEUE_STATE, {"name": name})
             consumed = await fetch_pooled(self._engine, CONSUMERS_BY_QUEUE, {})
         (summary,) = _summed([name], counted, states, consumed)
         return summary
+
+    async def _counted(self, max_age: timedelta | None) -> Rows:
+        if max_age is None:
+            return await self._count_by_queue()
+        rows, age = await self._counts.rows(max_age)
+        # The oldest due job has waited as much longer as the counts are old.
+        return [
+            {**row, "oldest_due_age": row["oldest_due_age"] + age}
+            if row["oldest_due_age"] is not None
+            else row
+            for row in rows
+        ]
+
+    async def _count_by_queue(self) -> Rows:
+        with store_failures():
+            return await fetch_pooled(self._engine, COUNT_BY_QUEUE, {})
 
 
 def _summed(

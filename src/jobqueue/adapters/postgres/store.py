@@ -30,7 +30,14 @@ from jobqueue.adapters.postgres.queries.listing import count_selected, prune
 from jobqueue.adapters.postgres.queues import PostgresQueues
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.statement import Statement
-from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE, RESCHEDULABLE, Selection
+from jobqueue.domain.bulk import (
+    ACTIONABLE,
+    CANCELLABLE,
+    COUNT_BUDGET,
+    RESCHEDULABLE,
+    Selection,
+    SelectionCount,
+)
 from jobqueue.domain.errors import (
     InvalidTransition,
     JobNotFound,
@@ -220,15 +227,15 @@ class PostgresJobStore:
         selection.require(Operation.RETRY)
         return await self._count(q.discard_selected, selection)
 
-    async def count_selected(self, selection: Selection) -> int:
+    async def count_selected(self, selection: Selection) -> SelectionCount:
         statement = count_selected(
             selection.status,
             by_queue=selection.queue is not None,
             by_type=selection.type is not None,
         )
-        values = {"limit": selection.limit + 1, "queue": selection.queue, "type": selection.type}
+        values = {"budget": COUNT_BUDGET, "queue": selection.queue, "type": selection.type}
         (row,) = await self._fetch(statement, values)
-        return int(row["selected"])
+        return SelectionCount(int(row["selected"]), complete=row["read"] < COUNT_BUDGET)
 
     async def _count(self, statement_for: Any, selection: Selection) -> int:
         """How many rows the statement `statement_for` makes for `selection`'s shape acted on."""
@@ -294,11 +301,11 @@ class PostgresJobStore:
     async def paused_queues(self, queues: Sequence[str]) -> set[str]:
         return await self._queues.paused(queues)
 
-    async def queue_summaries(self) -> Sequence[QueueSummary]:
-        return await self._queues.summaries()
+    async def queue_summaries(self, max_age: timedelta | None = None) -> Sequence[QueueSummary]:
+        return await self._queues.summaries(max_age)
 
-    async def queue_summary(self, queue: str) -> QueueSummary:
-        return await self._queues.summary(queue)
+    async def queue_summary(self, queue: str, max_age: timedelta | None = None) -> QueueSummary:
+        return await self._queues.summary(queue, max_age)
 
     # --- periodic jobs ----------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from uuid import UUID
 import msgspec
 
 from jobqueue.adapters.telemetry.trace_context import annotate_current_span, current_traceparent
-from jobqueue.domain.bulk import Selection
+from jobqueue.domain.bulk import Selection, SelectionCount
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.fields import check_schedule
 from jobqueue.domain.job import Job, NewJob
@@ -209,9 +209,9 @@ class JobService:
         )
         return job
 
-    async def count_selected(self, selection: Selection) -> int:
-        """How many jobs a bulk call of `selection` would act on, counted to one past its
-        limit at most."""
+    async def count_selected(self, selection: Selection) -> SelectionCount:
+        """How many jobs a bulk call of `selection` would act on, among the first
+        `bulk.COUNT_BUDGET` of its status's index range."""
         return await self._store.count_selected(selection)
 
     async def cancel_many(self, selection: Selection) -> int:
@@ -266,10 +266,11 @@ class QueueService:
         _log.info("queue resumed", extra={"queue": state.name})
         return state
 
-    async def summaries(self) -> Sequence[QueueSummary]:
-        return await self._store.queue_summaries()
+    async def summaries(self, max_age: timedelta | None = None) -> Sequence[QueueSummary]:
+        """Every queue's summary, its counts up to about `max_age` old when given."""
+        return await self._store.queue_summaries(max_age)
 
-    async def summary(self, name: str) -> QueueSummary:
+    async def summary(self, name: str, max_age: timedelta | None = None) -> QueueSummary:
         """`name`'s summary; a queue nothing names yet is running and holds no jobs (queues
         exist as soon as a job names them)."""
-        return await self._store.queue_summary(name)
+        return await self._store.queue_summary(name, max_age)

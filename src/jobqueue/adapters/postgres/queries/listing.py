@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
-from jobqueue.adapters.postgres.queries.sql import narrowed, quoted, types_of
+from jobqueue.adapters.postgres.queries.sql import quoted, types_of
 from jobqueue.adapters.postgres.statement import Statement
+from jobqueue.domain.bulk import index_prefix
 from jobqueue.domain.status import COUNTED, TRAITS, Status
 
 
@@ -100,25 +101,31 @@ def list_page(
 
 @cache
 def count_selected(status: Status, *, by_queue: bool, by_type: bool) -> Statement:
-    """How many jobs of `status` (in `:queue`, of `:type`) a bulk call would select,
-    counted to `:limit` at most: what the dashboard shows before an operator confirms.
+    """How many jobs of `status` (in `:queue`, of `:type`) a bulk call would select, among
+    the first `:budget` of the status's index range: what the dashboard shows before an
+    operator confirms, with how many jobs were read (`read` below `:budget`: all were).
 
-    Read in the order of the status's own index (its type first where the index leads
-    with it), so that the scan is that index's range and stops at the limit; unordered,
-    the planner may read the table instead when the status is a large part of it. The
-    count does not depend on the order, so it need not be the one the bulk call takes."""
+    The fields the index leads with narrow the range (`bulk.index_prefix`); the others
+    are counted among the rows read. Read in the index's own order, so that the scan is
+    that range and stops at the budget; unordered, the planner may read the table
+    instead when the status is a large part of it."""
     traits = TRAITS[status]
     leading = ["type"] if traits.typed_index else []
     keys = ", ".join([*leading, *traits.order.groups, traits.order.column.value])
+    prefix = index_prefix(status)
+    given = {"queue": by_queue, "type": by_type}
+    ranged = [f" AND {field} = :{field}" for field, on in given.items() if on and field in prefix]
+    filtered = [f"{field} = :{field}" for field, on in given.items() if on and field not in prefix]
+    matching = " AND ".join(filtered) or "true"
     return Statement(
         f"count_selected_{status}",
         f"""
-        SELECT count(*) AS selected FROM (
-            SELECT 1 FROM jobs
-            WHERE status = {quoted(status)}{narrowed(by_queue=by_queue, by_type=by_type)}
+        SELECT count(*) FILTER (WHERE {matching}) AS selected, count(*) AS read FROM (
+            SELECT queue, type FROM jobs
+            WHERE status = {quoted(status)}{"".join(ranged)}
             ORDER BY {keys}
-            LIMIT :limit
-        ) AS matching
+            LIMIT :budget
+        ) AS ranged
         """,
     )
 

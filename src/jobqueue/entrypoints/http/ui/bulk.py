@@ -25,7 +25,7 @@ from litestar.exceptions import ClientException
 from litestar.response import Template
 from litestar.status_codes import HTTP_200_OK
 
-from jobqueue.domain.bulk import SELECTABLE, Selection
+from jobqueue.domain.bulk import COUNT_BUDGET, SELECTABLE, Selection
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import Operation
 from jobqueue.entrypoints.http.middleware import DASHBOARD
@@ -116,10 +116,13 @@ class Bulk:
 
 @dataclass(frozen=True, slots=True)
 class Tally:
-    """A selection's count, made to one past its limit at most."""
+    """A selection's count among the jobs its count read (`bulk.COUNT_BUDGET` at most)."""
 
     counted: int
     limit: int
+    # Whether every job the selection could match was read: else `counted` is a floor.
+    complete: bool = True
+    read: int = COUNT_BUDGET
 
     @property
     def over(self) -> bool:
@@ -226,7 +229,8 @@ class BulkController(Controller):
         """What the action will do, to how many jobs, and the form that confirms it."""
         query = request.query_params
         bulk = _parsed({name: query.getall(name) for name in query})
-        tally = Tally(await jobs.count_selected(bulk.selection), bulk.selection.limit)
+        count = await jobs.count_selected(bulk.selection)
+        tally = Tally(count.matched, bulk.selection.limit, count.complete)
         return page(request, access, "bulk.html", {"bulk": bulk, "tally": tally})
 
     @post("/", name="ui-bulk-act", opt=ACTION, status_code=HTTP_200_OK)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Final
 from urllib.parse import quote, urlencode
 
 from jobqueue.domain.queues import QueueSummary
@@ -20,6 +21,13 @@ from jobqueue.entrypoints.http.ui.jobs import JOBS_PATH
 LISTING_PATH = JOBS_PATH
 # A queue's own page (`queues.py`).
 QUEUES_PATH = f"{UI_PATH}/queues"
+
+
+# How often the overview's table asks for itself again.
+REFRESH_SECONDS: Final = 5
+# How old the counts a page shows may be: counting every pending job per view would take
+# a second on a big table (`adapters/postgres/queue_counts.py`).
+COUNTS_MAX_AGE: Final = timedelta(seconds=REFRESH_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)

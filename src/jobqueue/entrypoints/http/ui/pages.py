@@ -32,10 +32,7 @@ from jobqueue.entrypoints.http.ui.frame import (
     csrf_token,
     page,
 )
-from jobqueue.entrypoints.http.ui.overview import queue_rows
-
-# How often the overview's table asks for itself again.
-REFRESH_SECONDS: Final = 5
+from jobqueue.entrypoints.http.ui.overview import COUNTS_MAX_AGE, REFRESH_SECONDS, queue_rows
 
 # With API_TOKENS, a session cookie (`session.py`) opens these pages.
 _SIGNED_IN: Final = {DASHBOARD: True}
@@ -109,7 +106,7 @@ class DashboardController(Controller):
 
 async def _queues(queues: QueueService) -> dict[str, object]:
     return {
-        "rows": queue_rows(await queues.summaries()),
+        "rows": queue_rows(await queues.summaries(COUNTS_MAX_AGE)),
         "statuses": COUNTED,
         "refresh_seconds": REFRESH_SECONDS,
     }

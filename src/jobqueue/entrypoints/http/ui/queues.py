@@ -28,7 +28,7 @@ from jobqueue.entrypoints.http.service import QueueService
 from jobqueue.entrypoints.http.ui.actions import ACTION, action_form
 from jobqueue.entrypoints.http.ui.bulk import BulkAction, BulkLink, bulk_links
 from jobqueue.entrypoints.http.ui.frame import PAGE_HEADERS, UI_PATH, DashboardAccess, page
-from jobqueue.entrypoints.http.ui.overview import QUEUES_PATH, QueueRow, queue_rows
+from jobqueue.entrypoints.http.ui.overview import COUNTS_MAX_AGE, QUEUES_PATH, QueueRow, queue_rows
 from jobqueue.entrypoints.http.ui.sign_in import landing
 from jobqueue.entrypoints.http.worker_routes import Workers
 
@@ -84,7 +84,7 @@ class QueuePagesController(Controller):
         access: NamedDependency[DashboardAccess],
     ) -> Template:
         valid = parse_queue_name(name)
-        (row,) = queue_rows([await queues.summary(valid)])
+        (row,) = queue_rows([await queues.summary(valid, COUNTS_MAX_AGE)])
         consumers = None
         if workers is not None:
             live = await workers.registry.live()
