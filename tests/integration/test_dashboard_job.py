@@ -81,11 +81,9 @@ def _row(database_url: str, job_id: str) -> dict[str, Any]:
 
 def _act(page: Page, action: str) -> None:
     """Ask for `action` on the job's page, and confirm it on the page that asks."""
-    page.find(f"a.action-{action}").click()
-    page.settled()
+    page.follow(page.find(f"a.action-{action}"))
     assert page.driver.title.endswith("? · jobqueue"), "a confirmation page"
-    page.find(f"form.confirm button.action-{action}").click()
-    page.settled()
+    page.follow(page.find(f"form.confirm button.action-{action}"))
 
 
 def test_a_dead_letter_is_retried_through_the_page_and_seen_to_complete(
@@ -139,11 +137,9 @@ def test_a_running_job_is_cancelled_through_the_page_and_its_worker_stops_it(
     page.visit(f"/ui/jobs/{job_id}")
     assert page.text('[data-fact="status"]') == "processing"
     assert [a.text for a in page.driver.find_elements("css selector", ".actions a")] == ["Cancel…"]
-    page.find("a.action-cancel").click()
-    page.settled()
+    page.follow(page.find("a.action-cancel"))
     page.screenshots("job-confirm")
-    page.find("form.confirm button.action-cancel").click()
-    page.settled()
+    page.follow(page.find("form.confirm button.action-cancel"))
 
     assert page.text('[data-fact="status"]') == "cancelled"
     assert page.text("p.done").startswith("Cancelled")

@@ -43,10 +43,7 @@ def _listed(page: Page) -> list[str]:
 
 def _follow(page: Page, link: str) -> None:
     """Click the page link `link` (its id), and wait for the page it opens."""
-    before = page.driver.current_url
-    page.find(f"#{link}").click()
-    page.until(lambda: page.driver.current_url != before, f"{link} opened another page")
-    page.settled()
+    page.follow(page.find(f"#{link}"))
 
 
 def test_filter_page_forward_and_back_and_see_new_jobs_on_the_newest_page(
@@ -63,9 +60,7 @@ def test_filter_page_forward_and_back_and_see_new_jobs_on_the_newest_page(
     Select(page.find("#f-limit")).select_by_value("10")
     page.find("#f-queue").send_keys(queue)
     page.find("#f-type").send_keys("sleep")
-    page.find(".filters button[type=submit]").click()
-    page.until(lambda: "status=cancelled" in page.driver.current_url, "the form filtered")
-    page.settled()
+    page.follow(page.find(".filters button[type=submit]"))
     assert f"queue={queue}" in page.driver.current_url
     assert _listed(page) == newest_first
 

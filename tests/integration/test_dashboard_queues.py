@@ -76,8 +76,7 @@ def test_a_person_pauses_and_resumes_a_queue_from_the_overview(
     assert page.driver.execute_script("return document.documentElement.scrollWidth") <= 390
     page.viewport(1280, 800)
 
-    page.find("#pause-browser-pause").click()
-    page.settled()
+    page.follow(page.find("#pause-browser-pause"))
 
     page.until(lambda: page.text(state) == "paused", "the row shows the queue paused")
     assert page.driver.current_url == f"{dashboard_service.base_url}/ui"
@@ -111,20 +110,17 @@ def test_a_person_retries_a_queues_dead_letters_after_seeing_how_many(
 ) -> None:
     _dead_letters(database_url, "browser-bulk", 3)
     page.visit("/ui")
-    page.find('tr[data-queue="browser-bulk"] th a').click()
-    page.settled()
+    page.follow(page.find('tr[data-queue="browser-bulk"] th a'))
 
     assert page.driver.title == "Queue browser-bulk · jobqueue"
     assert page.text('[data-figure="dead_letter"]') == "3"
     page.screenshots("queue")
-    page.driver.find_element("link text", "Retry dead-letter jobs").click()
-    page.settled()
+    page.follow(page.driver.find_element("link text", "Retry dead-letter jobs"))
 
     assert page.text("#count") == "3 jobs will be retried."
     assert page.text("#selection") == "The dead-letter jobs in queue browser-bulk, of any type."
     page.screenshots("bulk")
-    page.find("form.confirm button").click()
-    page.settled()
+    page.follow(page.find("form.confirm button"))
 
     assert page.text("#result") == "3 jobs retried."
     assert _jobs(dashboard_service, "pending", "browser-bulk") == 3
@@ -140,8 +136,7 @@ def test_a_form_posted_without_its_csrf_token_is_refused(
     page.expect_console_error(r"403 \(Forbidden\)")
 
     page.driver.execute_script("document.querySelector('form.confirm [name=csrf]').remove()")
-    page.find("form.confirm button").click()
-    page.settled()
+    page.follow(page.find("form.confirm button"))
 
     assert page.text("h1") == "403 · Forbidden"
     assert "nothing was changed" in page.text(".message")

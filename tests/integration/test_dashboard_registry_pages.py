@@ -151,8 +151,7 @@ def test_the_periodic_page_shows_the_schedules_and_links_the_last_slots_job(
     assert NIGHTLY in [row.text for row in rows]
     page.screenshots("periodic")
 
-    page.find(f'{tick} [data-column="last"] a').click()
-    page.settled()
+    page.follow(page.find(f'{tick} [data-column="last"] a'))
     assert page.driver.title == f"Job {job_id} · jobqueue"
 
 

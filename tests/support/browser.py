@@ -24,6 +24,7 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service as DriverService
 from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
 
 from tests.support.processes import REPO_ROOT, Service, serving
@@ -112,6 +113,16 @@ class Page:
             "Emulation.setDeviceMetricsOverride",
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
         )
+
+    def follow(self, element: WebElement) -> None:
+        """Click `element` (a link, a form's button) and wait for the page it leads to.
+
+        Waiting for `settled` alone could pass on the page clicked from, before the
+        browser had even started to leave it."""
+        leaving = self.driver.find_element("tag name", "html")
+        element.click()
+        self.until(lambda: staleness_of(leaving)(self.driver), "the next page replaced this one")
+        self.settled()
 
     def settled(self) -> None:
         """Wait until the document loaded, htmx started, and no htmx request or swap is

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobqueue.adapters.postgres.queue_counts import SPACING, CountCache, Rows
+from jobqueue.adapters.postgres.queue_counts import INLINE_BELOW, SPACING, CountCache, Rows
 
 FIVE = timedelta(seconds=5)
 
@@ -21,7 +21,8 @@ class Counter:
     def __init__(self) -> None:
         self.now = 100.0
         self.calls = 0
-        self.took = 0.0
+        # Slow enough to be kept (`INLINE_BELOW`), unless a test says otherwise.
+        self.took = 0.5
         self.release: asyncio.Event | None = None
         self.fail = False
 
@@ -53,8 +54,19 @@ async def test_the_first_view_counts_and_the_next_ones_within_max_age_do_not() -
     again, later = await cache.rows(FIVE)
 
     assert rows == again == [{"queue": "q", "jobs": 1}]
-    assert (age, later) == (timedelta(0), timedelta(seconds=4))
+    # As old as the moment the count started, half a second before it returned.
+    assert (age, later) == (timedelta(seconds=0.5), timedelta(seconds=4.5))
     assert counter.calls == 1
+
+
+async def test_a_quick_count_is_made_at_every_view() -> None:
+    counter = Counter()
+    counter.took = INLINE_BELOW / 2
+    cache = CountCache(counter.count, counter.clock)
+
+    counted = [(await cache.rows(FIVE))[0] for _ in range(3)]
+
+    assert counted == [[{"queue": "q", "jobs": calls}] for calls in (1, 2, 3)]
 
 
 async def test_stale_counts_are_served_while_one_recount_runs() -> None:
@@ -74,12 +86,13 @@ async def test_stale_counts_are_served_while_one_recount_runs() -> None:
     await _settle(cache)
     rows, age = await cache.rows(FIVE)
     assert rows == [{"queue": "q", "jobs": 2}]
-    assert age == timedelta(0)
+    assert age == timedelta(seconds=0.5)
 
 
 async def test_a_slow_count_spaces_the_recounts_by_its_duration() -> None:
     counter = Counter()
     counter.took = 2.0
+
     cache = CountCache(counter.count, counter.clock)
     await cache.rows(FIVE)
 
