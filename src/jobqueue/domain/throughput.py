@@ -32,15 +32,6 @@ BUCKETS = len(PICKUP_BOUNDS_MS) + 1
 # How long the rollup keeps its rows: the longest chart (a day) with room to spare.
 ROLLUP_KEPT = timedelta(days=2)
 
-# Which counter an attempt's recorded outcome moves. A dead letter is a failure as the
-# operator sees it; a release or a snooze gives the attempt back and counts nowhere.
-_COUNTED_AS: Mapping[Outcome, str] = {
-    Outcome.COMPLETED: "completed",
-    Outcome.FAILED: "failed",
-    Outcome.DEAD_LETTER: "failed",
-    Outcome.RETRIED: "retried",
-}
-
 
 def bucket_of(seconds: float) -> int:
     """The index of the bucket a latency of `seconds` falls in (its bound included)."""
@@ -91,11 +82,14 @@ class Tallies:
         tally.pickup_buckets[bucket_of(seconds)] += 1
 
     def ended(self, queue: str, outcome: Outcome) -> None:
-        counter = _COUNTED_AS.get(outcome)
-        if counter is None:
-            return
-        tally = self._of(queue)
-        setattr(tally, counter, getattr(tally, counter) + 1)
+        """Count an attempt's recorded outcome. A dead letter is a failure as the operator
+        sees it; a release or a snooze gives the attempt back and counts nowhere."""
+        if outcome is Outcome.COMPLETED:
+            self._of(queue).completed += 1
+        elif outcome is Outcome.FAILED or outcome is Outcome.DEAD_LETTER:
+            self._of(queue).failed += 1
+        elif outcome is Outcome.RETRIED:
+            self._of(queue).retried += 1
 
     def take(self) -> dict[str, RollupCounts]:
         """Every count so far, by queue; counting starts again from nothing."""
