@@ -51,7 +51,7 @@ from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
 from jobqueue.adapters.postgres.rollup import PostgresRollup
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.periodic import PeriodicJob, Schedule
-from jobqueue.domain.ports import JobStore, ProcessRegistry
+from jobqueue.domain.ports import JobStore, ProcessRegistry, ThroughputRollup
 from jobqueue.domain.processes import ProcessInfo
 from jobqueue.domain.registry import Registry
 from jobqueue.domain.throughput import Tallies
@@ -133,7 +133,7 @@ def build_components(
     metrics = _metrics() if serves_http else None
     decoder = MsgspecPayloadDecoder()
     processes = PostgresProcesses(engine)
-    # Written by worker processes, for the dashboard's charts.
+    # Written by worker processes, charted by the API's dashboard.
     rollup = PostgresRollup(engine)
     periodic = _schedules(registry)
     components: list[Component] = []
@@ -208,6 +208,7 @@ def build_components(
             on_enqueued=announcer(_waking(pools), notifier),
             tracer_provider=tracer_provider,
             processes=processes,
+            rollup=rollup,
         )
         # Kept current where /metrics is served; refreshed from a loop, never a scrape.
         depth = QueueDepthRefresher(PostgresQueueStats(engine), metrics)
@@ -313,6 +314,7 @@ def _http_components(
     on_enqueued: Callable[[], None] | None,
     tracer_provider: TracerProvider | None,
     processes: ProcessRegistry,
+    rollup: ThroughputRollup,
 ) -> list[Component]:
     """The HTTP servers on the bound listeners, and `/readyz` turning 503 at the signal.
     Litestar and uvicorn are imported here, by processes serving HTTP only."""
@@ -336,6 +338,7 @@ def _http_components(
             types=types,
             periodic=periodic,
             processes=processes,
+            rollup=rollup,
         )
         components.append(HttpServer("http", StopPhase.DRAINED, app, listeners.api, config))
     if listeners.metrics is not None:
