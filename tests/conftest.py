@@ -98,7 +98,9 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     engine = create_engine(url, pool_size=5, pooler=pooler)
     async with engine.begin() as connection:
         # Not `processes`: a module's running services keep their heartbeats in it.
-        await connection.execute(text("TRUNCATE jobs, queues, job_types, periodic_slots"))
+        await connection.execute(
+            text("TRUNCATE jobs, queues, job_types, periodic_slots, job_rollup")
+        )
     yield engine
     await engine.dispose()
 

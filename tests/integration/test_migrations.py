@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import (
+    job_rollup,
     job_types,
     jobs,
     metadata,
@@ -99,6 +100,11 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
     assert "traceparent" in _job_columns(url)
     assert _job_indexes(url) >= RETENTION_INDEXES
     assert "ix_jobs_due_by_type" in _job_indexes(url)
+    assert _fetch_sync(url, "SELECT to_regclass('job_rollup') IS NOT NULL") == [(True,)]
+
+    downgrade(url, "0015")
+    assert _fetch_sync(url, "SELECT to_regclass('job_rollup') IS NOT NULL") == [(False,)]
+    assert _fetch_sync(url, "SELECT to_regclass('processes') IS NOT NULL") == [(True,)]
 
     downgrade(url, "0011")
     assert "timeout" not in _job_columns(url)
@@ -503,6 +509,7 @@ def test_drift_check_notices_a_column_the_migrations_lack(database_url: str) -> 
     job_types.to_metadata(changed)
     periodic_slots.to_metadata(changed)
     processes.to_metadata(changed)
+    job_rollup.to_metadata(changed)
     jobs.to_metadata(changed).append_column(Column("colour", Text))
     drift = _drift(database_url, changed)
     assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "colour")]

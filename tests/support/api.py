@@ -22,6 +22,7 @@ from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.job_types import PostgresJobTypes
 from jobqueue.adapters.postgres.processes import PostgresProcesses
+from jobqueue.adapters.postgres.rollup import PostgresRollup
 from jobqueue.adapters.postgres.stats import PostgresQueueStats
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.adapters.telemetry.job_spans import JobSpans
@@ -91,6 +92,7 @@ def build_api(
     processes: PostgresProcesses | None = None
     published: Published | None = None
     engine: AsyncEngine | None = None
+    rollup: PostgresRollup | None = None
     if store is None:
         if database_url is None:
             raise ValueError("build_api needs a database_url or a store")
@@ -100,6 +102,7 @@ def build_api(
         processes = PostgresProcesses(engine)
         if published_types:
             published = Published(PostgresJobTypes(engine), JsonSchemaCompiler())
+        rollup = PostgresRollup(engine)
         lifespans.append(_disposing(engine))
         if tracer_provider is not None:
             trace_engine(engine, tracer_provider)
@@ -128,6 +131,7 @@ def build_api(
         tracer_provider=tracer_provider,
         processes=processes,
         types=TypeCatalogue(registry, decoder, published) if published is not None else None,
+        rollup=rollup,
     )
     return Api(
         app=app, metrics=metrics, readiness=readiness, registry=registry, pool=pool, engine=engine

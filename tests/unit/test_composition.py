@@ -58,6 +58,7 @@ async def test_serve_with_a_metrics_listener_runs_every_component(
         ("process heartbeat", SIGNAL),
         ("lease recovery", SIGNAL),
         ("retention", SIGNAL),
+        ("rollup flush", LAST),
         ("queue watch", SIGNAL),
         ("job types", LAST),
         ("readiness", SIGNAL),
@@ -86,7 +87,7 @@ async def test_an_api_runs_no_worker_component(
     ]
 
 
-async def test_a_worker_without_listener_notify_or_retention_runs_only_its_loops() -> None:
+async def test_a_worker_without_listener_notify_or_job_retention_runs_only_its_loops() -> None:
     keep = timedelta(0)
     settings = Settings(notify=False, retention_completed=keep, retention_failed=keep)
 
@@ -98,6 +99,9 @@ async def test_a_worker_without_listener_notify_or_retention_runs_only_its_loops
         ("job types publisher", SIGNAL),
         ("process heartbeat", SIGNAL),
         ("lease recovery", SIGNAL),
+        # With jobs kept forever, retention still prunes the dashboard's rollup.
+        ("retention", SIGNAL),
+        ("rollup flush", LAST),
         ("queue watch", SIGNAL),
     ]
 
@@ -122,6 +126,9 @@ async def test_a_worker_runs_one_pool_per_queue_in_the_order_given() -> None:
         ("job types publisher", SIGNAL),
         ("process heartbeat", SIGNAL),
         ("lease recovery", SIGNAL),
+        # With jobs kept forever, retention still prunes the dashboard's rollup.
+        ("retention", SIGNAL),
+        ("rollup flush", LAST),
         ("queue watch", SIGNAL),
     ]
     configs = pool_configs(settings)

@@ -22,6 +22,7 @@ from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.processes import LiveProcess, ProcessInfo, Unconsumed
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
+from jobqueue.domain.throughput import RollupCounts, Slot, Window
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,4 +263,23 @@ class ProcessRegistry(Protocol):
         """Queues whose jobs have been due for `grace` with no live process consuming
         them, each returned once (to one caller, across processes) until a process
         consumes it again."""
+        ...
+
+
+class ThroughputRollup(Protocol):
+    """The rollup the dashboard charts: per minute and queue, what attempts came to and
+    how long jobs waited for a worker (`domain/throughput.py`)."""
+
+    async def add(self, tallies: Mapping[str, RollupCounts]) -> None:
+        """Add each queue's counts to its row of the current minute (the store's clock),
+        to whatever other processes added there."""
+        ...
+
+    async def series(self, window: Window, queue: str | None = None) -> Sequence[Slot]:
+        """`window.points` slots, oldest first, the last holding now: the sums of every
+        queue's rows in each (of `queue`'s only, when given); empty slots are zeros."""
+        ...
+
+    async def prune(self, older_than: timedelta, limit: int) -> int:
+        """Delete up to `limit` rows of minutes older than `older_than`; how many went."""
         ...

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     DateTime,
+    Double,
     Index,
     Integer,
     Interval,
@@ -40,6 +41,7 @@ from jobqueue.domain.fields import (
 )
 from jobqueue.domain.job import Job
 from jobqueue.domain.status import TRAITS, Status
+from jobqueue.domain.throughput import PICKUP_BOUNDS_MS
 
 metadata = MetaData(
     naming_convention={
@@ -241,6 +243,41 @@ periodic_slots = Table(
     Column("last_slot", DateTime(timezone=True), nullable=False),
     Column("last_job_id", UUID(as_uuid=True), nullable=True),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+# The pickup latency buckets' columns, one per bound of `PICKUP_BOUNDS_MS` (latencies up
+# to it and above the bound before), then one for the rest: plain columns rather than an
+# array so that a day's chart sums them in SQL, and a flush adds to them by name.
+PICKUP_COLUMNS: tuple[str, ...] = (
+    *(f"pickup_{bound}ms" for bound in PICKUP_BOUNDS_MS),
+    "pickup_over",
+)
+# The counters of a rollup row, in the order `RollupCounts` holds them.
+ROLLUP_COUNTERS: tuple[str, ...] = ("completed", "failed", "retried", "picked")
+
+
+def _counter(name: str) -> Column[int]:
+    return Column(name, BigInteger, nullable=False, server_default=text("0"))
+
+
+# The dashboard's throughput and pickup latency, a row per (minute, queue) that each
+# worker process adds its counts to every few seconds (`domain/throughput.py`). The key
+# leads with the minute: a chart reads one range of it, retention deletes another.
+job_rollup = Table(
+    "job_rollup",
+    metadata,
+    Column("minute", DateTime(timezone=True), primary_key=True),
+    Column("queue", Text, primary_key=True),
+    *(
+        Column(name, BigInteger, nullable=False, server_default=text("0"))
+        for name in ROLLUP_COUNTERS
+    ),
+    Column("pickup_seconds", Double, nullable=False, server_default=text("0")),
+    *(
+        Column(name, BigInteger, nullable=False, server_default=text("0"))
+        for name in PICKUP_COLUMNS
+    ),
 )
 
 

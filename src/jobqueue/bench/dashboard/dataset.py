@@ -216,6 +216,17 @@ def _workers(dataset: Dataset) -> str:
     """
 
 
+def _rollup(dataset: Dataset) -> str:
+    queues = ", ".join("'" + name + "'" for name in queue_names(dataset.queues))
+    return f"""
+    INSERT INTO job_rollup (minute, queue, completed, failed, retried, picked, pickup_seconds,
+                            pickup_50ms, pickup_250ms, pickup_1000ms)
+    SELECT date_trunc('minute', now()) - make_interval(mins => m), queue,
+        60, 2, 3, 65, 6.5, 50, 10, 5
+    FROM generate_series(0, {dataset.days * 1440 - 1}) AS m, unnest(ARRAY[{queues}]) AS queue
+    """
+
+
 async def holds(engine: AsyncEngine, dataset: Dataset) -> bool:
     """Whether the database was filled, to the end, with exactly `dataset`."""
     async with engine.connect() as connection:
@@ -235,12 +246,14 @@ async def fill(engine: AsyncEngine, dataset: Dataset) -> None:
     filled."""
     async with engine.begin() as connection:
         await connection.execute(text(f"DROP TABLE IF EXISTS {_MARKER}"))
-        await connection.execute(text("TRUNCATE jobs, processes, queues"))
+        await connection.execute(text("TRUNCATE jobs, processes, queues, job_rollup"))
     await _chunked(engine, "finished jobs", _finished_rows(dataset), dataset.finished)
     await _chunked(engine, "pending jobs", _pending_rows(dataset), dataset.pending)
     async with engine.begin() as connection:
         await connection.execute(text(_processing_rows(dataset)), {"total": dataset.processing})
         await connection.execute(text(_workers(dataset)), {"total": dataset.workers})
+        # The charts' rollup: a row per minute of the days and queue, as workers leave it.
+        await connection.execute(text(_rollup(dataset)))
         # Two queues paused, as an operator on call might have left them.
         await connection.execute(
             text("INSERT INTO queues (name, paused_at) VALUES (:a, now()), (:b, now())"),
@@ -251,6 +264,7 @@ async def fill(engine: AsyncEngine, dataset: Dataset) -> None:
         await autocommit.execute(text("VACUUM ANALYZE jobs"))
         await autocommit.execute(text("VACUUM ANALYZE processes"))
         await autocommit.execute(text("VACUUM ANALYZE queues"))
+        await autocommit.execute(text("VACUUM ANALYZE job_rollup"))
     async with engine.begin() as connection:
         await connection.execute(text(f"CREATE TABLE {_MARKER} (description text NOT NULL)"))
         await connection.execute(

@@ -20,7 +20,7 @@ from litestar.types import ControllerRouterHandler
 from opentelemetry.trace import TracerProvider
 
 from jobqueue.domain.periodic import PeriodicJob, Schedule
-from jobqueue.domain.ports import JobStore, PayloadDecoder, ProcessRegistry
+from jobqueue.domain.ports import JobStore, PayloadDecoder, ProcessRegistry, ThroughputRollup
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.http.errors import exception_handlers
 from jobqueue.entrypoints.http.guards import BearerTokenGuard, refuse_unsafe_writes
@@ -49,6 +49,7 @@ from jobqueue.entrypoints.http.ui.pages import DashboardController, static_asset
 from jobqueue.entrypoints.http.ui.queues import QueuePagesController
 from jobqueue.entrypoints.http.ui.registry_pages import RegistryPagesController
 from jobqueue.entrypoints.http.ui.sign_in import SignInController
+from jobqueue.entrypoints.http.ui.throughput import ThroughputCharts
 from jobqueue.entrypoints.http.worker_routes import Workers, WorkersController
 from jobqueue.entrypoints.service.published_types import TypeCatalogue
 from jobqueue.release import package_version
@@ -97,6 +98,7 @@ def create_app(
     types: TypeCatalogue | None = None,
     periodic: Sequence[tuple[PeriodicJob, Schedule]] | None = None,
     processes: ProcessRegistry | None = None,
+    rollup: ThroughputRollup | None = None,
 ) -> Litestar:
     """The HTTP API over `store`.
 
@@ -106,7 +108,8 @@ def create_app(
     `tracer_provider`, when given, traces every request but the probes (none otherwise);
     `types` are the job types it accepts (default: `registry`'s only);
     `periodic` the periodic jobs it lists (default: `registry`'s, read here);
-    `processes` the registry `/workers` lists (no such route without one).
+    `processes` the registry `/workers` lists (no such route without one);
+    `rollup` what the overview's charts read (no charts without one).
     """
     if periodic is None:
         # Imported only when asked: croniter is start-up work.
@@ -161,6 +164,7 @@ def create_app(
             "periodic": constant(Schedules(periodic, store, registry)),
             "types": constant(types),
             "workers": constant(None if processes is None else Workers(processes)),
+            "throughput": constant(ThroughputCharts(rollup)),
             "access": constant(DashboardAccess(config.api_tokens, read_only=config.read_only)),
             **operations_dependencies(readiness, metrics),
         },

@@ -48,11 +48,13 @@ from jobqueue.adapters.postgres.notify import (
 from jobqueue.adapters.postgres.processes import PostgresProcesses
 from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL
 from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
+from jobqueue.adapters.postgres.rollup import PostgresRollup
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.periodic import PeriodicJob, Schedule
-from jobqueue.domain.ports import JobStore, ProcessRegistry
+from jobqueue.domain.ports import JobStore, ProcessRegistry, ThroughputRollup
 from jobqueue.domain.processes import ProcessInfo
 from jobqueue.domain.registry import Registry
+from jobqueue.domain.throughput import Tallies
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.service.components import (
     Component,
@@ -66,11 +68,13 @@ from jobqueue.entrypoints.service.runtime import Listeners
 from jobqueue.entrypoints.service.wakeups import Announcing, Listening, announcer
 from jobqueue.entrypoints.worker.cancels import CancelRouter
 from jobqueue.entrypoints.worker.lease_recovery import LeaseRecovery
+from jobqueue.entrypoints.worker.observer import observing
 from jobqueue.entrypoints.worker.pauses import QueuePauses
 from jobqueue.entrypoints.worker.periodic_scheduler import PeriodicScheduler
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from jobqueue.entrypoints.worker.pool_config import PoolConfig, pool_configs
 from jobqueue.entrypoints.worker.retention import RetentionLoop
+from jobqueue.entrypoints.worker.throughput import Counting, RollupFlusher
 from jobqueue.release import package_version
 
 if TYPE_CHECKING:
@@ -129,6 +133,8 @@ def build_components(
     metrics = _metrics() if serves_http else None
     decoder = MsgspecPayloadDecoder()
     processes = PostgresProcesses(engine)
+    # Written by worker processes, charted by the API's dashboard.
+    rollup = PostgresRollup(engine)
     periodic = _schedules(registry)
     components: list[Component] = []
     # One pool per queue consumed, each with its own concurrency, claims and prefetch.
@@ -136,8 +142,12 @@ def build_components(
     pauses: QueuePauses | None = None
     if roles.workers:
         tracer = _job_spans(tracer_provider)
+        # Counted for the dashboard's charts whatever METRICS_ADDR says: in memory, added
+        # to the rollup every few seconds and at the end (after the pools have returned).
+        tallies = Tallies()
+        observer = observing(metrics, Counting(tallies))
         for config in pool_configs(settings):
-            pool = WorkerPool(store, registry, decoder, config, observer=metrics, tracer=tracer)
+            pool = WorkerPool(store, registry, decoder, config, observer=observer, tracer=tracer)
             components.append(Loop(f"worker pool ({config.queue})", StopPhase.SIGNAL, pool))
             pools.append(pool)
         pauses = QueuePauses(store, {pool.queue: pool for pool in pools})
@@ -161,17 +171,19 @@ def build_components(
             settings.lease_duration,
         )
         components.append(Loop("process heartbeat", StopPhase.SIGNAL, heartbeat))
-        recovery = LeaseRecovery(store, settings.recovery_interval, observer=metrics)
+        recovery = LeaseRecovery(store, settings.recovery_interval, observer=observer)
         components.append(Loop("lease recovery", StopPhase.SIGNAL, recovery))
-        policy = settings.retention_policy()
-        if policy.ages:
-            retention = RetentionLoop(
-                store,
-                policy,
-                settings.retention_interval,
-                on_pruned=None if metrics is None else metrics.jobs_pruned,
-            )
-            components.append(Loop("retention", StopPhase.SIGNAL, retention))
+        # Always: with jobs kept forever, the rollup's old rows still go.
+        retention = RetentionLoop(
+            store,
+            settings.retention_policy(),
+            settings.retention_interval,
+            on_pruned=None if metrics is None else metrics.jobs_pruned,
+            rollup=rollup,
+        )
+        components.append(Loop("retention", StopPhase.SIGNAL, retention))
+        # Stopped last: its final flush comes after the pools' last attempts ended.
+        components.append(Loop("rollup flush", StopPhase.LAST, RollupFlusher(tallies, rollup)))
     # Every role watches: an API with no worker anywhere is where jobs wait unseen.
     components.append(Loop("queue watch", StopPhase.SIGNAL, QueueWatch(processes)))
     # Wake-ups across processes: the API side announces new jobs, workers listen.
@@ -196,6 +208,7 @@ def build_components(
             on_enqueued=announcer(_waking(pools), notifier),
             tracer_provider=tracer_provider,
             processes=processes,
+            rollup=rollup,
         )
         # Kept current where /metrics is served; refreshed from a loop, never a scrape.
         depth = QueueDepthRefresher(PostgresQueueStats(engine), metrics)
@@ -301,6 +314,7 @@ def _http_components(
     on_enqueued: Callable[[], None] | None,
     tracer_provider: TracerProvider | None,
     processes: ProcessRegistry,
+    rollup: ThroughputRollup,
 ) -> list[Component]:
     """The HTTP servers on the bound listeners, and `/readyz` turning 503 at the signal.
     Litestar and uvicorn are imported here, by processes serving HTTP only."""
@@ -324,6 +338,7 @@ def _http_components(
             types=types,
             periodic=periodic,
             processes=processes,
+            rollup=rollup,
         )
         components.append(HttpServer("http", StopPhase.DRAINED, app, listeners.api, config))
     if listeners.metrics is not None:

@@ -131,3 +131,46 @@ class GuardedObserver:
 def guarded(observer: PoolObserver | None) -> PoolObserver:
     """`observer` (or a `NullObserver`) wrapped so that its failures are only logged."""
     return GuardedObserver(observer if observer is not None else NullObserver())
+
+
+class FanOut:
+    """Tells every one of `observers` (each guarded: one failing spares the others)."""
+
+    def __init__(self, observers: Sequence[PoolObserver]) -> None:
+        self._observers = tuple(GuardedObserver(observer) for observer in observers)
+
+    def attempt_started(self, job: Job) -> None:
+        for observer in self._observers:
+            observer.attempt_started(job)
+
+    def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
+        for observer in self._observers:
+            observer.attempt_finished(job, decision, duration_seconds)
+
+    def lease_lost(self, job: Job) -> None:
+        for observer in self._observers:
+            observer.lease_lost(job)
+
+    def attempt_cancelled(self, job: Job) -> None:
+        for observer in self._observers:
+            observer.attempt_cancelled(job)
+
+    def outcome_retried(self, job: Job, tries: int) -> None:
+        for observer in self._observers:
+            observer.outcome_retried(job, tries)
+
+    def outcome_unrecorded(self, job: Job) -> None:
+        for observer in self._observers:
+            observer.outcome_unrecorded(job)
+
+    def recovered(self, jobs: Sequence[Job]) -> None:
+        for observer in self._observers:
+            observer.recovered(jobs)
+
+
+def observing(*observers: PoolObserver | None) -> PoolObserver | None:
+    """One observer telling each of `observers` that is not None (None for none)."""
+    present = [observer for observer in observers if observer is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+    return FanOut(present)

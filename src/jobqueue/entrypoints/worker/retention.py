@@ -5,6 +5,10 @@ to answer a repeated Idempotency-Key with the same job), then deleted; their key
 free again. Dead-lettered jobs are never deleted automatically: they wait for a person
 to inspect or retry them.
 
+The dashboard's rollup (`domain/throughput.py`) is pruned in the same pass: its rows past
+`ROLLUP_KEPT`, oldest first, in batches by its primary key's range, so it stays a couple
+of days of rows per queue.
+
 Several processes may prune one store at once: each batch locks its rows with SKIP
 LOCKED, so they delete different rows and never wait for each other.
 """
@@ -15,9 +19,10 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 
-from jobqueue.domain.ports import JobStore
+from jobqueue.domain.ports import JobStore, ThroughputRollup
 from jobqueue.domain.retention import RetentionPolicy
 from jobqueue.domain.status import Status
+from jobqueue.domain.throughput import ROLLUP_KEPT
 from jobqueue.entrypoints.service.interval_loop import IntervalLoop
 
 _log = logging.getLogger("jobqueue.worker")
@@ -41,6 +46,7 @@ class RetentionLoop:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         on_pruned: PrunedCallback | None = None,
+        rollup: ThroughputRollup | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -48,6 +54,7 @@ class RetentionLoop:
         self._policy = policy
         self._batch_size = batch_size
         self._on_pruned = on_pruned
+        self._rollup = rollup
         self._periodic = IntervalLoop(self.run_once, interval, name="retention", logger=_log)
 
     def stop(self) -> None:
@@ -59,8 +66,8 @@ class RetentionLoop:
         await self._periodic.run()
 
     async def run_once(self) -> Mapping[Status, int]:
-        """Prune each status batch after batch until a batch comes back short; return how
-        many jobs of each status were deleted."""
+        """Prune each status batch after batch until a batch comes back short, then the
+        rollup's old rows; return how many jobs of each status were deleted."""
         pruned = dict.fromkeys(self._policy.ages, 0)
         try:
             for status, age in self._policy.ages.items():
@@ -68,7 +75,14 @@ class RetentionLoop:
         finally:
             # Also when a batch failed: what the batches before it deleted is gone.
             _log_pruned(pruned)
+        await self._prune_rollup()
         return pruned
+
+    async def _prune_rollup(self) -> None:
+        while self._rollup is not None and not self._periodic.stopping:
+            count = await self._rollup.prune(ROLLUP_KEPT, self._batch_size)
+            if count < self._batch_size:
+                return
 
     async def _prune(self, status: Status, age: timedelta, pruned: dict[Status, int]) -> None:
         # One status per call, so that every batch is counted against its own status.

@@ -9,13 +9,15 @@ Policy lets a page load nothing from anywhere else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from litestar import Controller, Request, Router, get
 from litestar.datastructures import CacheControlHeader
 from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException
+from litestar.params import QueryParameter
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Template
 from litestar.static_files import create_static_files_router
@@ -33,9 +35,13 @@ from jobqueue.entrypoints.http.ui.frame import (
     page,
 )
 from jobqueue.entrypoints.http.ui.overview import COUNTS_MAX_AGE, REFRESH_SECONDS, queue_rows
+from jobqueue.entrypoints.http.ui.throughput import ThroughputCharts, chosen_queue
 
 # With API_TOKENS, a session cookie (`session.py`) opens these pages.
 _SIGNED_IN: Final = {DASHBOARD: True}
+
+# The queue the charts are filtered to (`?queue=`; empty or absent: every queue).
+ChartQueue = Annotated[str | None, QueryParameter(required=False)]
 
 _HERE = Path(__file__).parent
 STATIC_DIRECTORY: Final = _HERE / "static"
@@ -87,8 +93,12 @@ class DashboardController(Controller):
         request: Request[Any, Any, Any],
         queues: NamedDependency[QueueService],
         access: NamedDependency[DashboardAccess],
+        throughput: NamedDependency[ThroughputCharts],
+        queue: ChartQueue = None,
     ) -> Template:
-        return page(request, access, "overview.html", await _queues(queues))
+        chosen = chosen_queue(queue)
+        context = {**await _queues(queues), **await throughput.context(chosen)}
+        return page(request, access, "overview.html", context)
 
     @get("/fragments/queues", name="ui-queues-fragment", opt=_SIGNED_IN)
     async def queues_fragment(
@@ -102,6 +112,17 @@ class DashboardController(Controller):
             context={**await _queues(queues), "csrf": csrf},
             cookies=cookies,
         )
+
+    @get("/fragments/charts", name="ui-charts-fragment", opt=_SIGNED_IN)
+    async def charts_fragment(
+        self, throughput: NamedDependency[ThroughputCharts], queue: ChartQueue = None
+    ) -> Template:
+        """The overview's charts alone, which the page asks for every few seconds; none
+        (404) on a service without a rollup."""
+        context = await throughput.context(chosen_queue(queue))
+        if context["charts"] is None:
+            raise NotFoundException("this service keeps no rollup to chart")
+        return Template(template_name="fragments/charts.html", context=context)
 
 
 async def _queues(queues: QueueService) -> dict[str, object]:
