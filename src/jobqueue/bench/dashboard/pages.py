@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, Literal, get_args, get_origin
 from urllib.parse import quote, urlencode
@@ -171,6 +171,28 @@ _KINDS = {
     "process": "process",
     "process_id": "process",
 }
+# The jobs browser's (`ui/job_filters.py` parses its query string itself): each status's
+# first page, narrowed by what its index holds (a queue of pending jobs, a type of
+# finished ones) and by what it does not (a rare queue among dead letters, an error's
+# text among all completed jobs: a search, bounded by its budget), a time range, and
+# each key's lookup.
+JOBS_QUERIES = (
+    "status=pending",
+    "status=pending&queue={queue}",
+    "status=pending&type={type}",
+    "status=processing",
+    "status=completed",
+    "status=completed&type={type}",
+    "status=completed&queue={rare_queue}",
+    "status=failed&error={error_text}",
+    "status=dead_letter",
+    "status=dead_letter&queue={rare_queue}",
+    "status=cancelled&finished_from={an_hour_ago}",
+    "status=completed&error={error_text}&created_from={a_day_ago}",
+    "idempotency_key={idempotency_key}",
+    "unique_key={unique_key}",
+)
+
 # Query strings for the pages that need more than their declared filters tried one by one
 # (a combination they require, which the route's code says): a page listed here is
 # requested with each of these only: `{queue}` and `{type}` are the busiest ones,
@@ -191,6 +213,8 @@ QUERIES: Mapping[str, tuple[str, ...]] = {
         "operation=cancel&status=pending&queue={queue}",
         "operation=cancel&status=processing",
     ),
+    "ui-jobs": JOBS_QUERIES,
+    "ui-jobs-fragment": JOBS_QUERIES,
 }
 
 # Generic names, whose meaning is the segment before them (`/queues/{name}`).
@@ -246,10 +270,16 @@ def targets(routes: Sequence[PageRoute], samples: Samples) -> list[Target]:
         if listed is None:
             found += _variants(route.name, paths, filters)
             continue
+        since = samples.now.astimezone(UTC).replace(microsecond=0, tzinfo=None)
         fill = {
             "queue": quote(samples.queues[0]),
             "rare_queue": quote(samples.queues[-1]),
             "type": quote(samples.types[0]),
+            "error_text": quote(samples.error_text),
+            "idempotency_key": quote(samples.idempotency_key),
+            "unique_key": quote(samples.unique_key),
+            "an_hour_ago": quote((since - timedelta(hours=1)).isoformat()),
+            "a_day_ago": quote((since - timedelta(days=1)).isoformat()),
         }
         found += [
             Target(route.name, f"{path}?{query.format(**fill)}", note)
