@@ -24,6 +24,7 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.bench.dashboard import dataset
 from jobqueue.bench.dashboard.pages import Target, dashboard_routes, targets
 from jobqueue.bench.dashboard.run import route_table
+from jobqueue.domain.listing import SEARCH_BUDGET
 from jobqueue.domain.status import COUNTED
 from tests.support.api import build_api
 from tests.support.plans import (
@@ -43,8 +44,15 @@ BOUND = 3_000
 # Statements allowed past BOUND, with the bound they keep instead and why.
 # The queue summaries count every live and held job (the overview's numbers) from the
 # small partial indexes: never a finished row, but every pending and dead-lettered one.
-# Issue 27 asks for a rollup instead; `jobqueue bench dashboard` shows what this costs.
+# Where that takes long, pages read the last count and it is redone in the background,
+# never per view (`adapters/postgres/queue_counts.py`).
 ALLOWED = {"count_by_queue": "counted"}
+# A search of the jobs browser (an error's text, a filter no index holds) reads its
+# budget in index order, or a range a few times it whole where the planner finds that
+# cheaper (test_dashboard_jobs_plans.py holds every filter to it). Its statement is made
+# per shape of filters, so it is known by its scan, not by a name.
+SEARCH_BOUND = 3 * SEARCH_BUDGET
+_SEARCH_SCAN = "AS scanned_rows"
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +118,8 @@ async def test_every_statement_behind_every_page_reads_a_bounded_number_of_rows(
         for statement, parameters in statements:
             name = names.get(statement, "an unnamed statement")
             bound = bounds[ALLOWED[name]] if name in ALLOWED else BOUND
+            if _SEARCH_SCAN in statement:
+                bound = SEARCH_BOUND
             read = await rows_read(plan_engine, statement, parameters)
             assert read.rows <= bound, f"{url}: {name} read {read.rows:,} rows:\n{read.plan}"
             for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
