@@ -267,13 +267,15 @@ def test_the_live_workers_are_listed(service: Service, client: Client) -> None:
         ["default"],
         2,
     )
+    assert worker.queue_concurrency == {"default": 2}
     assert {"sleep", "webhook"} <= set(worker.types)
     assert worker.started_at <= worker.last_heartbeat_at
     code, out, err = _cli(service, "workers", "list")
     assert code == 0, err
     header, row = out.splitlines()
     assert header.split() == ["host", "pid", "version", "queues", "running", "started", "heartbeat"]
-    assert row.split()[1:5] == [str(service.process.pid), worker.version, "default", "0/2"]
+    # The queues as QUEUES spells them, each with its share.
+    assert row.split()[1:5] == [str(service.process.pid), worker.version, "default=2", "0/2"]
 
 
 def test_types_from_the_command_line(service: Service) -> None:

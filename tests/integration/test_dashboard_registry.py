@@ -72,7 +72,8 @@ async def test_the_workers_page_lists_each_live_process_with_user_data_as_text(
     client: AsyncTestClient[Any], engine: AsyncEngine
 ) -> None:
     registry = PostgresProcesses(engine)
-    plain = _process()
+    plain = _process(queue_concurrency=(10, 2))
+    # A process of an earlier version says only its total.
     hostile = _process(host=HOSTILE, queues=(HOSTILE,), types=tuple(f"t{n}" for n in range(9)))
     gone = _process(host="gone-host")
     for process in (plain, hostile, gone):
@@ -94,7 +95,11 @@ async def test_the_workers_page_lists_each_live_process_with_user_data_as_text(
     assert "gone-host" not in page
     row = page.split(f'data-worker="{plain.id}"')[1].split("</tr>")[0]
     assert '<td class="num" data-column="pid">4242</td>' in row
-    assert '<span class="tag">default</span><span class="tag">emails</span>' in row
+    share = '<span class="muted" title="attempts of this queue it runs at once">×{}</span>'
+    assert (
+        f'<span class="tag">default {share.format(10)}</span>'
+        f'<span class="tag">emails {share.format(2)}</span>'
+    ) in row
     assert ">3 / 12<" in row
     assert '<span class="tag">sleep</span><span class="tag">webhook</span>' in row
     assert "1 min 30 s ago" in row
@@ -102,6 +107,7 @@ async def test_the_workers_page_lists_each_live_process_with_user_data_as_text(
     folded = page.split(f'data-worker="{hostile.id}"')[1].split("</tr>")[0]
     assert f'<details id="types-{hostile.id}" hx-preserve>' in folded
     assert "<summary>9 types</summary>" in folded
+    assert f'<span class="tag">{ESCAPED}</span>' in folded
     # The page refreshes its table from the fragment, which is the same table.
     assert 'hx-get="/ui/fragments/workers"' in page
     fragment = await _page(client, "/ui/fragments/workers")

@@ -84,7 +84,8 @@ async def test_a_queue_counts_the_live_processes_that_consume_it(engine: AsyncEn
 
 async def test_the_live_processes_are_listed_with_their_heartbeats(engine: AsyncEngine) -> None:
     registry = PostgresProcesses(engine)
-    first, second = _process("default"), replace(_process("emails"), pid=1, host="host-b")
+    first = replace(_process("default", "emails"), concurrency=12, queue_concurrency=(10, 2))
+    second = replace(_process("emails"), pid=1, host="host-b")
     await registry.heartbeat(first, TTL)
     await registry.heartbeat(second, TTL)
     await _expire(engine, second)
@@ -192,3 +193,16 @@ def test_the_watch_reads_one_index_probe_per_queue_not_per_job(database_url: str
     touched = sum(int(n) for n in re.findall(r"shared (?:hit|read|dirtied|written)=(\d+)", top))
     # 50,040 pending jobs: the loose scan reads a few index pages per queue.
     assert touched < 100, plan
+
+
+async def test_a_process_that_says_no_share_per_queue_is_read_with_none(
+    engine: AsyncEngine,
+) -> None:
+    # A process of an earlier version writes no queue_concurrency: NULL, read as unknown.
+    registry = PostgresProcesses(engine)
+    await registry.heartbeat(_process("default", "emails"), TTL)
+
+    [live] = await registry.live()
+
+    assert live.info.queue_concurrency == ()
+    assert live.info.concurrency_of() == (("default", None), ("emails", None))

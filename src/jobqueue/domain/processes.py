@@ -31,6 +31,18 @@ class ProcessInfo:
     # Its concurrency (every pool's together), and the attempts running at the heartbeat.
     concurrency: int
     running: int
+    # Each queue's share of `concurrency`, in `queues`' order; empty when not known (a
+    # process of an earlier version).
+    queue_concurrency: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.queue_concurrency and len(self.queue_concurrency) != len(self.queues):
+            raise ValueError("queue_concurrency holds one number per queue, in their order")
+
+    def concurrency_of(self) -> tuple[tuple[str, int | None], ...]:
+        """Each queue with its share of the concurrency (None when not known)."""
+        shares = self.queue_concurrency or (None,) * len(self.queues)
+        return tuple(zip(self.queues, shares, strict=True))
 
 
 @dataclass(frozen=True, slots=True)

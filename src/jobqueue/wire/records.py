@@ -192,6 +192,9 @@ class WorkerView(msgspec.Struct, frozen=True):
     running: int
     started_at: datetime
     last_heartbeat_at: datetime
+    # How many of `concurrency` each queue has, by queue (absent: a process of an earlier
+    # version, which says only its total).
+    queue_concurrency: dict[str, int] | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def of(cls, process: LiveProcess) -> WorkerView:
@@ -207,6 +210,9 @@ class WorkerView(msgspec.Struct, frozen=True):
             running=info.running,
             started_at=process.started_at.astimezone(UTC),
             last_heartbeat_at=process.heartbeat_at.astimezone(UTC),
+            queue_concurrency=dict(zip(info.queues, info.queue_concurrency, strict=True))
+            if info.queue_concurrency
+            else msgspec.UNSET,
         )
 
 

@@ -35,6 +35,7 @@ class PostgresProcesses:
             "queues": list(process.queues),
             "types": list(process.types),
             "concurrency": process.concurrency,
+            "queue_concurrency": list(process.queue_concurrency) or None,
             "running": process.running,
             "ttl": ttl,
         }
@@ -59,6 +60,7 @@ class PostgresProcesses:
                     types=tuple(row["types"]),
                     concurrency=row["concurrency"],
                     running=row["running"],
+                    queue_concurrency=tuple(row["queue_concurrency"] or ()),
                 ),
                 started_at=row["started_at"],
                 heartbeat_at=row["heartbeat_at"],

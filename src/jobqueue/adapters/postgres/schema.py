@@ -212,6 +212,8 @@ processes = Table(
     Column("queues", ARRAY(Text), nullable=False),
     Column("types", ARRAY(Text), nullable=False),
     Column("concurrency", Integer, nullable=False),
+    # Each queue's share of it, in `queues`' order; NULL from a process of an earlier version.
+    Column("queue_concurrency", ARRAY(Integer), nullable=True),
     Column("running", Integer, nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),

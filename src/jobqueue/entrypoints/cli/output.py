@@ -173,12 +173,21 @@ def _worker_table(workers: Sequence[WorkerView]) -> Table:
             each.host,
             str(each.pid),
             each.version,
-            ",".join(each.queues),
+            _queues_of(each),
             f"{each.running}/{each.concurrency}",
             _when(each.started_at),
             _when(each.last_heartbeat_at),
         )
     return table
+
+
+def _queues_of(worker: WorkerView) -> str:
+    """Its queues as QUEUES spells them (`default=10,emails=2`), where it said each one's
+    share."""
+    shares = worker.queue_concurrency
+    if not isinstance(shares, dict):
+        return ",".join(worker.queues)
+    return ",".join(f"{queue}={shares[queue]}" for queue in worker.queues)
 
 
 _TABLES: dict[str, Callable[[Any], Table]] = {

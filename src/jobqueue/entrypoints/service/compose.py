@@ -257,6 +257,7 @@ def _describing(
         types=tuple(registry),
         concurrency=sum(config.workers for config in configs),
         running=0,
+        queue_concurrency=tuple(config.workers for config in configs),
     )
 
     def describe() -> ProcessInfo:

@@ -21,15 +21,18 @@ HEARTBEAT = Statement(
         )
     )
     INSERT INTO processes
-        (id, host, pid, version, queues, types, concurrency, running, heartbeat_at, expires_at)
+        (id, host, pid, version, queues, types, concurrency, queue_concurrency, running,
+         heartbeat_at, expires_at)
     VALUES (
         :id, :host, :pid, :version, CAST(:queues AS text[]), CAST(:types AS text[]),
-        :concurrency, :running, now(), now() + CAST(:ttl AS interval)
+        :concurrency, CAST(:queue_concurrency AS integer[]), :running,
+        now(), now() + CAST(:ttl AS interval)
     )
     ON CONFLICT (id) DO UPDATE
     SET queues = EXCLUDED.queues,
         types = EXCLUDED.types,
         concurrency = EXCLUDED.concurrency,
+        queue_concurrency = EXCLUDED.queue_concurrency,
         running = EXCLUDED.running,
         heartbeat_at = now(),
         expires_at = EXCLUDED.expires_at

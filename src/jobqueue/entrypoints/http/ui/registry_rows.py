@@ -36,7 +36,9 @@ class WorkerRow:
     host: str
     pid: int
     version: str
-    queues: tuple[str, ...]
+    # Each queue with how many of its attempts run at once (None: a process of an earlier
+    # version, which says only its total).
+    queues: tuple[tuple[str, int | None], ...]
     types: tuple[str, ...]
     # Many types: folded away behind their number.
     folded: bool
@@ -55,7 +57,7 @@ def worker_rows(processes: Sequence[LiveProcess]) -> list[WorkerRow]:
             host=process.info.host,
             pid=process.info.pid,
             version=process.info.version,
-            queues=process.info.queues,
+            queues=process.info.concurrency_of(),
             types=process.info.types,
             folded=len(process.info.types) > TYPES_SHOWN,
             concurrency=process.info.concurrency,
