@@ -21,6 +21,7 @@ from jobqueue.domain.ports import ThroughputRollup
 from jobqueue.domain.status import Status
 from jobqueue.domain.throughput import Tallies
 from jobqueue.entrypoints.service.interval_loop import IntervalLoop
+from jobqueue.entrypoints.worker.observer import NullObserver
 
 _log = logging.getLogger("jobqueue.worker")
 
@@ -29,8 +30,9 @@ _log = logging.getLogger("jobqueue.worker")
 FLUSH_INTERVAL = timedelta(seconds=5)
 
 
-class Counting:
-    """Counts what pools and lease recovery observe into `tallies` (`PoolObserver`)."""
+class Counting(NullObserver):
+    """Counts what pools and lease recovery observe into `tallies` (`PoolObserver`); the
+    events it does not count are `NullObserver`'s."""
 
     def __init__(self, tallies: Tallies) -> None:
         self._tallies = tallies
@@ -42,18 +44,6 @@ class Counting:
 
     def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
         self._tallies.ended(job.queue, decision.outcome)
-
-    def lease_lost(self, job: Job) -> None:
-        pass
-
-    def attempt_cancelled(self, job: Job) -> None:
-        pass
-
-    def outcome_retried(self, job: Job, tries: int) -> None:
-        pass
-
-    def outcome_unrecorded(self, job: Job) -> None:
-        pass
 
     def recovered(self, jobs: Sequence[Job]) -> None:
         # A job recovered on its last attempt ended dead-lettered with no worker to
