@@ -119,19 +119,19 @@ def _parser(epilog: str) -> argparse.ArgumentParser:
 
     parser.add_argument(
         "--jobs",
-        type=_at_least(1),
+        type=at_least(1),
         metavar="N",
         help=sized("jobs per enqueue run (in-process and HTTP) and per in-process drain", "jobs"),
     )
     parser.add_argument(
         "--workers",
-        type=_at_least(1),
+        type=at_least(1),
         metavar="W",
         help=sized("workers per in-process pool", "workers"),
     )
     parser.add_argument(
         "--drain-jobs",
-        type=_at_least(1),
+        type=at_least(1),
         metavar="N",
         help=sized("jobs per drain with jobqueue worker processes", "drain_jobs"),
     )
@@ -144,13 +144,13 @@ def _parser(epilog: str) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--process-workers",
-        type=_at_least(1),
+        type=at_least(1),
         metavar="W",
         help=sized("WORKERS of each jobqueue worker process", "process_workers"),
     )
     parser.add_argument(
         "--scheduled-rows",
-        type=_at_least(0),
+        type=at_least(0),
         metavar="N",
         help=sized(
             "pending jobs, scheduled a day or more ahead, in the table for another round of "
@@ -160,7 +160,7 @@ def _parser(epilog: str) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--finished-rows",
-        type=_at_least(0),
+        type=at_least(0),
         metavar="R",
         help=sized(
             "completed rows in the table for the last round of in-process drains and "
@@ -170,13 +170,13 @@ def _parser(epilog: str) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--latency-samples",
-        type=_at_least(2),
+        type=at_least(2),
         metavar="S",
         help=sized("jobs submitted per pickup latency run", "latency_samples"),
     )
     parser.add_argument(
         "--startup-runs",
-        type=_at_least(1),
+        type=at_least(1),
         metavar="K",
         help=sized(
             "timed worker start-ups (spawn to first handler call), after an untimed one",
@@ -218,7 +218,7 @@ def _processes(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _at_least(lowest: int) -> Callable[[str], int]:
+def at_least(lowest: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)

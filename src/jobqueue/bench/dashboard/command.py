@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from jobqueue.bench.command import _at_least
+from jobqueue.bench.command import at_least
 from jobqueue.bench.dashboard.dataset import DATABASE, Dataset
 from jobqueue.bench.errors import BenchError
 from jobqueue.domain.errors import JobQueueError
@@ -49,28 +49,28 @@ def parse_options(argv: Sequence[str], epilog: str) -> argparse.Namespace:
     )
     parser.add_argument(
         "--finished",
-        type=_at_least(0),
+        type=at_least(0),
         default=FULL.finished,
         metavar="N",
         help=f"finished jobs in the table (default {FULL.finished:,})",
     )
     parser.add_argument(
         "--pending",
-        type=_at_least(0),
+        type=at_least(0),
         default=FULL.pending,
         metavar="N",
         help=f"pending jobs in the table, 30%% scheduled for later (default {FULL.pending:,})",
     )
     parser.add_argument(
         "--requests",
-        type=_at_least(2),
+        type=at_least(2),
         default=50,
         metavar="N",
         help="timed requests per URL (default 50)",
     )
     parser.add_argument(
         "--warmup",
-        type=_at_least(0),
+        type=at_least(0),
         default=5,
         metavar="N",
         help="untimed requests per URL first (default 5)",
