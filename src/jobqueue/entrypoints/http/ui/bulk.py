@@ -120,9 +120,14 @@ class Tally:
 
     counted: int
     limit: int
-    # Whether every job the selection could match was read: else `counted` is a floor.
+    # Whether every job the selection could match was read: else `counted` is a floor,
+    # among the `COUNT_BUDGET` jobs the count read.
     complete: bool = True
-    read: int = COUNT_BUDGET
+
+    @property
+    def read(self) -> int:
+        """How many jobs an incomplete count read: its whole budget."""
+        return COUNT_BUDGET
 
     @property
     def over(self) -> bool:
