@@ -40,6 +40,7 @@ from jobqueue.domain.errors import (
     UniqueKeyHeld,
 )
 from jobqueue.domain.fields import DEFAULT_QUEUE, MAX_ATTEMPTS, MIN_ATTEMPTS, JsonValue
+from jobqueue.domain.flow import Claimed, QueueLimits
 from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery, KeyKind, KeyLookup, page_of, position_of
@@ -51,6 +52,7 @@ from jobqueue.domain.retention import check_prune_request
 from jobqueue.domain.status import COUNTED, Status
 from jobqueue.domain.transitions import DELETABLE, DELETE, Operation, sources, targets
 from tests.fake_listing import FakeListing
+from tests.support.fake_flow import FakeLimits
 
 Clock = Callable[[], datetime]
 
@@ -86,6 +88,10 @@ class InMemoryJobStore:
         self._by_key: dict[str, UUID] = {}
         # Queues paused, and since when; a resumed queue keeps its row, as in PostgreSQL.
         self._paused: dict[str, datetime | None] = {}
+        # Queues' limits and the starts within their rate's windows.
+        self._limits = FakeLimits()
+        # The jobs a `record_and_claim` ends: their slots are free for its claim.
+        self._freeing: set[UUID] = set()
         # Who claims, as the attempt log shows it.
         self.worker = "in-memory"
         # How many outcome batches went out with a claim (`record_and_claim`).
@@ -146,7 +152,7 @@ class InMemoryJobStore:
         queue: str = DEFAULT_QUEUE,
         *,
         types: Collection[str],
-    ) -> Sequence[Job]:
+    ) -> Claimed:
         await self._enter()
         return self._claim(limit, lease, queue, types)
 
@@ -158,12 +164,22 @@ class InMemoryJobStore:
         queue: str = DEFAULT_QUEUE,
         *,
         types: Collection[str],
-    ) -> tuple[set[Lease], Sequence[Job]]:
+    ) -> tuple[set[Lease], Claimed]:
         # Through the two public methods, so that a test's store which fails or holds one
         # of them does the same here. Claimed first, as PostgreSQL's one snapshot does:
         # a job the endings make due again is not claimed by the same call.
         before = dict(self._jobs)
-        claimed = await self.claim(limit, lease, queue, types=types)
+        self._freeing = {
+            lease.job_id
+            for lease, _ in endings
+            if (held := self._jobs.get(lease.job_id)) is not None
+            and held.status is Status.PROCESSING
+            and held.lease_token == lease.token
+        }
+        try:
+            claimed = await self.claim(limit, lease, queue, types=types)
+        finally:
+            self._freeing = set()
         try:
             held = await self.record_many(endings)
         except BaseException:
@@ -175,7 +191,7 @@ class InMemoryJobStore:
         self.record_and_claim_calls += 1
         return held, claimed
 
-    def _claim(self, limit: int, lease: timedelta, queue: str, types: Collection[str]) -> list[Job]:
+    def _claim(self, limit: int, lease: timedelta, queue: str, types: Collection[str]) -> Claimed:
         if limit < 1:
             raise ValueError(f"claim limit must be at least 1, got {limit}")
         if lease <= timedelta(0):
@@ -186,7 +202,15 @@ class InMemoryJobStore:
         self._turns[queue] += 1
         now = self.clock()
         if self._paused.get(queue) is not None:
-            return []
+            return Claimed()
+        running = sum(
+            job.queue == queue and job.status is Status.PROCESSING and job.id not in self._freeing
+            for job in self._jobs.values()
+        )
+        headroom = self._limits.headroom(queue, running, now)
+        allowed = min(
+            [limit] + [left for left in (headroom.concurrency, headroom.rate) if left is not None]
+        )
         position = {each: index for index, each in enumerate(ranges)}
         due = sorted(
             (
@@ -198,8 +222,9 @@ class InMemoryJobStore:
                 and job.run_at <= now
             ),
             key=lambda job: (position[job.priority, job.type], job.run_at, self._sequence[job.id]),
-        )[:limit]
-        return [
+        )[: max(allowed, 0)]
+        self._limits.started(queue, len(due), now)
+        taken = [
             self._move(
                 job,
                 Operation.CLAIM,
@@ -213,6 +238,7 @@ class InMemoryJobStore:
             )
             for job in due
         ]
+        return Claimed.within(taken, limit, headroom)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         await self._enter()
@@ -484,30 +510,45 @@ class InMemoryJobStore:
         await self._enter()
         paused_at = self._paused.get(queue)
         self._paused[queue] = paused_at if paused_at is not None else self.clock()
-        return QueueState(queue, self._paused[queue])
+        return self._state(queue)
 
     async def resume_queue(self, queue: str) -> QueueState:
         await self._enter()
         self._paused[queue] = None
-        return QueueState(queue, None)
+        return self._state(queue)
 
     async def paused_queues(self, queues: Sequence[str]) -> set[str]:
         await self._enter()
         return {queue for queue in queues if self._paused.get(queue) is not None}
+
+    async def set_queue_limits(self, queue: str, limits: QueueLimits) -> QueueState:
+        await self._enter()
+        self._limits.set(queue, limits)
+        return self._state(queue)
+
+    async def declare_queue_limits(self, queue: str, limits: QueueLimits) -> QueueState | None:
+        await self._enter()
+        return self._state(queue) if self._limits.declare(queue, limits) else None
+
+    def _state(self, queue: str) -> QueueState:
+        running = sum(
+            job.queue == queue and job.status is Status.PROCESSING for job in self._jobs.values()
+        )
+        return self._limits.state(queue, self._paused.get(queue), running, self.clock())
 
     async def queue_summaries(self, max_age: timedelta | None = None) -> Sequence[QueueSummary]:
         # Counting a few jobs in memory costs nothing: always counted now.
         await self._enter()
         now = self.clock()
         counted = [job for job in self._jobs.values() if job.status in COUNTED]
-        names = sorted({job.queue for job in counted} | set(self._paused))
+        names = sorted({job.queue for job in counted} | set(self._paused) | self._limits.queues)
         summaries = []
         for name in names:
             mine = [job for job in counted if job.queue == name]
             due = [job.run_at for job in mine if job.status is Status.PENDING and job.run_at <= now]
             summaries.append(
                 QueueSummary(
-                    QueueState(name, self._paused.get(name)),
+                    self._state(name),
                     {status: sum(job.status is status for job in mine) for status in COUNTED},
                     len(due),
                     now - min(due) if due else None,
@@ -519,7 +560,7 @@ class InMemoryJobStore:
         for summary in await self.queue_summaries():
             if summary.state.name == queue:
                 return summary
-        return QueueSummary(QueueState(queue, None), dict.fromkeys(COUNTED, 0), 0, None)
+        return QueueSummary(self._state(queue), dict.fromkeys(COUNTED, 0), 0, None)
 
     async def insert_slot(
         self, name: str, slot: datetime, new: NewJob, *, missed: bool = False

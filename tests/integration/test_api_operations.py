@@ -254,6 +254,8 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("GET", "/types"),
         ("POST", "/queues/{name}/pause"),
         ("POST", "/queues/{name}/resume"),
+        ("PUT", "/queues/{name}/limits"),
+        ("DELETE", "/queues/{name}/limits"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),
@@ -279,6 +281,8 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("get", "/types"): {"503"},
         ("post", "/queues/{name}/pause"): {"400", "503"},
         ("post", "/queues/{name}/resume"): {"400", "503"},
+        ("put", "/queues/{name}/limits"): {"400", "503"},
+        ("delete", "/queues/{name}/limits"): {"400", "503"},
         ("get", "/readyz"): {"503"},
     }
     for (method, path), codes in expected_errors.items():

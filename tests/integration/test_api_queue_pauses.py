@@ -49,7 +49,12 @@ async def test_pause_and_resume_answer_the_queue_s_state_and_the_claim_obeys(
 
     resumed = await client.post("/queues/mail/resume")
     assert resumed.status_code == 200, resumed.text
-    assert resumed.json() == {"name": "mail", "paused": False, "paused_at": None}
+    assert resumed.json() == {
+        "name": "mail",
+        "paused": False,
+        "paused_at": None,
+        "limits": dict.fromkeys(("concurrency", "running", "rate", "started", "set_by")),
+    }
     assert [
         claimed.id.hex for claimed in await store.claim(5, LEASE, "mail", types=TEST_TYPES)
     ] == [job["id"].replace("-", "")]

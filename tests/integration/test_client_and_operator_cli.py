@@ -249,7 +249,7 @@ def test_the_queue_list_says_who_consumes_each_queue(service: Service, client: C
 
     assert code == 0, err
     header, *rows = out.splitlines()
-    assert header.split()[-1] == "consumers"
+    assert header.split()[-2:] == ["consumers", "limits"]
     [row] = [line for line in rows if line.startswith(orphan)]
     assert row.split()[-6:] == ["0", "no", "consumer:", "due", "jobs", "wait"]
     [default] = [line for line in rows if line.startswith("default ")]

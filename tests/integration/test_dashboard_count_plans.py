@@ -25,7 +25,13 @@ from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.bulk import COUNT_BUDGET, MAX_SELECTED, Selection, SelectionCount
 from jobqueue.domain.status import COUNTED, TRAITS, Status
 from jobqueue.domain.transitions import Operation
-from tests.support.plans import FINISHED_ROWS, capture_statements, fill_table, sql_literal
+from tests.support.plans import (
+    FINISHED_ROWS,
+    capture_statements,
+    fill_table,
+    sql_literal,
+    status_indexes,
+)
 
 # Many more of each selectable status than one call takes, all in the `default` queue and
 # of type 'done' (`fill_table`), among many more completed jobs no selection may take.
@@ -141,7 +147,8 @@ async def test_each_count_reads_its_status_index_to_the_budget_at_most(
 
         for plan in await _analyzed(plan_engine, statement, tuple(parameters)):
             scans = [node for node in _nodes(plan) if "Index Name" in node]
-            assert [node["Index Name"] for node in scans] == [TRAITS[selection.status].index], (
+            [index] = [node["Index Name"] for node in scans]
+            assert index in status_indexes(selection.status), (
                 f"{shape}: {json.dumps(plan, indent=1)}"
             )
             for node in scans:
@@ -156,12 +163,14 @@ async def test_a_queues_page_counts_each_status_from_its_index_and_its_queues_ra
     with capture_statements(plan_engine) as sent:
         summary = await PostgresJobStore(plan_engine).queue_summary(SMALL_QUEUE)
     assert summary.counts[Status.PENDING] == summary.due == SMALL_ROWS
-    [(statement, parameters)] = [(s, p) for s, p in sent if "FROM jobs" in s]
+    # The counts (the queue's state, read from `queues`, reads `jobs` only for a limit).
+    [(statement, parameters)] = [(s, p) for s, p in sent if "FROM jobs" in s and "queues" not in s]
 
     for plan in await _analyzed(plan_engine, statement, tuple(parameters)):
         shown = json.dumps(plan, indent=1)
         scans = {node["Index Name"]: node for node in _nodes(plan) if "Index Name" in node}
-        assert set(scans) == {TRAITS[status].index for status in COUNTED}, shown
+        assert len(scans) == len(COUNTED), shown
+        assert all(any(name in status_indexes(s) for s in COUNTED) for name in scans), shown
         assert not any(node["Node Type"] == "Seq Scan" for node in _nodes(plan)), shown
         # The queue's own range of the pending index: not `default`'s thousands.
         pending = scans[TRAITS[Status.PENDING].index]

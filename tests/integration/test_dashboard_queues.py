@@ -142,3 +142,52 @@ def test_a_form_posted_without_its_csrf_token_is_refused(
     assert "nothing was changed" in page.text(".message")
     assert _jobs(dashboard_service, "dead_letter", "browser-csrf") == 2
     assert _jobs(dashboard_service, "pending", "browser-csrf") == 0
+
+
+def _limits(service: Service, queue: str) -> dict[str, object]:
+    listed = httpx.get(f"{service.base_url}/queues", timeout=10).json()["queues"]
+    (found,) = [each["limits"] for each in listed if each["name"] == queue]
+    return dict(found)
+
+
+def test_a_person_limits_a_queue_from_its_page_and_sees_the_limits_in_use(
+    page: Page, dashboard_service: Service
+) -> None:
+    _submit(dashboard_service, "browser-limits")
+    page.visit("/ui/queues/browser-limits")
+    assert page.text("#limits").startswith("None")
+
+    page.find('form.limits [name="concurrency"]').send_keys("3")
+    page.find('form.limits [name="rate"]').send_keys("100/1m")
+    page.follow(page.find("#set-limits"))
+
+    assert page.text("#limits") == "0 of 3 running, 0 of 100/m started"
+    assert _limits(dashboard_service, "browser-limits") == {
+        "concurrency": 3,
+        "running": 0,
+        "rate": "100/m",
+        "started": 0,
+        "set_by": "operator",
+    }
+    page.screenshots("queue-limits")
+    page.visit("/ui")
+    row = 'tr[data-queue="browser-limits"] [data-column="limits"]'
+    assert page.text(row) == "0 of 3 running, 0 of 100/m started"
+
+    # A rate no one can mean is refused, saying why, and changes nothing.
+    page.visit("/ui/queues/browser-limits")
+    page.expect_console_error(r"400 \(Bad Request\)")
+    rate = page.find('form.limits [name="rate"]')
+    rate.clear()
+    rate.send_keys("5/2d")
+    page.follow(page.find("#set-limits"))
+    assert "invalid duration '2d'" in page.text(".message")
+    assert _limits(dashboard_service, "browser-limits")["rate"] == "100/m"
+
+    # Both fields emptied: the limits are lifted.
+    page.visit("/ui/queues/browser-limits")
+    for field in ("concurrency", "rate"):
+        page.find(f'form.limits [name="{field}"]').clear()
+    page.follow(page.find("#set-limits"))
+    assert page.text("#limits").startswith("None")
+    assert _limits(dashboard_service, "browser-limits")["concurrency"] is None

@@ -488,6 +488,42 @@ async def test_claims_by_type_timeouts_and_periodic_slots_arrive_on_a_filled_tab
         await connection.close()
 
 
+async def test_queue_limits_arrive_on_a_filled_table_without_blocking_writes(
+    empty_database_url: str,
+) -> None:
+    """0018 adds columns to `queues` (a catalog change) and builds the running jobs' index
+    CONCURRENTLY, while writes with a short lock timeout go on; a limit then holds, and
+    the downgrade takes both away, losing no job."""
+    url = empty_database_url
+    await asyncio.to_thread(upgrade, url, "0017")
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        written = await _migrate_a_filled_table_while_writing(connection, url, "0018")
+        assert written > 0
+        [(valid,)] = await _fetch(
+            url,
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE c.relname = 'ix_jobs_running_by_queue'",
+        )
+        assert valid
+        await connection.execute("INSERT INTO queues (name, concurrency) VALUES ('q', 2)")
+        with pytest.raises(asyncpg.CheckViolationError):
+            await connection.execute("UPDATE queues SET rate_limit = 5 WHERE name = 'q'")
+
+        await asyncio.to_thread(downgrade, url, "0017")
+        assert "ix_jobs_running_by_queue" not in await asyncio.to_thread(_job_indexes, url)
+        columns = await _fetch(
+            url,
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'queues'",
+        )
+        assert "concurrency" not in {name for (name,) in columns}
+        assert await connection.fetchval("SELECT count(*) FROM jobs") == FILLED_ROWS + written
+        await asyncio.to_thread(upgrade, url)
+        assert await asyncio.to_thread(_drift, url, metadata) == []
+    finally:
+        await connection.close()
+
+
 def test_the_priority_check_in_the_database_is_the_domain_s_range(database_url: str) -> None:
     # The revision spells the range out (it must keep meaning what it meant); the schema
     # derives it from the domain. They must agree.

@@ -112,9 +112,20 @@ def uses_index(plan: str, index: str) -> bool:
     return f"using {index} on {table}" in plan or f"Bitmap Index Scan on {index}" in plan
 
 
+# Running jobs are in a second index of their own, by queue (a limited queue's slots);
+# for a few rows the planner may read either.
+_ALSO_HOLDING = {Status.PROCESSING: "ix_jobs_running_by_queue"}
+
+
+def status_indexes(status: Status) -> set[str]:
+    """The partial indexes that hold `status`'s rows alone."""
+    also = _ALSO_HOLDING.get(status)
+    return {TRAITS[status].index} | ({also} if also else set())
+
+
 def reads_status_index(plan: str, status: Status) -> bool:
-    """Whether `plan` reads the partial index that holds `status`'s rows."""
-    return uses_index(plan, TRAITS[status].index)
+    """Whether `plan` reads a partial index that holds `status`'s rows alone."""
+    return any(uses_index(plan, index) for index in status_indexes(status))
 
 
 @dataclass(frozen=True, slots=True)

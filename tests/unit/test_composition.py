@@ -54,6 +54,7 @@ async def test_serve_with_a_metrics_listener_runs_every_component(
     assert names == [
         ("worker pool (default)", SIGNAL),
         ("queue pauses", SIGNAL),
+        ("queue limits", SIGNAL),
         ("job types publisher", SIGNAL),
         ("process heartbeat", SIGNAL),
         ("lease recovery", SIGNAL),
@@ -96,6 +97,7 @@ async def test_a_worker_without_listener_notify_or_job_retention_runs_only_its_l
     assert names == [
         ("worker pool (default)", SIGNAL),
         ("queue pauses", SIGNAL),
+        ("queue limits", SIGNAL),
         ("job types publisher", SIGNAL),
         ("process heartbeat", SIGNAL),
         ("lease recovery", SIGNAL),
@@ -123,6 +125,7 @@ async def test_a_worker_runs_one_pool_per_queue_in_the_order_given() -> None:
         ("worker pool (emails)", SIGNAL),
         ("worker pool (bulk)", SIGNAL),
         ("queue pauses", SIGNAL),
+        ("queue limits", SIGNAL),
         ("job types publisher", SIGNAL),
         ("process heartbeat", SIGNAL),
         ("lease recovery", SIGNAL),

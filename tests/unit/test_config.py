@@ -12,8 +12,10 @@ from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
 from jobqueue.domain.backoff import Backoff
+from jobqueue.domain.flow import QueueLimits
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.cli.main import build_parser
+from jobqueue.entrypoints.config.listeners import api_listener, metrics_listener
 from jobqueue.entrypoints.config.settings import (
     SETTINGS,
     ConfigError,
@@ -81,6 +83,7 @@ def test_every_documented_variable_is_read() -> None:
         "METRICS_ADDR": "127.0.0.1:9100",
         "WORKERS": "8",
         "QUEUES": "default=3,emails",
+        "QUEUE_LIMITS": "emails concurrency=2",
         "MAX_ATTEMPTS": "7",
         "JOB_TIMEOUT": "10s",
         "MAX_SNOOZES": "12",
@@ -122,6 +125,7 @@ def test_every_documented_variable_is_read() -> None:
     assert settings.workers == 8
     assert settings.queues == (("default", 3), ("emails", None))
     assert concurrency(settings) == {"default": 3, "emails": 8}
+    assert settings.queue_limits == (("emails", QueueLimits(concurrency=2)),)
     assert settings.max_attempts == 7
     assert settings.job_timeout == timedelta(seconds=10)
     assert settings.max_snoozes == 12
@@ -336,7 +340,7 @@ def test_http_addr_refusals(raw: str, why: str) -> None:
 
 def test_unset_http_addr_is_loopback_for_serve_and_every_interface_for_api() -> None:
     settings = Settings.from_env({})
-    serve, api = (settings.api_listener(with_workers=workers) for workers in (True, False))
+    serve, api = (api_listener(settings, with_workers=workers) for workers in (True, False))
 
     assert serve == HttpAddress("127.0.0.1", 8080, "127.0.0.1:8080")
     assert api == HttpAddress("0.0.0.0", 8080, ":8080")
@@ -346,25 +350,27 @@ def test_unset_http_addr_is_loopback_for_serve_and_every_interface_for_api() -> 
 def test_a_configured_http_addr_is_used_by_serve_and_api(with_workers: bool) -> None:
     settings = Settings.from_env({"HTTP_ADDR": ":8080"})
 
-    assert settings.api_listener(with_workers=with_workers) == HttpAddress("0.0.0.0", 8080, ":8080")
+    assert api_listener(settings, with_workers=with_workers) == HttpAddress(
+        "0.0.0.0", 8080, ":8080"
+    )
 
 
 def test_unset_metrics_addr_gives_a_worker_its_own_listener_on_9090() -> None:
     settings = Settings.from_env({})
 
-    assert settings.metrics_listener(serves_api=False) == HttpAddress("0.0.0.0", 9090, ":9090")
+    assert metrics_listener(settings, serves_api=False) == HttpAddress("0.0.0.0", 9090, ":9090")
 
 
 def test_unset_metrics_addr_opens_no_extra_listener_beside_the_api() -> None:
     # serve and api already answer /metrics, /healthz and /readyz on HTTP_ADDR.
-    assert Settings.from_env({}).metrics_listener(serves_api=True) is None
+    assert metrics_listener(Settings.from_env({}), serves_api=True) is None
 
 
 @pytest.mark.parametrize("serves_api", [False, True])
 def test_a_configured_metrics_addr_is_used_with_or_without_the_api(serves_api: bool) -> None:
     settings = Settings.from_env({"METRICS_ADDR": "127.0.0.1:9100"})
 
-    listener = settings.metrics_listener(serves_api=serves_api)
+    listener = metrics_listener(settings, serves_api=serves_api)
 
     assert listener == HttpAddress("127.0.0.1", 9100, "127.0.0.1:9100")
 
@@ -375,7 +381,7 @@ def test_metrics_addr_off_opens_no_metrics_listener(raw: str, serves_api: bool) 
     settings = Settings.from_env({"METRICS_ADDR": raw})
 
     assert settings.metrics_addr == "off"
-    assert settings.metrics_listener(serves_api=serves_api) is None
+    assert metrics_listener(settings, serves_api=serves_api) is None
 
 
 def test_an_empty_metrics_addr_counts_as_unset_not_as_off() -> None:
@@ -383,7 +389,7 @@ def test_an_empty_metrics_addr_counts_as_unset_not_as_off() -> None:
     # a worker's metrics.
     settings = Settings.from_env({"METRICS_ADDR": ""})
 
-    assert settings.metrics_listener(serves_api=False) == HttpAddress("0.0.0.0", 9090, ":9090")
+    assert metrics_listener(settings, serves_api=False) == HttpAddress("0.0.0.0", 9090, ":9090")
 
 
 @pytest.mark.parametrize(

@@ -162,6 +162,9 @@ class Switch:
     def resume(self) -> None:
         self.calls.append("resume")
 
+    def wake(self) -> None:
+        self.calls.append("wake")
+
 
 async def test_queue_pauses_follow_the_store_on_start_on_a_change_and_at_every_interval() -> None:
     store = InMemoryJobStore(wall_clock)

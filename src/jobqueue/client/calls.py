@@ -24,6 +24,7 @@ from msgspec.structs import replace
 from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable, UnexpectedAnswer
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.status import Status
+from jobqueue.wire.queue_requests import QueueLimitsRequest
 from jobqueue.wire.records import (
     BatchResult,
     Cancelled,
@@ -285,6 +286,15 @@ def pause(name: str) -> Call[QueueStateView]:
 
 def resume(name: str) -> Call[QueueStateView]:
     return Call("POST", f"/queues/{_segment(name)}/resume", QueueStateView)
+
+
+def set_limits(name: str, concurrency: int | None, rate: str | None) -> Call[QueueStateView]:
+    body = QueueLimitsRequest(concurrency=concurrency, rate=rate)
+    return Call("PUT", f"/queues/{_segment(name)}/limits", QueueStateView, body=body)
+
+
+def lift_limits(name: str) -> Call[QueueStateView]:
+    return Call("DELETE", f"/queues/{_segment(name)}/limits", QueueStateView)
 
 
 def periodic() -> Call[PeriodicList]:

@@ -209,6 +209,18 @@ class Client:
     def resume(self, queue: str) -> QueueStateView:
         return self._send(calls.resume(queue))
 
+    def set_limits(
+        self, queue: str, *, concurrency: int | None = None, rate: str | None = None
+    ) -> QueueStateView:
+        """Set `queue`'s limits, replacing every one it had (None: no such limit): at most
+        `concurrency` running at once, at most `rate` starts (such as "100/1m"), across
+        every process, from the moment this returns."""
+        return self._send(calls.set_limits(queue, concurrency, rate))
+
+    def lift_limits(self, queue: str) -> QueueStateView:
+        """Lift every limit of `queue`."""
+        return self._send(calls.lift_limits(queue))
+
     def periodic(self) -> list[PeriodicView]:
         return self._send(calls.periodic()).periodic
 

@@ -14,6 +14,7 @@ from uuid import UUID
 
 from jobqueue.domain.bulk import Selection, SelectionCount
 from jobqueue.domain.fields import DEFAULT_QUEUE, JsonValue
+from jobqueue.domain.flow import Claimed, QueueLimits
 from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.job_types import JobType, JsonSchema, PublishedType
 from jobqueue.domain.listing import JobPage, JobQuery, KeyLookup
@@ -78,7 +79,7 @@ class JobStore(PeriodicSlots, Protocol):
         queue: str = DEFAULT_QUEUE,
         *,
         types: Collection[str],
-    ) -> Sequence[Job]:
+    ) -> Claimed:
         """Up to `limit` due pending jobs of `queue` and of `types` (the types the claiming
         process runs), now processing under a fresh lease each, in the order
         `domain/claims.py` gives: the most urgent priority first; within it, the types in
@@ -106,7 +107,7 @@ class JobStore(PeriodicSlots, Protocol):
         queue: str = DEFAULT_QUEUE,
         *,
         types: Collection[str],
-    ) -> tuple[set[Lease], Sequence[Job]]:
+    ) -> tuple[set[Lease], Claimed]:
         """`record_many(endings)` and `claim(...)` at once, atomically: one write
         where a busy pool would make two. The claim does not see the endings' effects: a
         job they make due again is claimable from the next call on."""
@@ -196,6 +197,17 @@ class JobStore(PeriodicSlots, Protocol):
 
     async def paused_queues(self, queues: Sequence[str]) -> set[str]:
         """Which of `queues` are paused now."""
+        ...
+
+    async def set_queue_limits(self, queue: str, limits: QueueLimits) -> QueueState:
+        """An operator's limits for `queue` (`NO_LIMITS` lifts them), obeyed by every claim
+        from the moment this returns, in every process, and kept until an operator
+        changes them, whatever settings declare."""
+        ...
+
+    async def declare_queue_limits(self, queue: str, limits: QueueLimits) -> QueueState | None:
+        """The limits a process's settings declare for `queue` (`NO_LIMITS`: none), written
+        unless an operator set its limits; the state written, or None when left alone."""
         ...
 
     async def queue_summaries(self, max_age: timedelta | None = None) -> Sequence[QueueSummary]:

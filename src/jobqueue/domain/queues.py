@@ -1,8 +1,9 @@
 """Queues as an operator sees them: whether each is paused, and what waits in it.
 
-A queue exists as soon as a job names it; only a pause is stored about the queue itself.
-A paused queue claims nothing (the claim checks it in the same statement, so no claim
-that starts after the pause commits can take a job) while its running jobs finish.
+A queue exists as soon as a job names it; only a pause and limits (`domain/flow.py`) are
+stored about the queue itself. A paused queue claims nothing (the claim checks it in the
+same statement, so no claim that starts after the pause commits can take a job) while its
+running jobs finish.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from jobqueue.domain.flow import NO_LIMITS, LimitsSource, QueueLimits
 from jobqueue.domain.status import COUNTED, Status
 
 
@@ -19,6 +21,13 @@ class QueueState:
     name: str
     # When an operator paused it, by the store's clock; None while it runs.
     paused_at: datetime | None
+    limits: QueueLimits = NO_LIMITS
+    # Who set `limits`; None while it has none.
+    limits_source: LimitsSource | None = None
+    # The limits' use now: its running jobs (with a concurrency limit), its starts within
+    # the rate's window (with a rate); None without such a limit.
+    running: int | None = None
+    started: int | None = None
 
     @property
     def paused(self) -> bool:

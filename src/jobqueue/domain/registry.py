@@ -14,7 +14,8 @@ from uuid import UUID
 
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
-from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue
+from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue, check_queue_name
+from jobqueue.domain.flow import QueueLimits, Rate
 from jobqueue.domain.job import NO_OPTIONS, TypeOptions
 from jobqueue.domain.job_types import JobType
 from jobqueue.domain.periodic import PeriodicJob
@@ -148,6 +149,7 @@ class Registry:
     def __init__(self) -> None:
         self._specs: dict[str, HandlerSpec] = {}
         self._periodic: dict[str, PeriodicJob] = {}
+        self._limits: dict[str, QueueLimits] = {}
 
     def handler(
         self,
@@ -237,15 +239,35 @@ class Registry:
     def periodic_jobs(self) -> list[PeriodicJob]:
         return [self._periodic[name] for name in sorted(self._periodic)]
 
+    def limit(
+        self, queue: str, *, concurrency: int | None = None, rate: str | Rate | None = None
+    ) -> None:
+        """Limit `queue` across every process (`domain/flow.py`): at most `concurrency`
+        of its jobs running at once, at most `rate` starts ("100/1m"). Written as a
+        worker process starts, unless an operator set the queue's limits; QUEUE_LIMITS
+        overrides them queue by queue."""
+        check_queue_name(queue)
+        parsed = Rate.parse(rate) if isinstance(rate, str) else rate
+        self._limits[queue] = QueueLimits(concurrency, parsed)
+
+    @property
+    def queue_limits(self) -> dict[str, QueueLimits]:
+        """The queues' limits declared in code (`limit`), by queue."""
+        return dict(self._limits)
+
     def include(self, other: Registry) -> None:
-        """Add every handler of `other` (e.g. a user's module next to the examples), and
-        its periodic jobs."""
+        """Add every handler of `other` (e.g. a user's module next to the examples), its
+        periodic jobs and its queues' limits."""
         for spec in other.specs():
             if spec.name in self._specs:
                 raise ValueError(f"job type {spec.name!r} already has a handler")
             self._specs[spec.name] = spec
         for periodic in other.periodic_jobs():
             self.schedule(periodic)
+        for queue, limits in other.queue_limits.items():
+            if self._limits.get(queue, limits) != limits:
+                raise ValueError(f"queue {queue!r} is limited twice, differently")
+            self._limits[queue] = limits
 
     def get(self, name: str) -> HandlerSpec:
         try:

@@ -126,17 +126,44 @@ class JobList(msgspec.Struct, frozen=True):
     next_cursor: str | None
 
 
+class QueueLimitsView(msgspec.Struct, frozen=True):
+    """A queue's limits and their use now; null: no such limit."""
+
+    # At most this many running at once, across processes; `running`: running now.
+    concurrency: int | None = None
+    running: int | None = None
+    # At most so many starts within any window of a period ("100/m"); `started`: the
+    # starts within the window now.
+    rate: str | None = None
+    started: int | None = None
+    # "operator" (held until an operator changes them) or "settings" (QUEUE_LIMITS).
+    set_by: str | None = None
+
+    @classmethod
+    def of(cls, state: QueueState) -> QueueLimitsView:
+        limits, source = state.limits, state.limits_source
+        return cls(
+            concurrency=limits.concurrency,
+            running=state.running,
+            rate=None if limits.rate is None else str(limits.rate),
+            started=state.started,
+            set_by=None if source is None else source.value,
+        )
+
+
 class QueueStateView(msgspec.Struct, frozen=True):
-    """A queue's pause, as `POST /queues/{name}/pause|resume` answer it."""
+    """A queue's pause and limits, as `POST /queues/{name}/pause|resume` and
+    `PUT /queues/{name}/limits` answer them."""
 
     name: str
     paused: bool
     # When it was paused, by the database's clock; null while it runs.
     paused_at: datetime | None
+    limits: QueueLimitsView = QueueLimitsView()
 
     @classmethod
     def of(cls, state: QueueState) -> QueueStateView:
-        return cls(state.name, state.paused, _utc(state.paused_at))
+        return cls(state.name, state.paused, _utc(state.paused_at), QueueLimitsView.of(state))
 
 
 class QueueRecord(msgspec.Struct, frozen=True):
@@ -156,6 +183,8 @@ class QueueRecord(msgspec.Struct, frozen=True):
     # none does, so they wait until one starts. Defaults: an older service has neither.
     consumers: int = 0
     unconsumed: bool = False
+    # Its limits and their use; all null without limits (and from an older service).
+    limits: QueueLimitsView = QueueLimitsView()
 
     @classmethod
     def of(cls, summary: QueueSummary) -> QueueRecord:
@@ -170,6 +199,7 @@ class QueueRecord(msgspec.Struct, frozen=True):
             oldest_due_age_seconds=None if age is None else age.total_seconds(),
             consumers=summary.consumers,
             unconsumed=summary.unconsumed,
+            limits=QueueLimitsView.of(state),
         )
 
 

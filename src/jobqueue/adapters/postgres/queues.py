@@ -15,13 +15,17 @@ from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.queries.listing import COUNT_BY_QUEUE, COUNT_IN_QUEUE
 from jobqueue.adapters.postgres.queries.processes import CONSUMERS_BY_QUEUE
 from jobqueue.adapters.postgres.queries.queues import (
+    DECLARE_LIMITS,
     PAUSE_QUEUE,
     PAUSED_AMONG,
     QUEUE_STATE,
     QUEUE_STATES,
     RESUME_QUEUE,
+    SET_LIMITS,
+    UNDECLARE_LIMITS,
 )
 from jobqueue.adapters.postgres.queue_counts import CountCache, Rows
+from jobqueue.domain.flow import NO_LIMITS, LimitsSource, QueueLimits, Rate
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import COUNTED, Status
 
@@ -38,7 +42,28 @@ class PostgresQueues:
             (row,) = await fetch_pooled(
                 self._engine, PAUSE_QUEUE if paused else RESUME_QUEUE, {"name": name}
             )
-        return QueueState(row["name"], row["paused_at"])
+        return state_from_row(row)
+
+    async def set_limits(self, name: str, limits: QueueLimits) -> QueueState:
+        """An operator's limits for `name` (NO_LIMITS lifts them): obeyed by every claim
+        from the commit on, and kept whatever settings declare until changed again."""
+        source = LimitsSource.OPERATOR if limits.any else None
+        with store_failures():
+            (row,) = await fetch_pooled(
+                self._engine, SET_LIMITS, _limit_values(name, limits, source)
+            )
+        return state_from_row(row)
+
+    async def declare_limits(self, name: str, limits: QueueLimits) -> QueueState | None:
+        """Limits a process's settings declare for `name` (NO_LIMITS: none), unless an
+        operator set them; the state written, or None when left alone."""
+        with store_failures():
+            if not limits.any:
+                await fetch_pooled(self._engine, UNDECLARE_LIMITS, {"name": name})
+                return None
+            values = _limit_values(name, limits, LimitsSource.SETTINGS)
+            rows = await fetch_pooled(self._engine, DECLARE_LIMITS, values)
+        return state_from_row(rows[0]) if rows else None
 
     async def paused(self, names: Sequence[str]) -> set[str]:
         """Which of `names` are paused."""
@@ -98,7 +123,7 @@ def _summed(
 ) -> list[QueueSummary]:
     """The summaries of `names`, in that order, from the rows of the counts (a row per
     queue and counted status), the pauses and the consumers."""
-    paused_at = {row["name"]: row["paused_at"] for row in states}
+    known = {row["name"]: state_from_row(row) for row in states}
     consumers = {row["queue"]: row["consumers"] for row in consumed}
     counts = {name: dict.fromkeys(COUNTED, 0) for name in names}
     due_now: dict[str, int] = dict.fromkeys(names, 0)
@@ -110,7 +135,7 @@ def _summed(
             oldest[row["queue"]] = row["oldest_due_age"]
     return [
         QueueSummary(
-            QueueState(name, paused_at.get(name)),
+            known.get(name, QueueState(name, None)),
             counts[name],
             due_now[name],
             oldest[name],
@@ -118,3 +143,29 @@ def _summed(
         )
         for name in names
     ]
+
+
+def state_from_row(row: Mapping[str, Any]) -> QueueState:
+    """A row of `queries/queues._STATE` as the domain's `QueueState`."""
+    rate = None if row["rate_limit"] is None else Rate(row["rate_limit"], row["rate_period"])
+    limits = QueueLimits(row["concurrency"], rate) if row["concurrency"] or rate else NO_LIMITS
+    source = row["limits_source"]
+    return QueueState(
+        row["name"],
+        row["paused_at"],
+        limits,
+        None if source is None else LimitsSource(source),
+        row["running"],
+        row["started"],
+    )
+
+
+def _limit_values(name: str, limits: QueueLimits, source: LimitsSource | None) -> dict[str, object]:
+    rate = limits.rate
+    return {
+        "name": name,
+        "concurrency": limits.concurrency,
+        "rate_limit": None if rate is None else rate.limit,
+        "rate_period": None if rate is None else rate.period,
+        "source": None if source is None else source.value,
+    }

@@ -39,6 +39,13 @@ from jobqueue.domain.fields import (
     MIN_ATTEMPTS,
     MIN_PRIORITY,
 )
+from jobqueue.domain.flow import (
+    MAX_CONCURRENCY,
+    MAX_PERIOD,
+    MAX_RATE,
+    MIN_PERIOD,
+    LimitsSource,
+)
 from jobqueue.domain.job import Job
 from jobqueue.domain.status import TRAITS, Status
 from jobqueue.domain.throughput import PICKUP_BOUNDS_MS
@@ -53,8 +60,12 @@ metadata = MetaData(
 )
 
 
-def _quoted(statuses: Iterable[Status]) -> str:
-    return ", ".join(f"'{status.value}'" for status in statuses)
+def _quoted(constants: Iterable[Status | LimitsSource]) -> str:
+    return ", ".join(f"'{constant.value}'" for constant in constants)
+
+
+def _interval(duration: timedelta) -> str:
+    return f"interval '{duration // timedelta(milliseconds=1)} milliseconds'"
 
 
 _STATUSES = _quoted(Status)
@@ -183,6 +194,14 @@ jobs = Table(
     ),
     # Dead letters await a person: counted for the queue-depth gauge, listed newest first.
     Index("ix_jobs_dead_letter", "updated_at", postgresql_where=text("status = 'dead_letter'")),
+    # A queue's running jobs: a limited queue's slots, counted by its claims
+    # (`queries/flow.py`), and a bulk cancel of one queue's running jobs, in lease order.
+    Index(
+        "ix_jobs_running_by_queue",
+        "queue",
+        "locked_until",
+        postgresql_where=text("status = 'processing'"),
+    ),
 )
 
 
@@ -197,6 +216,25 @@ queues = Table(
     # When a process warned that due jobs wait here and no live process consumes the
     # queue; cleared once one does (`queries/processes.py`): one warning per episode.
     Column("unconsumed_warned_at", DateTime(timezone=True), nullable=True),
+    # Its limits (`domain/flow.py`), NULL: none; and who set them.
+    Column("concurrency", Integer, nullable=True),
+    Column("rate_limit", Integer, nullable=True),
+    Column("rate_period", Interval, nullable=True),
+    Column("limits_source", Text, nullable=True),
+    # What its claims leave for each other (`queries/flow.py`): the jobs the latest took,
+    # as parallel arrays, and the starts in the rate's window.
+    Column("holder_ids", ARRAY(UUID(as_uuid=True)), nullable=False, server_default="{}"),
+    Column("holder_tokens", ARRAY(BigInteger), nullable=False, server_default="{}"),
+    Column("holder_at", ARRAY(DateTime(timezone=True)), nullable=False, server_default="{}"),
+    Column("starts", ARRAY(DateTime(timezone=True)), nullable=False, server_default="{}"),
+    CheckConstraint(f"concurrency BETWEEN 1 AND {MAX_CONCURRENCY}", name="concurrency"),
+    CheckConstraint(f"rate_limit BETWEEN 1 AND {MAX_RATE}", name="rate_limit"),
+    CheckConstraint(
+        f"rate_period BETWEEN {_interval(MIN_PERIOD)} AND {_interval(MAX_PERIOD)}",
+        name="rate_period",
+    ),
+    CheckConstraint(f"limits_source IN ({_quoted(LimitsSource)})", name="limits_source"),
+    CheckConstraint("(rate_limit IS NULL) = (rate_period IS NULL)", name="rate"),
 )
 
 

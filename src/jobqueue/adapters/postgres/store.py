@@ -28,7 +28,7 @@ from jobqueue.adapters.postgres.periodic import PostgresPeriodicSlots
 from jobqueue.adapters.postgres.queries import jobs as q
 from jobqueue.adapters.postgres.queries.listing import count_selected, prune
 from jobqueue.adapters.postgres.queues import PostgresQueues
-from jobqueue.adapters.postgres.rows import job_from_row
+from jobqueue.adapters.postgres.rows import Row, job_from_row
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.bulk import (
     ACTIONABLE,
@@ -46,6 +46,7 @@ from jobqueue.domain.errors import (
     UniqueKeyHeld,
 )
 from jobqueue.domain.fields import DEFAULT_QUEUE
+from jobqueue.domain.flow import Claimed, Headroom, QueueLimits
 from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery, KeyLookup
 from jobqueue.domain.outcome import Decision
@@ -105,12 +106,11 @@ class PostgresJobStore:
         queue: str = DEFAULT_QUEUE,
         *,
         types: Collection[str],
-    ) -> Sequence[Job]:
+    ) -> Claimed:
         _check_claim(limit, lease)
         ranges = self._cursors[queue].next(types)
         rows = await self._fetch(q.CLAIM, self._claim_values(queue, limit, lease, ranges))
-        claimed = [job_from_row(row) for row in rows]
-        return await self._claimed(queue, claimed, limit, lease, ranges)
+        return await self._claimed(queue, rows, limit, lease, ranges)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         if not endings:
@@ -125,7 +125,7 @@ class PostgresJobStore:
         queue: str = DEFAULT_QUEUE,
         *,
         types: Collection[str],
-    ) -> tuple[set[Lease], Sequence[Job]]:
+    ) -> tuple[set[Lease], Claimed]:
         _check_claim(limit, lease)
         if not endings:
             return set(), await self.claim(limit, lease, queue, types=types)
@@ -142,8 +142,7 @@ class PostgresJobStore:
                 first["ended_ids"] or (), first["ended_tokens"] or (), strict=True
             )
         }
-        claimed = [job_from_row(row) for row in rows if row["id"] is not None]
-        return held, await self._claimed(queue, claimed, limit, lease, ranges)
+        return held, await self._claimed(queue, rows, limit, lease, ranges)
 
     def _claim_values(
         self, queue: str, limit: int, lease: timedelta, ranges: Ranges
@@ -160,20 +159,26 @@ class PostgresJobStore:
         }
 
     async def _claimed(
-        self, queue: str, claimed: list[Job], limit: int, lease: timedelta, ranges: Ranges
-    ) -> list[Job]:
-        """What a claim from the cursor returned, topped up from the start of each range
-        when it came back short: jobs due behind the cursor (released, or committed late)
-        are then claimed at once, not a poll later."""
-        if len(claimed) < limit and not ranges.at_start:
+        self, queue: str, rows: Sequence[Row], limit: int, lease: timedelta, ranges: Ranges
+    ) -> Claimed:
+        """What a claim returned (a row per job taken, or one without a job), topped up
+        from the start of each range when it came back short of due jobs: jobs due behind
+        the cursor (released, or committed late) are then claimed at once, not a poll
+        later. Short because a limit held it back, it is not topped up."""
+        claimed = _claimed_from(rows, limit)
+        if len(claimed) < limit and not claimed.held_back and not ranges.at_start:
             values = self._claim_values(queue, limit - len(claimed), lease, ranges.from_start())
             try:
-                rows = await self._fetch(q.CLAIM, values)
+                more = _claimed_from(await self._fetch(q.CLAIM, values), limit - len(claimed))
             except (StoreUnavailable, StoreError):
                 # The first claim is committed: its jobs must reach the pool whatever
                 # happens to this one. The next claim starts over (nothing moved on).
-                rows = []
-            claimed += [job_from_row(row) for row in rows]
+                more = Claimed()
+            claimed = Claimed(
+                claimed + more,
+                held_back=claimed.held_back | more.held_back,
+                retry_in=more.retry_in,
+            )
         # In the order the ranges were read: the order the pool starts them in.
         position = {each: index for index, each in enumerate(ranges.ranges)}
         claimed.sort(key=lambda job: (position[job.priority, job.type], job.run_at, job.id))
@@ -301,6 +306,12 @@ class PostgresJobStore:
     async def paused_queues(self, queues: Sequence[str]) -> set[str]:
         return await self._queues.paused(queues)
 
+    async def set_queue_limits(self, queue: str, limits: QueueLimits) -> QueueState:
+        return await self._queues.set_limits(queue, limits)
+
+    async def declare_queue_limits(self, queue: str, limits: QueueLimits) -> QueueState | None:
+        return await self._queues.declare_limits(queue, limits)
+
     async def queue_summaries(self, max_age: timedelta | None = None) -> Sequence[QueueSummary]:
         return await self._queues.summaries(max_age)
 
@@ -338,6 +349,15 @@ class PostgresJobStore:
 
 
 _PING = Statement("ping", "SELECT 1")
+
+
+def _claimed_from(rows: Sequence[Row], asked: int) -> Claimed:
+    """A claim's rows as the jobs it took and what its queue's limits had left (on every
+    row, and on the one row a claim that took nothing returns)."""
+    first = rows[0]
+    headroom = Headroom(first["concurrency_left"], first["rate_left"], first["rate_opens_in"])
+    jobs = [job_from_row(row) for row in rows if row["id"] is not None]
+    return Claimed.within(jobs, asked, headroom)
 
 
 def _check_claim(limit: int, lease: timedelta) -> None:

@@ -24,6 +24,7 @@ from prometheus_client import (
 )
 
 from jobqueue.domain.attempts import Outcome
+from jobqueue.domain.flow import Limit
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import DECIDED, Decision
 from jobqueue.domain.status import COUNTED, PRUNABLE, Status
@@ -84,6 +85,14 @@ class Metrics:
         self._cancelled = Counter(
             "jobs_cancelled",
             "Jobs cancelled by an operator, pending or running.",
+            registry=self.registry,
+        )
+        # Labelled by queue and limit: both bounded (queues workers consume, two limits).
+        self._held_back = Counter(
+            "claims_held_back",
+            "Claims that took fewer jobs than they asked for because a queue's limit "
+            "(concurrency or rate) held the rest back.",
+            ("queue", "limit"),
             registry=self.registry,
         )
         self._completed = self._per_job("jobs_completed", "Attempts that completed their job.")
@@ -230,6 +239,10 @@ class Metrics:
 
     def outcome_unrecorded(self, job: Job) -> None:
         self.series(job).unrecorded.inc()
+
+    def claim_held_back(self, queue: str, limits: frozenset[Limit]) -> None:
+        for limit in limits:
+            self._held_back.labels(queue, limit.value).inc()
 
     def recovered(self, jobs: Iterable[Job]) -> None:
         for job in jobs:

@@ -99,6 +99,15 @@ def _refused(args: argparse.Namespace, answers: TextIO, errors: TextIO) -> bool:
     return reply.strip().lower() not in ("y", "yes")
 
 
+def _set_limits(client: Client, args: argparse.Namespace) -> Any:
+    if args.concurrency is None and args.rate is None:
+        raise SystemExit(
+            "jobqueue queues limit: give --concurrency, --rate or both "
+            "(`jobqueue queues unlimit QUEUE` lifts every limit)"
+        )
+    return client.set_limits(args.name, concurrency=args.concurrency, rate=args.rate)
+
+
 _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {
     ("jobs", "submit"): jobs_commands.submit,
     ("jobs", "submit-batch"): jobs_commands.submit_batch,
@@ -115,6 +124,8 @@ _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {
     ("queues", "list"): lambda client, args: client.queues(),
     ("queues", "pause"): lambda client, args: client.pause(args.name),
     ("queues", "resume"): lambda client, args: client.resume(args.name),
+    ("queues", "limit"): lambda client, args: _set_limits(client, args),
+    ("queues", "unlimit"): lambda client, args: client.lift_limits(args.name),
     ("types", "list"): lambda client, args: client.types(),
     ("periodic", "list"): lambda client, args: client.periodic(),
     ("workers", "list"): lambda client, args: client.workers(),

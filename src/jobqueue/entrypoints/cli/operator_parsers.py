@@ -119,13 +119,27 @@ def add_commands(commands: Any, epilog: str) -> None:
     ):
         _add_selection(action(jobs, name, summary), BULK_ACTIONS[name])
 
-    queues = command("queues", "list, pause and resume queues")
-    action(queues, "list", "every queue: counts, oldest due job, paused")
+    queues = command("queues", "list, pause, resume and limit queues")
+    action(queues, "list", "every queue: counts, oldest due job, paused, limits and their use")
     for name, summary in (
         ("pause", "claim nothing more from a queue (running jobs finish)"),
         ("resume", "claim from a paused queue again"),
+        ("unlimit", "lift every limit of a queue"),
     ):
         action(queues, name, summary).add_argument("name", metavar="QUEUE")
+    limit = action(
+        queues,
+        "limit",
+        "set a queue's limits across every process, replacing those it had (a limit not "
+        "given is lifted)",
+    )
+    limit.add_argument("name", metavar="QUEUE")
+    limit.add_argument(
+        "--concurrency", type=int, metavar="N", help="at most N of its jobs running at once"
+    )
+    limit.add_argument(
+        "--rate", metavar="N/PERIOD", help="at most N starts within any PERIOD: 100/1m, 20/s"
+    )
 
     types = command("types", "list the job types the API accepts")
     action(

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from jobqueue.client import JobRecord, JobTypeView, PeriodicView, QueueRecord, WorkerView
+    from jobqueue.wire.records import QueueLimitsView
 
 # How much of an error a table cell shows; `show` and --json give it whole.
 _ERROR_WIDTH = 60
@@ -101,8 +102,10 @@ def _queue_table(queues: Sequence[QueueRecord]) -> Table:
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     statuses = sorted({status for queue in queues for status in queue.jobs})
-    left = ("queue", "paused", "")
-    columns = ("queue", "paused", *statuses, "due", "scheduled", "oldest due", "consumers", "")
+    left = ("queue", "paused", "limits", "")
+    columns = (
+        "queue", "paused", *statuses, "due", "scheduled", "oldest due", "consumers", "limits", ""
+    )  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column in left else "right")
     for queue in queues:
@@ -115,6 +118,7 @@ def _queue_table(queues: Sequence[QueueRecord]) -> Table:
             str(queue.scheduled),
             "" if age is None else f"{age:.1f}s",
             str(queue.consumers),
+            limits_text(queue.limits),
             # Due jobs that no live worker process will claim: say so where it is seen.
             "no consumer: due jobs wait" if queue.unconsumed else "",
         )
@@ -210,9 +214,26 @@ def _card(fields: dict[str, Any]) -> Table:
     return card
 
 
+def limits_text(limits: QueueLimitsView) -> str:
+    """A queue's limits with their use: "3 of 5 running, 40 of 100/m started"."""
+    from jobqueue.domain.flow import limits_in_use
+
+    return limits_in_use(
+        limits.concurrency,
+        limits.running,
+        limits.rate,
+        limits.started,
+        declared=limits.set_by == "settings",
+    )
+
+
 def _shown(value: Any) -> str:
+    from jobqueue.wire.records import QueueLimitsView
+
     if value is None:
         return ""
+    if isinstance(value, QueueLimitsView):
+        return limits_text(value) or "none"
     if isinstance(value, datetime):
         return _when(value)
     if isinstance(value, dict | list):

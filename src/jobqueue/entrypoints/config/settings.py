@@ -40,6 +40,7 @@ from jobqueue.entrypoints.config.variables import (
     WORKER_METRICS_ADDR,
     HttpAddress,
     QueueConcurrency,
+    QueueLimitsEntry,
     Setting,
     format_size,
     parse_bool,
@@ -52,12 +53,14 @@ from jobqueue.entrypoints.config.variables import (
     parse_modules,
     parse_path,
     parse_pooler,
+    parse_queue_limits,
     parse_queues,
     parse_size,
     parse_tokens,
     parse_trace_url,
     read_environment,
     setting,
+    show_queue_limits,
     show_queues,
 )
 from jobqueue.entrypoints.worker.retention import DEFAULT_INTERVAL as DEFAULT_RETENTION_INTERVAL
@@ -128,6 +131,15 @@ class Settings:
         "(default=10,emails=2; a queue given no number runs WORKERS)",
         commands=WITH_WORKERS,
         shown=show_queues,
+    )
+    queue_limits: tuple[QueueLimitsEntry, ...] = setting(
+        "QUEUE_LIMITS",
+        parse_queue_limits,
+        (),
+        "limits across every process, per queue (emails concurrency=5 rate=100/1m; "
+        "reports concurrency=2), written as a worker starts unless an operator set its own",
+        commands=WITH_WORKERS,
+        shown=show_queue_limits,
     )
     max_attempts: int = setting(
         "MAX_ATTEMPTS",
@@ -358,22 +370,6 @@ class Settings:
 
     def database_limits(self) -> Limits:
         return Limits(statement=self.statement_timeout, client=self.db_client_timeout)
-
-    def api_listener(self, *, with_workers: bool) -> HttpAddress:
-        """HTTP_ADDR, else loopback for `serve` (`with_workers`), all interfaces for `api`."""
-        return self.http_addr or (SERVE_HTTP_ADDR if with_workers else API_HTTP_ADDR)
-
-    def metrics_listener(self, *, serves_api: bool) -> HttpAddress | None:
-        """Where the separate metrics server listens, or None for no such server.
-
-        Unset, it runs only in a process without the API (`jobqueue worker`): the API
-        serves the same endpoints on HTTP_ADDR.
-        """
-        if isinstance(self.metrics_addr, HttpAddress):
-            return self.metrics_addr
-        if self.metrics_addr is None and not serves_api:
-            return WORKER_METRICS_ADDR
-        return None
 
     def retention_policy(self) -> RetentionPolicy:
         # A zero duration is falsy: 0 configures "keep forever", which the policy spells None.

@@ -19,6 +19,7 @@ from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.fields import check_queue_name
+from jobqueue.domain.flow import QueueLimits
 from jobqueue.wire.tokens import first_unsendable
 
 T = TypeVar("T")
@@ -296,6 +297,34 @@ def parse_queues(raw: str) -> tuple[QueueConcurrency, ...]:
     if not queues:
         raise ValueError("names no queue; use a form such as 'default=10,emails=2'")
     return tuple(queues)
+
+
+# A queue's limits as settings declare them (QUEUE_LIMITS).
+QueueLimitsEntry = tuple[str, QueueLimits]
+
+
+def parse_queue_limits(raw: str) -> tuple[QueueLimitsEntry, ...]:
+    """`emails concurrency=5 rate=100/1m; reports concurrency=2`: a queue's name, then its
+    limits; queues apart by semicolons. `none`: none."""
+    declared: list[QueueLimitsEntry] = []
+    if raw.strip() == "none":
+        return ()
+    for part in (piece.strip() for piece in raw.split(";")):
+        if not part:
+            continue
+        name, _, limits = part.partition(" ")
+        check_queue_name(name)
+        if any(name == seen for seen, _ in declared):
+            raise ValueError(f"queue {name!r} is listed twice")
+        try:
+            declared.append((name, QueueLimits.parse(limits)))
+        except ValueError as error:
+            raise ValueError(f"queue {name!r}: {error}") from None
+    return tuple(declared)
+
+
+def show_queue_limits(declared: tuple[QueueLimitsEntry, ...]) -> str:
+    return "; ".join(f"{name} {limits}" for name, limits in declared) or "none"
 
 
 def show_queues(queues: tuple[QueueConcurrency, ...]) -> str:

@@ -13,9 +13,16 @@ from litestar.exceptions import ClientException
 from litestar.openapi.spec import OpenAPIMediaType, Operation, RequestBody
 
 from jobqueue.domain.bulk import Selection
+from jobqueue.domain.flow import QueueLimits
 from jobqueue.domain.transitions import Operation as JobOperation
 from jobqueue.entrypoints.http.request_schemas import bulk_request, reference
-from jobqueue.wire.requests import BatchRequest, BulkRequest, CreateJobRequest, RescheduleRequest
+from jobqueue.wire.queue_requests import QueueLimitsRequest
+from jobqueue.wire.requests import (
+    BatchRequest,
+    BulkRequest,
+    CreateJobRequest,
+    RescheduleRequest,
+)
 
 _EXAMPLE_BODY = '{"type": "sleep", "payload": {"duration": "2s"}, "max_attempts": 3}'
 _EXAMPLE_BATCH = (
@@ -23,6 +30,7 @@ _EXAMPLE_BATCH = (
     '{"type": "sleep", "payload": {"duration": "5s"}}]}'
 )
 _EXAMPLE_RESCHEDULE = '{"run_at": "2026-12-24T18:00:00Z"} or {"delay": "10m"}'
+_EXAMPLE_LIMITS = '{"concurrency": 5, "rate": "100/1m"}'
 _EXAMPLE_BULK = {
     JobOperation.RETRY: '{"status": "dead_letter", "queue": "emails", "limit": 100}',
     JobOperation.CANCEL: '{"status": "pending", "type": "send_email", "limit": 100}',
@@ -87,6 +95,26 @@ class RescheduleOperation(Operation):
             description=f"When the job is due, e.g. {_EXAMPLE_RESCHEDULE}",
             content={"application/json": OpenAPIMediaType(schema=reference("RescheduleRequest"))},
         )
+
+
+@dataclass
+class LimitsOperation(Operation):
+    """Documents the body that `set_limits` decodes by hand."""
+
+    def __post_init__(self) -> None:
+        self.request_body = RequestBody(
+            required=True,
+            description=f"The queue's limits, e.g. {_EXAMPLE_LIMITS}; {{}} lifts them all",
+            content={"application/json": OpenAPIMediaType(schema=reference("QueueLimitsRequest"))},
+        )
+
+
+def parse_limits(body: bytes) -> QueueLimits:
+    """The body as a queue's limits, or a 400 saying exactly what is wrong with it."""
+    try:
+        return _decoded(body, QueueLimitsRequest, _EXAMPLE_LIMITS).limits()
+    except ValueError as error:
+        raise ClientException(detail=f"invalid limits: {error}") from None
 
 
 def parse_reschedule(body: bytes) -> RescheduleRequest:

@@ -1,16 +1,19 @@
-"""The `/queues` resource: what waits in each queue, and pausing and resuming one."""
+"""The `/queues` resource: what waits in each queue, pausing and resuming one, and its
+limits."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from litestar import Controller, get, post
+from litestar import Controller, Request, delete, get, post, put
 from litestar.di import NamedDependency
 from litestar.exceptions import ClientException
 from litestar.params import PathParameter
 from litestar.status_codes import HTTP_200_OK
 
 from jobqueue.domain.fields import MAX_QUEUE_LENGTH, QUEUE_NAME, check_queue_name
+from jobqueue.domain.flow import NO_LIMITS
+from jobqueue.entrypoints.http.bodies import LimitsOperation, parse_limits
 from jobqueue.entrypoints.http.parameters import STORE_DOWN, error_spec
 from jobqueue.entrypoints.http.service import QueueService
 from jobqueue.wire.records import QueueList, QueueRecord, QueueStateView
@@ -76,3 +79,38 @@ class QueuesController(Controller):
         self, name: QueueNameParameter, queues: NamedDependency[QueueService]
     ) -> QueueStateView:
         return QueueStateView.of(await queues.resume(parse_queue_name(name)))
+
+    @put(
+        "/{name:str}/limits",
+        status_code=HTTP_200_OK,
+        summary="Set a queue's limits: concurrency and rate, across every process",
+        response_description="The queue, with its limits and their use now",
+        description="Replaces every limit the queue had (absent or null: none). Obeyed by "
+        "every claim from the moment this answers, in every process; jobs held back stay "
+        "pending, their attempts untouched. Held until an operator changes them, whatever "
+        "QUEUE_LIMITS says.",
+        operation_class=LimitsOperation,
+        responses={400: error_spec("A bad name, or limits out of range"), 503: STORE_DOWN},
+    )
+    async def set_limits(
+        self,
+        name: QueueNameParameter,
+        request: Request[Any, Any, Any],
+        queues: NamedDependency[QueueService],
+    ) -> QueueStateView:
+        queue = parse_queue_name(name)
+        return QueueStateView.of(await queues.set_limits(queue, parse_limits(await request.body())))
+
+    @delete(
+        "/{name:str}/limits",
+        status_code=HTTP_200_OK,
+        summary="Lift a queue's limits",
+        response_description="The queue, without limits",
+        description="As PUT with {}. Limits in QUEUE_LIMITS apply again from the next start "
+        "of a process that declares them.",
+        responses={400: _INVALID_NAME, 503: STORE_DOWN},
+    )
+    async def lift_limits(
+        self, name: QueueNameParameter, queues: NamedDependency[QueueService]
+    ) -> QueueStateView:
+        return QueueStateView.of(await queues.set_limits(parse_queue_name(name), NO_LIMITS))

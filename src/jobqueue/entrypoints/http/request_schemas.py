@@ -15,6 +15,7 @@ from litestar.openapi.spec import Reference
 
 from jobqueue.domain.bulk import SELECTABLE
 from jobqueue.domain.transitions import Operation
+from jobqueue.wire.queue_requests import QueueLimitsRequest
 from jobqueue.wire.requests import (
     BatchRequest,
     BulkRequest,
@@ -38,7 +39,7 @@ def bulk_request(operation: Operation) -> str:
 @cache
 def _components() -> dict[str, Any]:
     _, components = msgspec.json.schema_components(
-        (CreateJobRequest, BatchRequest, BulkRequest, RescheduleRequest),
+        (CreateJobRequest, BatchRequest, BulkRequest, RescheduleRequest, QueueLimitsRequest),
         ref_template=COMPONENTS + "{name}",
     )
     bulk = components.pop("BulkRequest")

@@ -14,6 +14,7 @@ from jobqueue.adapters.telemetry.trace_context import annotate_current_span, cur
 from jobqueue.domain.bulk import Selection, SelectionCount
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.fields import check_schedule
+from jobqueue.domain.flow import QueueLimits
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.job_types import KnownTypes
 from jobqueue.domain.listing import JobPage, JobQuery, KeyLookup
@@ -251,7 +252,7 @@ def _described(selection: Selection) -> dict[str, object]:
 
 
 class QueueService:
-    """Pauses, resumes and sums up queues; an operator's pause or resume is logged."""
+    """Pauses, resumes, limits and sums up queues; an operator's every change is logged."""
 
     def __init__(self, store: JobStore) -> None:
         self._store = store
@@ -264,6 +265,11 @@ class QueueService:
     async def resume(self, name: str) -> QueueState:
         state = await self._store.resume_queue(name)
         _log.info("queue resumed", extra={"queue": state.name})
+        return state
+
+    async def set_limits(self, name: str, limits: QueueLimits) -> QueueState:
+        state = await self._store.set_queue_limits(name, limits)
+        _log.info("queue limits set", extra={"queue": state.name, "limits": str(limits)})
         return state
 
     async def summaries(self, max_age: timedelta | None = None) -> Sequence[QueueSummary]:

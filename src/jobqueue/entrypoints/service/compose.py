@@ -64,6 +64,7 @@ from jobqueue.entrypoints.service.components import (
 )
 from jobqueue.entrypoints.service.liveness import Heartbeat, QueueWatch
 from jobqueue.entrypoints.service.published_types import Published, TypeCatalogue, TypePublisher
+from jobqueue.entrypoints.service.queue_limits import LimitsDeclaration, declared_limits
 from jobqueue.entrypoints.service.runtime import Listeners
 from jobqueue.entrypoints.service.wakeups import Announcing, Listening, announcer
 from jobqueue.entrypoints.worker.cancels import CancelRouter
@@ -152,6 +153,10 @@ def build_components(
             pools.append(pool)
         pauses = QueuePauses(store, {pool.queue: pool for pool in pools})
         components.append(Loop("queue pauses", StopPhase.SIGNAL, pauses))
+        limits = declared_limits(
+            registry.queue_limits, settings.queue_limits, [pool.queue for pool in pools]
+        )
+        components.append(Loop("queue limits", StopPhase.SIGNAL, LimitsDeclaration(store, limits)))
         # So that API processes without this code accept these types.
         publisher = TypePublisher(PostgresJobTypes(engine), registry, decoder, store.worker)
         components.append(Loop("job types publisher", StopPhase.SIGNAL, publisher))

@@ -14,6 +14,7 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.schema_version import is_current
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig
 from jobqueue.domain.registry import Registry
+from jobqueue.entrypoints.config.listeners import api_listener, metrics_listener
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.service import exit_codes
 from jobqueue.entrypoints.service.components import run_components
@@ -52,8 +53,8 @@ async def run_service(settings: Settings, roles: Roles) -> int:
 
 async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> int:
     registry = build_registry(settings)
-    api_address = settings.api_listener(with_workers=roles.workers) if roles.http else None
-    listeners = bind_listeners(api_address, settings.metrics_listener(serves_api=roles.http))
+    api_address = api_listener(settings, with_workers=roles.workers) if roles.http else None
+    listeners = bind_listeners(api_address, metrics_listener(settings, serves_api=roles.http))
     if api_address is not None:
         warn_if_open(api_address, settings.api_tokens)
     tracing = _start_tracing(settings.tracing)
@@ -117,13 +118,13 @@ def _start_tracing(config: TracingConfig) -> Tracing | None:
 
 
 def _log_running(settings: Settings, roles: Roles, registry: Registry) -> None:
-    metrics_addr = settings.metrics_listener(serves_api=roles.http)
+    metrics_addr = metrics_listener(settings, serves_api=roles.http)
     _log.info(
         "jobqueue %s running",
         roles.name,
         extra={
             "http_addr": (
-                str(settings.api_listener(with_workers=roles.workers)) if roles.http else None
+                str(api_listener(settings, with_workers=roles.workers)) if roles.http else None
             ),
             "metrics_addr": str(metrics_addr) if metrics_addr is not None else None,
             "workers": settings.workers if roles.workers else 0,

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from jobqueue.adapters.telemetry.logging import log_failure
+from jobqueue.domain.flow import Claimed
 from jobqueue.domain.job import Job
 from jobqueue.entrypoints.worker.claim_sizing import ClaimSizing
 from jobqueue.entrypoints.worker.outcomes import OutcomeWriter
@@ -62,7 +63,7 @@ class Dispatcher:
         pool: Claiming,
         writer: OutcomeWriter,
         sizing: ClaimSizing,
-        claim: Callable[[int], Awaitable[Sequence[Job]]],
+        claim: Callable[[int], Awaitable[Claimed]],
         *,
         lease_seconds: float,
         poll_seconds: float,
@@ -180,9 +181,15 @@ class Dispatcher:
             self._nudged.set()
         self._sizing.prefetch.claimed(time.monotonic() - sent)
         self._backlog = len(jobs) >= wanted
-        if len(jobs) < wanted:
+        if jobs.retry_in is not None:
+            # The queue's rate lets it start no more now: rest until its window lets one
+            # more start (a wake-up cannot open it sooner), the poll interval at most.
+            opens = min(jobs.retry_in.total_seconds(), self._poll)
+            self._rest = (time.monotonic() + opens, False)
+        elif len(jobs) < wanted:
             if self._rest is None:
-                # Nothing more is due: rest for the poll interval or until a wake().
+                # Nothing more is due, or a limit held the rest back: rest for the poll
+                # interval or until a wake().
                 self._rest = (time.monotonic() + self._poll, True)
         elif self._rest is not None and self._rest[1]:
             # A full claim that was on its way beside a short one: more may be due after

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+from jobqueue.domain.flow import Limit
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import Decision
 
@@ -49,6 +50,9 @@ class PoolObserver(Protocol):
     def recovered(self, jobs: Sequence[Job]) -> None:
         """Lease recovery moved `jobs` (as they are now) out of processing."""
 
+    def claim_held_back(self, queue: str, limits: frozenset[Limit]) -> None:
+        """A claim of `queue` took fewer jobs than it asked for because of `limits`."""
+
 
 class NullObserver:
     """Observes nothing; the default when no telemetry is wired in."""
@@ -72,6 +76,9 @@ class NullObserver:
         pass
 
     def recovered(self, jobs: Sequence[Job]) -> None:
+        pass
+
+    def claim_held_back(self, queue: str, limits: frozenset[Limit]) -> None:
         pass
 
 
@@ -127,6 +134,12 @@ class GuardedObserver:
         except Exception:
             _log.exception("observer failed in recovered")
 
+    def claim_held_back(self, queue: str, limits: frozenset[Limit]) -> None:
+        try:
+            self._inner.claim_held_back(queue, limits)
+        except Exception:
+            _log.exception("observer failed in claim_held_back")
+
 
 def guarded(observer: PoolObserver | None) -> PoolObserver:
     """`observer` (or a `NullObserver`) wrapped so that its failures are only logged."""
@@ -166,6 +179,10 @@ class FanOut:
     def recovered(self, jobs: Sequence[Job]) -> None:
         for observer in self._observers:
             observer.recovered(jobs)
+
+    def claim_held_back(self, queue: str, limits: frozenset[Limit]) -> None:
+        for observer in self._observers:
+            observer.claim_held_back(queue, limits)
 
 
 def observing(*observers: PoolObserver | None) -> PoolObserver | None:

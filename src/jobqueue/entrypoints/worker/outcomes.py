@@ -27,14 +27,15 @@ import contextvars
 import logging
 import random
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum, auto
 
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import StoreUnavailable
-from jobqueue.domain.job import Job, Lease
+from jobqueue.domain.flow import Claimed
+from jobqueue.domain.job import Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 
@@ -162,7 +163,7 @@ class OutcomeWriter:
         types: Collection[str],
         *,
         traced: bool,
-    ) -> Sequence[Job]:
+    ) -> Claimed:
         """Claim up to `wanted` jobs of `queue` and `types`, carrying the endings waiting
         to be written (`take`): one statement where a busy pool would send two
         (`JobStore.record_and_claim`). `traced`: the statement is a span of the attempt

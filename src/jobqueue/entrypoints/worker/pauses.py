@@ -31,6 +31,8 @@ class Pausable(Protocol):
 
     def resume(self) -> None: ...
 
+    def wake(self) -> None: ...
+
 
 class QueuePauses:
     """Pauses and resumes each pool (`pools`, by the queue it consumes) as the store says,
@@ -60,8 +62,11 @@ class QueuePauses:
         )
 
     def changed(self) -> None:
-        """A pause or resume was announced: read them now."""
+        """A pause, a resume or a queue's limits were announced: read the pauses now, and
+        let every pool claim again (one a limit held back may claim more now)."""
         self._periodic.poke()
+        for pool in self._pools.values():
+            pool.wake()
 
     async def run(self) -> None:
         await self._periodic.run()

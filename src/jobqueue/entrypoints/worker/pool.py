@@ -28,6 +28,7 @@ from functools import partial
 from uuid import UUID
 
 from jobqueue.domain.attempts import Outcome
+from jobqueue.domain.flow import Claimed
 from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision, decide
 from jobqueue.domain.ports import JobStore, PayloadDecoder
@@ -255,13 +256,15 @@ class WorkerPool:
             self._claimed(Attempt(job, job.lease, 0.0, claimed, job_fields(job), lease_until))
         self._start_ready()
 
-    async def _claim(self, wanted: int) -> Sequence[Job]:
+    async def _claim(self, wanted: int) -> Claimed:
         """Claim up to `wanted` jobs, carrying the outcomes waiting to be written."""
-        config = self._config
-        traced = not isinstance(self._tracer, NullTracer)
-        return await self._writer.claim(
+        config, traced = self._config, not isinstance(self._tracer, NullTracer)
+        claimed = await self._writer.claim(
             wanted, config.lease_duration, config.queue, self._types, traced=traced
         )
+        if claimed.held_back:
+            self._observer.claim_held_back(config.queue, claimed.held_back)
+        return claimed
 
     def _claimed(self, attempt: Attempt) -> None:
         self._held[attempt.lease] = attempt

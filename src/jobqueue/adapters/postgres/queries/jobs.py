@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from jobqueue.adapters.postgres.queries import flow
 from jobqueue.adapters.postgres.queries.sql import among, appended_attempt, narrowed, quoted
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.attempts import Outcome, holds_final_attempt
@@ -60,7 +61,7 @@ _DUE = """
         FOR UPDATE SKIP LOCKED
     ) AS picked ON true
     WHERE NOT EXISTS (SELECT FROM queues WHERE name = :queue AND paused_at IS NOT NULL)
-    LIMIT :limit
+    LIMIT (SELECT n FROM allowance)
 """
 
 # The claim itself: each job due and locked becomes this attempt's, its lease and fencing
@@ -72,14 +73,27 @@ _TAKE_DUE = """
         lease_token = jobs.lease_token + 1,
         locked_until = now() + CAST(:lease AS interval),
         updated_at = now(),
-        started_at = now(),
+        started_at = coalesce((SELECT at FROM stamp), now()),
         worker = :worker
     FROM due
     WHERE jobs.id = due.id
     RETURNING jobs.*
 """
 
-CLAIM = Statement("claim", f"WITH due AS MATERIALIZED ({_DUE}) {_TAKE_DUE}")
+# What a claim returns: a row per job it took, or one of NULLs when it took none, each
+# with what the queue's limits had left (NULL without limits, `flow.py`).
+_LEFT = "allowance.concurrency_left, allowance.rate_left, allowance.rate_opens_in"
+
+CLAIM = Statement(
+    "claim",
+    f"""
+    WITH {flow.GATE} {flow.HOLDERS} {flow.allowance("")}
+    due AS MATERIALIZED ({_DUE}),
+    claimed AS ({_TAKE_DUE}),
+    {flow.FLOW}
+    SELECT {_LEFT}, claimed.* FROM allowance LEFT JOIN claimed ON true
+    """,
+)
 
 # --- ending attempts ---------------------------------------------------------------------
 
@@ -137,13 +151,16 @@ RECORD_AND_CLAIM = Statement(
     "record_endings_and_claim",
     f"""
     WITH ended AS ({_RECORD}),
+    {flow.GATE} {flow.HOLDERS} {flow.allowance(" AND id NOT IN (SELECT id FROM ended)")}
     due AS MATERIALIZED ({_DUE}),
-    claimed AS ({_TAKE_DUE})
-    SELECT held.ended_ids, held.ended_tokens, claimed.*
+    claimed AS ({_TAKE_DUE}),
+    {flow.FLOW}
+    SELECT held.ended_ids, held.ended_tokens, {_LEFT}, claimed.*
     FROM (
         SELECT array_agg(ended.id) AS ended_ids, array_agg(ended.lease_token) AS ended_tokens
         FROM ended
     ) AS held
+    CROSS JOIN allowance
     LEFT JOIN claimed ON true
     """,
 )

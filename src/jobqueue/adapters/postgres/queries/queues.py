@@ -1,6 +1,7 @@
-"""The statements on `queues`: a row per queue an operator paused or resumed (a queue with
-no row runs). The claim reads it by primary key in its own statement (`jobs.CLAIM`), so a
-pause holds from its commit on, whatever the processes have heard."""
+"""The statements on `queues`: a row per queue an operator paused, resumed or limited, or
+whose limits settings declared (a queue with no row runs, unlimited). The claim reads it
+by primary key in its own statement (`jobs.CLAIM`, `flow.py`), so a pause or a limit
+holds from its commit on, whatever the processes have heard."""
 
 from __future__ import annotations
 
@@ -9,6 +10,25 @@ from jobqueue.adapters.postgres.statement import Statement
 
 # Never built from anything a client sent.
 PAUSES_CHANNEL = "jobqueue_queues"
+
+
+# A queue's state as `QueueState` holds it: its pause, its limits, and their use now (the
+# running jobs, from the small index of running jobs, only for a concurrency limit; the
+# starts within the rate's window, from the row), read from a row of `queues`.
+_STATE = """
+    queues.name, queues.paused_at,
+    queues.concurrency, queues.rate_limit, queues.rate_period, queues.limits_source,
+    CASE WHEN queues.concurrency IS NOT NULL THEN (
+        SELECT count(*) FROM (
+            SELECT FROM jobs WHERE jobs.queue = queues.name AND jobs.status = 'processing'
+            LIMIT 10000
+        ) AS running
+    ) END AS running,
+    CASE WHEN queues.rate_limit IS NOT NULL THEN cardinality(ARRAY(
+        SELECT started FROM unnest(queues.starts) AS started
+        WHERE started > clock_timestamp() - queues.rate_period
+    )) END AS started
+"""
 
 
 # Pausing and resuming tell every worker process, by NOTIFY in the same statement,
@@ -21,9 +41,10 @@ def _set(paused_at: str, kept: str) -> str:
         VALUES (:name, {paused_at}, now())
         ON CONFLICT (name) DO UPDATE
         SET paused_at = {kept}, updated_at = now()
-        RETURNING name, paused_at
+        RETURNING *
     )
-    SELECT written.*, pg_notify({quoted(PAUSES_CHANNEL)}, '') AS announced FROM written
+    SELECT {_STATE}, pg_notify({quoted(PAUSES_CHANNEL)}, '') AS announced
+    FROM written AS queues
     """
 
 
@@ -38,5 +59,52 @@ PAUSED_AMONG = Statement(
     """,
 )
 
-QUEUE_STATES = Statement("queue_states", "SELECT name, paused_at FROM queues")
-QUEUE_STATE = Statement("queue_state", "SELECT name, paused_at FROM queues WHERE name = :name")
+QUEUE_STATES = Statement("queue_states", f"SELECT {_STATE} FROM queues")
+QUEUE_STATE = Statement("queue_state", f"SELECT {_STATE} FROM queues WHERE name = :name")
+
+
+def _limits_written(condition: str) -> str:
+    """A queue's limits written (its row made if need be), where `condition` holds of the
+    row there was; its state returned, and the change announced to the worker processes
+    as a pause is (a pool resting after a claim a limit held back claims again at once)."""
+    return f"""
+    WITH written AS (
+        INSERT INTO queues (name, concurrency, rate_limit, rate_period, limits_source, updated_at)
+        VALUES (
+            :name, :concurrency, :rate_limit, CAST(:rate_period AS interval), :source, now()
+        )
+        ON CONFLICT (name) DO UPDATE
+        SET concurrency = excluded.concurrency,
+            rate_limit = excluded.rate_limit,
+            rate_period = excluded.rate_period,
+            limits_source = excluded.limits_source,
+            updated_at = now()
+        WHERE {condition}
+        RETURNING *
+    )
+    SELECT {_STATE}, pg_notify({quoted(PAUSES_CHANNEL)}, '') AS announced
+    FROM written AS queues
+    """
+
+
+# An operator's limits for a queue, or none (all NULL, and no source): they hold until an
+# operator changes them again, whatever settings declare.
+SET_LIMITS = Statement("set_queue_limits", _limits_written("true"))
+
+# Limits declared in a process's settings, written as it starts, unless an operator's
+# stand (then the row is left alone, and none is returned).
+DECLARE_LIMITS = Statement(
+    "declare_queue_limits",
+    _limits_written("queues.limits_source IS DISTINCT FROM 'operator'"),
+)
+
+# Settings that declare no limits for a queue lift those settings declared before.
+UNDECLARE_LIMITS = Statement(
+    "undeclare_queue_limits",
+    """
+    UPDATE queues
+    SET concurrency = NULL, rate_limit = NULL, rate_period = NULL, limits_source = NULL,
+        updated_at = now()
+    WHERE name = :name AND limits_source = 'settings'
+    """,
+)

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Final
 from urllib.parse import quote, urlencode
 
+from jobqueue.domain.flow import LimitsSource, limits_in_use
 from jobqueue.domain.queues import QueueSummary
 from jobqueue.domain.status import COUNTED, Status
 from jobqueue.entrypoints.http.ui.frame import UI_PATH
@@ -49,6 +50,11 @@ class QueueRow:
     paused: bool
     consumers: int
     unconsumed: bool
+    # Its limits with their use now ("3 of 5 running"), "" without; and the limits
+    # themselves, as the queue page's form shows them.
+    limits_in_use: str = ""
+    concurrency: int | None = None
+    rate: str | None = None
 
     @property
     def href(self) -> str:
@@ -71,7 +77,9 @@ def queue_rows(summaries: Sequence[QueueSummary]) -> list[QueueRow]:
 
 
 def _row(summary: QueueSummary) -> QueueRow:
-    name = summary.state.name
+    state = summary.state
+    name, limits = state.name, state.limits
+    rate = None if limits.rate is None else str(limits.rate)
     return QueueRow(
         name=name,
         counts=tuple(
@@ -83,6 +91,15 @@ def _row(summary: QueueSummary) -> QueueRow:
         paused=summary.state.paused,
         consumers=summary.consumers,
         unconsumed=summary.unconsumed,
+        limits_in_use=limits_in_use(
+            limits.concurrency,
+            state.running,
+            rate,
+            state.started,
+            declared=state.limits_source is LimitsSource.SETTINGS,
+        ),
+        concurrency=limits.concurrency,
+        rate=rate,
     )
 
 

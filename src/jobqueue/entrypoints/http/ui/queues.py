@@ -1,5 +1,5 @@
-"""A queue's page (`/ui/queues/{name}`), and pausing and resuming a queue from it or from
-the overview.
+"""A queue's page (`/ui/queues/{name}`), pausing and resuming a queue from it or from the
+overview, and setting its limits from it (both fields empty lift them).
 
 A queue exists as soon as a job names it, so a valid name nothing has named yet is a
 running queue of no jobs, not a 404; a name no queue may have is a 400. Pausing is not
@@ -17,9 +17,11 @@ from urllib.parse import urlencode
 from litestar import Controller, Request, get, post
 from litestar.datastructures import CacheControlHeader
 from litestar.di import NamedDependency
+from litestar.exceptions import ClientException
 from litestar.response import Redirect, Template
 from litestar.status_codes import HTTP_303_SEE_OTHER
 
+from jobqueue.domain.flow import NO_LIMITS, QueueLimits
 from jobqueue.domain.processes import LiveProcess
 from jobqueue.domain.status import BY_QUEUE, COUNTED, Status
 from jobqueue.entrypoints.http.middleware import DASHBOARD
@@ -28,7 +30,13 @@ from jobqueue.entrypoints.http.service import QueueService
 from jobqueue.entrypoints.http.ui.actions import ACTION, action_form
 from jobqueue.entrypoints.http.ui.bulk import BulkAction, BulkLink, bulk_links
 from jobqueue.entrypoints.http.ui.frame import PAGE_HEADERS, UI_PATH, DashboardAccess, page
-from jobqueue.entrypoints.http.ui.overview import COUNTS_MAX_AGE, QUEUES_PATH, QueueRow, queue_rows
+from jobqueue.entrypoints.http.ui.overview import (
+    COUNTS_MAX_AGE,
+    QUEUES_PATH,
+    QueueRow,
+    queue_href,
+    queue_rows,
+)
 from jobqueue.entrypoints.http.ui.sign_in import landing
 from jobqueue.entrypoints.http.worker_routes import Workers
 
@@ -115,3 +123,30 @@ class QueuePagesController(Controller):
         form = await action_form(request, access)
         await queues.resume(parse_queue_name(name))
         return Redirect(landing(form.get("next")), status_code=HTTP_303_SEE_OTHER)
+
+    @post("/{name:str}/limits", name="ui-queue-limits", opt=ACTION, status_code=HTTP_303_SEE_OTHER)
+    async def limits(
+        self,
+        request: Request[Any, Any, Any],
+        name: QueueNameParameter,
+        queues: NamedDependency[QueueService],
+        access: NamedDependency[DashboardAccess],
+    ) -> Redirect:
+        form = await action_form(request, access)
+        queue = parse_queue_name(name)
+        await queues.set_limits(queue, _limits_from(form))
+        return Redirect(queue_href(queue), status_code=HTTP_303_SEE_OTHER)
+
+
+def _limits_from(form: Mapping[str, str]) -> QueueLimits:
+    """The limits a queue page's form asks for (an empty field: no such limit), or a 400
+    saying what is wrong."""
+    given = " ".join(
+        f"{field}={value}"
+        for field in ("concurrency", "rate")
+        if (value := "".join(form.get(field, "").split()))
+    )
+    try:
+        return QueueLimits.parse(given) if given else NO_LIMITS
+    except ValueError as error:
+        raise ClientException(detail=f"invalid limits: {error}") from None

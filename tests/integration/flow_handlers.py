@@ -1,0 +1,24 @@
+"""A handler module for the flow-control tests: `held` jobs take a while (a slot each, on
+the `limited` queue), `paced` ones nothing (a start each, on the `paced` queue)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from jobqueue import JobContext, Registry
+
+MODULE = "tests.integration.flow_handlers"
+# Long enough that a process holds its slots for a while, short enough for many starts.
+HELD_SECONDS = 0.2
+
+registry = Registry()
+
+
+@registry.handler("held", queue="limited")
+async def held(ctx: JobContext, payload: object) -> None:
+    await asyncio.sleep(HELD_SECONDS)
+
+
+@registry.handler("paced", queue="paced")
+async def paced(ctx: JobContext, payload: object) -> None:
+    return None

@@ -1,0 +1,73 @@
+"""Queue limits for the in-memory store (`tests/fakes.py`), kept as PostgreSQL's claim
+keeps them (`adapters/postgres/queries/flow.py`): the running jobs are the slots, and the
+starts within the rate's window are remembered per queue."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from jobqueue.domain.flow import NO_LIMITS, Headroom, LimitsSource, QueueLimits
+from jobqueue.domain.queues import QueueState
+
+
+class FakeLimits:
+    def __init__(self) -> None:
+        self._limits: dict[str, tuple[QueueLimits, LimitsSource]] = {}
+        self._starts: defaultdict[str, list[datetime]] = defaultdict(list)
+
+    def set(self, queue: str, limits: QueueLimits) -> None:
+        if limits.any:
+            self._limits[queue] = (limits, LimitsSource.OPERATOR)
+        else:
+            self._limits.pop(queue, None)
+
+    def declare(self, queue: str, limits: QueueLimits) -> bool:
+        """Settings' limits, unless an operator's stand; whether they were written."""
+        current = self._limits.get(queue)
+        if current is not None and current[1] is LimitsSource.OPERATOR:
+            return False
+        if limits.any:
+            self._limits[queue] = (limits, LimitsSource.SETTINGS)
+            return True
+        self._limits.pop(queue, None)
+        return False
+
+    @property
+    def queues(self) -> set[str]:
+        return set(self._limits)
+
+    def headroom(self, queue: str, running: int, now: datetime) -> Headroom:
+        limits = self.limits(queue)
+        concurrency = None if limits.concurrency is None else limits.concurrency - running
+        if limits.rate is None:
+            return Headroom(concurrency)
+        recent = self._recent(queue, now)
+        opens_at = (recent[0] if recent else now) + limits.rate.period
+        return Headroom(concurrency, limits.rate.limit - len(recent), opens_at - now)
+
+    def started(self, queue: str, count: int, now: datetime) -> None:
+        if self.limits(queue).rate is not None:
+            self._starts[queue] = self._recent(queue, now) + [now] * count
+
+    def limits(self, queue: str) -> QueueLimits:
+        return self._limits.get(queue, (NO_LIMITS, None))[0]
+
+    def state(
+        self, queue: str, paused_at: datetime | None, running: int, now: datetime
+    ) -> QueueState:
+        limits, source = self._limits.get(queue, (NO_LIMITS, None))
+        return QueueState(
+            queue,
+            paused_at,
+            limits,
+            source,
+            running if limits.concurrency is not None else None,
+            len(self._recent(queue, now)) if limits.rate is not None else None,
+        )
+
+    def _recent(self, queue: str, now: datetime) -> list[datetime]:
+        rate = self.limits(queue).rate
+        if rate is None:
+            return []
+        return sorted(at for at in self._starts[queue] if at > now - rate.period)

@@ -1,0 +1,107 @@
+"""Queue limits as people write them (API, CLI, QUEUE_LIMITS, `Registry.limit`), and what a
+claim's headroom says held it back."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from jobqueue.domain.flow import NO_LIMITS, Claimed, Headroom, Limit, QueueLimits, Rate
+from jobqueue.domain.registry import Registry
+from jobqueue.entrypoints.config.rules import ConfigError
+from jobqueue.entrypoints.config.settings import Settings
+from jobqueue.entrypoints.service.queue_limits import declared_limits
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "period", "shown"),
+    [
+        ("100/1m", 100, timedelta(minutes=1), "100/m"),
+        ("20/s", 20, timedelta(seconds=1), "20/s"),
+        (" 5 / 500ms ", 5, timedelta(milliseconds=500), "5/500ms"),
+        ("3/1m30s", 3, timedelta(seconds=90), "3/90s"),
+        ("7/24h", 7, timedelta(hours=24), "7/24h"),
+    ],
+)
+def test_a_rate_is_starts_per_period(text: str, limit: int, period: timedelta, shown: str) -> None:
+    rate = Rate.parse(text)
+    assert (rate.limit, rate.period, str(rate)) == (limit, period, shown)
+    assert Rate.parse(str(rate)) == rate
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("lots", "starts per period"),
+        ("0/s", "between 1 and"),
+        ("10001/s", "between 1 and"),
+        ("5/50ms", "between 100ms and 24h"),
+        ("5/25h", "between 100ms and 24h"),
+        ("5/2d", "invalid duration"),
+    ],
+)
+def test_a_bad_rate_says_what_is_wrong(text: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        Rate.parse(text)
+
+
+def test_limits_are_written_as_name_value_pairs() -> None:
+    limits = QueueLimits.parse("concurrency=5 rate=100/1m")
+    assert limits == QueueLimits(5, Rate(100, timedelta(minutes=1)))
+    assert QueueLimits.parse(str(limits)) == limits
+    assert str(NO_LIMITS) == "none"
+    for bad, says in (
+        ("", "no limit given"),
+        ("speed=3", "concurrency=N or rate=N/PERIOD"),
+        ("concurrency=x", "whole number"),
+        ("concurrency=0", "between 1 and"),
+        ("concurrency=2 concurrency=3", "given twice"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            QueueLimits.parse(bad)
+
+
+def test_queue_limits_settings_name_each_queue() -> None:
+    settings = Settings.from_env(
+        {"QUEUE_LIMITS": "emails concurrency=5 rate=100/1m; reports concurrency=2;"}
+    )
+    assert settings.queue_limits == (
+        ("emails", QueueLimits(5, Rate(100, timedelta(minutes=1)))),
+        ("reports", QueueLimits(2)),
+    )
+    with pytest.raises(ConfigError, match="QUEUE_LIMITS: queue 'a': concurrency must be"):
+        Settings.from_env({"QUEUE_LIMITS": "a concurrency=many"})
+    with pytest.raises(ConfigError, match="listed twice"):
+        Settings.from_env({"QUEUE_LIMITS": "a concurrency=1; a concurrency=2"})
+
+
+def test_settings_override_code_queue_by_queue_and_a_consumed_queue_without_is_lifted() -> None:
+    registry = Registry()
+    registry.limit("emails", concurrency=10)
+    registry.limit("reports", rate="5/s")
+    declared = declared_limits(
+        registry.queue_limits, (("emails", QueueLimits(3)),), ["default", "emails"]
+    )
+    assert declared == {
+        "default": NO_LIMITS,
+        "emails": QueueLimits(3),
+        "reports": QueueLimits(rate=Rate(5, timedelta(seconds=1))),
+    }
+    other = Registry()
+    other.limit("emails", concurrency=11)
+    with pytest.raises(ValueError, match="limited twice"):
+        registry.include(other)
+
+
+def test_a_claim_says_which_limit_held_it_back_and_when_the_rate_opens() -> None:
+    opens = timedelta(seconds=3)
+    assert Claimed.within([], 5, Headroom()).held_back == frozenset()
+    by_slots = Claimed.within([], 5, Headroom(concurrency=0))
+    assert (by_slots.held_back, by_slots.retry_in) == ({Limit.CONCURRENCY}, None)
+    by_rate = Claimed.within([], 5, Headroom(concurrency=4, rate=0, rate_opens_in=opens))
+    assert (by_rate.held_back, by_rate.retry_in) == ({Limit.RATE}, opens)
+    # A claim that took all it asked for was held back by nothing, though it spent the
+    # rate: the next one waits for the window.
+    spent = Claimed.within([], 0, Headroom(rate=0, rate_opens_in=opens))
+    assert (spent.held_back, spent.retry_in) == (frozenset(), opens)

@@ -1,0 +1,70 @@
+"""A pool under a queue's limits (the in-memory store keeps them as PostgreSQL does): a
+claim the rate cut short rests until the rate's window opens, not for the poll interval,
+nor until a wake-up; claims held back are reported to the observer."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from jobqueue.domain.flow import Limit, QueueLimits, Rate
+from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.domain.status import Status
+from jobqueue.entrypoints.worker.observer import NullObserver
+from tests.fakes import InMemoryJobStore, wall_clock
+from tests.unit.pool_harness import config, make_pool, running, settled, submit
+
+PERIOD = timedelta(milliseconds=200)
+
+
+class HeldBack(NullObserver):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, frozenset[Limit]]] = []
+
+    def claim_held_back(self, queue: str, limits: frozenset[Limit]) -> None:
+        self.seen.append((queue, limits))
+
+
+async def test_a_rate_limited_pool_claims_again_when_the_window_opens() -> None:
+    store = InMemoryJobStore(wall_clock)
+    registry = Registry()
+
+    @registry.handler("work")
+    async def work(ctx: JobContext, payload: Any) -> None:
+        pass
+
+    await store.set_queue_limits("default", QueueLimits(rate=Rate(2, PERIOD)))
+    jobs = [await submit(store, "work") for _ in range(6)]
+    observer = HeldBack()
+    # An hour's poll and no wake-up: only resting until the window opens finishes them.
+    pool = make_pool(
+        store, registry, config(workers=4, poll_interval=timedelta(hours=1)), observer=observer
+    )
+    async with running(pool):
+        done = [await settled(store, job) for job in jobs]
+
+    assert {job.status for job in done} == {Status.COMPLETED}
+    starts = sorted(job.started_at for job in done if job.started_at is not None)
+    assert all(
+        sum(1 for other in starts if start <= other < start + PERIOD) <= 2 for start in starts
+    )
+    assert ("default", frozenset({Limit.RATE})) in observer.seen
+
+
+async def test_a_concurrency_limit_caps_a_pool_with_more_workers() -> None:
+    store = InMemoryJobStore(wall_clock)
+    registry = Registry()
+    most = 0
+
+    @registry.handler("work")
+    async def work(ctx: JobContext, payload: Any) -> None:
+        nonlocal most
+        most = max(most, pool.in_flight)
+
+    await store.set_queue_limits("default", QueueLimits(concurrency=2))
+    jobs = [await submit(store, "work") for _ in range(10)]
+    pool = make_pool(store, registry, config(workers=8, poll_interval=timedelta(milliseconds=5)))
+    async with running(pool):
+        for job in jobs:
+            await settled(store, job)
+    assert most <= 2
