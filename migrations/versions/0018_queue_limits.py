@@ -1,10 +1,10 @@
 """Flow control: a queue's limits and what its claims leave for each other.
 
 `queues` gains the limits (concurrency; a rate as starts per period), who set them, and
-the claim's bookkeeping (`holder_*`: the jobs the latest claims took; `starts`: the
-starts within the rate's window), `adapters/postgres/queries/flow.py`. `jobs` gains a
-small partial index of the running jobs by queue, in which a limited queue's claim
-counts its slots.
+the claim's bookkeeping (`adapters/postgres/queries/flow.py`): `holder_*`, the jobs the
+latest claims took; `starts` and `start_counts`, the starts within the rate's window.
+`jobs` gains a small partial index of the running jobs by queue, in which a limited
+queue's claim counts its slots.
 
 Safe on a live table: `queues` is a row per paused or limited queue, and columns with a
 constant default or none are a catalog change; the index is built CONCURRENTLY (an
@@ -36,6 +36,7 @@ _COLUMNS = (
     "holder_tokens bigint[] NOT NULL DEFAULT '{}'",
     "holder_at timestamptz[] NOT NULL DEFAULT '{}'",
     "starts timestamptz[] NOT NULL DEFAULT '{}'",
+    "start_counts integer[] NOT NULL DEFAULT '{}'",
 )
 _NAMES = (
     "concurrency",
@@ -46,6 +47,7 @@ _NAMES = (
     "holder_tokens",
     "holder_at",
     "starts",
+    "start_counts",
 )
 
 

@@ -17,9 +17,11 @@ was taken after that snapshot: it counts. Counting in both ways can only count a
 twice (it ended, and was taken again since), never miss one: a limit is never exceeded,
 at worst a slot stays unused until the next claim.
 
-Rate: the queue's row keeps the times of the starts within the last period (`starts`),
-stamped after the lock, so in the order claims took turns; a claim takes at most what
-the window has left, and every window of the period holds at most the limit.
+Rate: the queue's row keeps the starts within the last period, a time and a count per
+claim (`starts`, `start_counts`: a claim's jobs start at one instant), stamped after the
+lock, so in the order claims took turns; a claim takes at most what the window has left,
+and every window of the period holds at most the limit. Per claim, not per job: the row
+holds as many entries as claims started jobs within the period, however high the rate.
 """
 
 from __future__ import annotations
@@ -34,12 +36,20 @@ _VANISHED_AFTER = "interval '1 minute'"
 GATE = """
     gate AS MATERIALIZED (
         SELECT name, concurrency, rate_limit, rate_period,
-            holder_ids, holder_tokens, holder_at, starts
+            holder_ids, holder_tokens, holder_at, starts, start_counts
         FROM queues
         WHERE name = :queue AND (concurrency IS NOT NULL OR rate_limit IS NOT NULL)
         FOR NO KEY UPDATE
     ),
     stamp AS MATERIALIZED (SELECT clock_timestamp() AS at FROM gate),
+    recent AS MATERIALIZED (
+        SELECT coalesce(array_agg(started.at ORDER BY started.at), '{}') AS at,
+            coalesce(array_agg(started.n ORDER BY started.at), '{}') AS counts,
+            coalesce(sum(started.n), 0) AS total,
+            count(*) AS kept
+        FROM gate, stamp, unnest(gate.starts, gate.start_counts) AS started (at, n)
+        WHERE started.at > stamp.at - gate.rate_period
+    ),
 """
 
 # The gate's holders as this statement's snapshot sees their jobs.
@@ -86,16 +96,9 @@ def allowance(excluded: str) -> str:
                         ) AS running
                     ) - (SELECT count(*) FROM holders WHERE unseen AND NOT ended)
                     AS concurrency,
-                    gate.rate_limit - cardinality(recent.starts) AS rate,
-                    coalesce(recent.starts[1], stamp.at) + gate.rate_period - stamp.at
-                    AS opens_in
-                FROM (
-                    SELECT ARRAY(
-                        SELECT started FROM unnest(gate.starts) AS started
-                        WHERE started > stamp.at - gate.rate_period
-                        ORDER BY started
-                    ) AS starts
-                ) AS recent
+                    gate.rate_limit - recent.total AS rate,
+                    coalesce(recent.at[1], stamp.at) + gate.rate_period - stamp.at AS opens_in
+                FROM recent
             ) AS left_now
         ) AS limited ON true
     ),
@@ -111,14 +114,10 @@ FLOW = """
         SET holder_ids = kept.ids || taken.ids,
             holder_tokens = kept.tokens || taken.tokens,
             holder_at = kept.at || array_fill(stamp.at, ARRAY[taken.n]),
-            starts = recent.starts || array_fill(stamp.at, ARRAY[taken.started])
-        FROM gate, stamp,
-            LATERAL (
-                SELECT ARRAY(
-                    SELECT started FROM unnest(gate.starts) AS started
-                    WHERE started > stamp.at - gate.rate_period
-                ) AS starts
-            ) AS recent,
+            starts = CASE WHEN taken.started > 0 THEN recent.at || stamp.at ELSE recent.at END,
+            start_counts = CASE WHEN taken.started > 0
+                THEN recent.counts || taken.started ELSE recent.counts END
+        FROM gate, stamp, recent,
             (
                 SELECT coalesce(array_agg(id ORDER BY at) FILTER (WHERE NOT ended), '{}') AS ids,
                     coalesce(array_agg(token ORDER BY at) FILTER (WHERE NOT ended), '{}')
@@ -140,6 +139,6 @@ FLOW = """
             ) AS taken
         WHERE queues.name = gate.name
           AND (taken.n + taken.started > 0 OR kept.dropped > 0
-               OR cardinality(recent.starts) < cardinality(gate.starts))
+               OR recent.kept < cardinality(gate.starts))
     )
 """

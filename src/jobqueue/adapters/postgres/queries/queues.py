@@ -24,10 +24,11 @@ _STATE = """
             LIMIT 10000
         ) AS running
     ) END AS running,
-    CASE WHEN queues.rate_limit IS NOT NULL THEN cardinality(ARRAY(
-        SELECT started FROM unnest(queues.starts) AS started
-        WHERE started > clock_timestamp() - queues.rate_period
-    )) END AS started
+    CASE WHEN queues.rate_limit IS NOT NULL THEN (
+        SELECT coalesce(sum(started.n), 0)
+        FROM unnest(queues.starts, queues.start_counts) AS started (at, n)
+        WHERE started.at > clock_timestamp() - queues.rate_period
+    ) END AS started
 """
 
 
