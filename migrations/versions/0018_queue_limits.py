@@ -1,14 +1,15 @@
 """Flow control: a queue's limits and what its claims leave for each other.
 
 `queues` gains the limits (concurrency; a rate as starts per period), who set them, and
-the claim's bookkeeping (`adapters/postgres/queries/flow.py`): `holder_*`, the jobs the
-latest claims took; `starts` and `start_counts`, the starts within the rate's window.
-`jobs` gains a small partial index of the running jobs by queue, in which a limited
-queue's claim counts its slots.
+the starts within the rate's window (`starts`, `start_counts`). `jobs` gains a small
+partial index of the running jobs by queue, in which a limited queue's claim counts its
+slots, through `jobqueue_running_jobs`: a VOLATILE SQL function, so that its query runs
+with a snapshot of its own, taken after the claim locked the queue's row
+(`adapters/postgres/queries/flow.py` says why).
 
 Safe on a live table: `queues` is a row per paused or limited queue, and columns with a
 constant default or none are a catalog change; the index is built CONCURRENTLY (an
-INVALID one left by an interrupted build is dropped first). Downgrading drops both.
+INVALID one left by an interrupted build is dropped first). Downgrading drops all three.
 
 Revision ID: 0018
 Revises: 0017
@@ -32,9 +33,6 @@ _COLUMNS = (
     " CHECK (rate_period BETWEEN interval '100 milliseconds' AND interval '24 hours')",
     "limits_source text CONSTRAINT ck_queues_limits_source"
     " CHECK (limits_source IN ('settings', 'operator'))",
-    "holder_ids uuid[] NOT NULL DEFAULT '{}'",
-    "holder_tokens bigint[] NOT NULL DEFAULT '{}'",
-    "holder_at timestamptz[] NOT NULL DEFAULT '{}'",
     "starts timestamptz[] NOT NULL DEFAULT '{}'",
     "start_counts integer[] NOT NULL DEFAULT '{}'",
 )
@@ -43,12 +41,27 @@ _NAMES = (
     "rate_limit",
     "rate_period",
     "limits_source",
-    "holder_ids",
-    "holder_tokens",
-    "holder_at",
     "starts",
     "start_counts",
 )
+
+
+# The running jobs of `queue` but those in `ending`, counted up to `cap`. STRICT: a queue
+# without a concurrency limit (a NULL cap) counts nothing.
+_RUNNING_JOBS = """
+CREATE OR REPLACE FUNCTION jobqueue_running_jobs(queue text, ending uuid[], cap integer)
+RETURNS integer
+LANGUAGE sql VOLATILE STRICT
+AS $$
+    SELECT CAST(count(*) AS integer) FROM (
+        SELECT FROM jobs
+        WHERE jobs.queue = jobqueue_running_jobs.queue
+          AND jobs.status = 'processing'
+          AND NOT (jobs.id = ANY (jobqueue_running_jobs.ending))
+        LIMIT jobqueue_running_jobs.cap
+    ) AS running
+$$
+"""
 
 
 def upgrade() -> None:
@@ -59,6 +72,7 @@ def upgrade() -> None:
         + ", ADD CONSTRAINT ck_queues_rate"
         " CHECK ((rate_limit IS NULL) = (rate_period IS NULL))"
     )
+    op.execute(_RUNNING_JOBS)
     op.execute("RESET lock_timeout")
     with op.get_context().autocommit_block():
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_running_by_queue")
@@ -72,6 +86,7 @@ def downgrade() -> None:
     with op.get_context().autocommit_block():
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_running_by_queue")
     op.execute("SET lock_timeout = '5s'")
+    op.execute("DROP FUNCTION IF EXISTS jobqueue_running_jobs(text, uuid[], integer)")
     op.execute(
         "ALTER TABLE queues DROP CONSTRAINT IF EXISTS ck_queues_rate, "
         + ", ".join(f"DROP COLUMN IF EXISTS {name}" for name in _NAMES)

@@ -6,6 +6,7 @@ import uuid
 from datetime import UTC, datetime
 
 from jobqueue.adapters.telemetry.metrics import Metrics
+from jobqueue.domain.flow import Limit
 from jobqueue.domain.job import Job
 from jobqueue.domain.status import Status
 
@@ -15,8 +16,8 @@ EXAMPLE_PAIR = {"queue": "default", "type": "sleep"}
 
 def every_series() -> Metrics:
     """A fresh `Metrics` with every child it creates up front, those one (queue, type)
-    gets at its first event (`EXAMPLE_PAIR`), and the depth gauge's, which a refresh
-    creates (each counted status, 0 when absent)."""
+    gets at its first event (`EXAMPLE_PAIR`), the depth gauge's, which a refresh creates
+    (each counted status, 0 when absent), and a limited queue's."""
     metrics = Metrics()
     now = datetime(2030, 1, 1, tzinfo=UTC)
     metrics.series(
@@ -37,4 +38,6 @@ def every_series() -> Metrics:
         )
     )
     metrics.set_queue_depth({})
+    # A claim held back by each limit: the series a limited queue gets at its first.
+    metrics.claim_held_back(EXAMPLE_PAIR["queue"], frozenset(Limit))
     return metrics

@@ -112,6 +112,12 @@ def ratios(run: Run) -> list[Ratio]:
             ("drain.empty.2pools", "drain.empty.1pool"),
         ),
         (
+            "drain_limits_not_binding_vs_none",
+            "drain: 2 pools, limits set but not binding vs none, empty table (throughput)",
+            lambda: rate("drain.limits.2pools") / rate("drain.empty.2pools"),
+            ("drain.limits.2pools", "drain.empty.2pools"),
+        ),
+        (
             "pickup_poll_vs_wake_p50",
             "pickup p50: polling only vs wake(), empty table (latency)",
             lambda: p50("pickup.empty.poll") / p50("pickup.empty.wake"),

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 import jobqueue
 from jobqueue.adapters.postgres.migrations import upgrade
+from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.bench import over_http
 from jobqueue.bench.database import Server, engine_on, scratch_database
 from jobqueue.bench.drain import drain
@@ -58,7 +59,8 @@ from jobqueue.bench.worker_processes import (
     worker_processes,
     worker_settings,
 )
-from jobqueue.domain.fields import JsonValue
+from jobqueue.domain.fields import DEFAULT_QUEUE, JsonValue
+from jobqueue.domain.flow import MAX_CONCURRENCY, MAX_RATE, NO_LIMITS, QueueLimits, Rate
 from jobqueue.domain.job import NewJob
 
 
@@ -158,6 +160,24 @@ async def _warm_up(engine: AsyncEngine, sizes: Sizes) -> None:
     await drain(engine, jobs, 2, sizes.workers, f"warm-up: drain {jobs} jobs, untimed")
 
 
+# Limits set on the drained queue that never bind (the pools run far fewer at once, and
+# start far fewer a second): what flow control's bookkeeping costs a queue that has it.
+NOT_BINDING = QueueLimits(MAX_CONCURRENCY, Rate(MAX_RATE, timedelta(seconds=1)))
+
+
+async def _limited(engine: AsyncEngine, sizes: Sizes, into: list[Measurement]) -> None:
+    """The 2-pool drain again, its queue limited by `NOT_BINDING`."""
+    await reset(engine)
+    store = PostgresJobStore(engine)
+    await store.set_queue_limits(DEFAULT_QUEUE, NOT_BINDING)
+    try:
+        label = f"drain: 2 pools × {sizes.workers} workers, limits not binding ({NOT_BINDING})"
+        result = await drain(engine, sizes.jobs, 2, sizes.workers, label)
+    finally:
+        await store.set_queue_limits(DEFAULT_QUEUE, NO_LIMITS)
+    into.append(Measurement("drain.limits.2pools", label, result))
+
+
 async def _seeded(
     engine: AsyncEngine,
     sizes: Sizes,
@@ -190,6 +210,8 @@ async def _workers(
         label = f"drain: {pools} pool{plural} × {workers} workers, {table}"
         result = await drain(engine, sizes.jobs, pools, workers, label)
         into.append(Measurement(f"drain.{phase}.{pools}pool{plural}", label, result))
+    if phase == "empty":
+        await _limited(engine, sizes, into)
     poll_ms = f"{_milliseconds(POLL_INTERVAL):g} ms"
     for mode, wake, how in (
         ("poll", False, f"polling only ({poll_ms})"),

@@ -221,11 +221,7 @@ queues = Table(
     Column("rate_limit", Integer, nullable=True),
     Column("rate_period", Interval, nullable=True),
     Column("limits_source", Text, nullable=True),
-    # What its claims leave for each other (`queries/flow.py`): the jobs the latest took,
-    # as parallel arrays, and the starts in the rate's window (a time and a count each).
-    Column("holder_ids", ARRAY(UUID(as_uuid=True)), nullable=False, server_default="{}"),
-    Column("holder_tokens", ARRAY(BigInteger), nullable=False, server_default="{}"),
-    Column("holder_at", ARRAY(DateTime(timezone=True)), nullable=False, server_default="{}"),
+    # The starts within its rate's window, a time and a count per claim (`queries/flow.py`).
     Column("starts", ARRAY(DateTime(timezone=True)), nullable=False, server_default="{}"),
     Column("start_counts", ARRAY(Integer), nullable=False, server_default="{}"),
     CheckConstraint(f"concurrency BETWEEN 1 AND {MAX_CONCURRENCY}", name="concurrency"),

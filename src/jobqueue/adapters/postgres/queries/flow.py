@@ -8,14 +8,12 @@ A queue without one is not locked, and its claims never wait for each other.
 
 Concurrency: a slot is a running job itself (status `processing`), counted in
 ix_jobs_running_by_queue, so a killed process's slots come back with its leases, and
-nothing can go stale. But a statement sees the table as of its start, and a claim that
-waited for the lock does not see the jobs the claims before it took meanwhile. Those it
-finds in the queue's row, which it reads as of now (a locked row is read in its newest
-version): every claim adds the jobs it took to `holder_*` (id, lease token, when), and
-drops the ones it sees ended. A holder this claim's snapshot shows with an older token
-was taken after that snapshot: it counts. Counting in both ways can only count a job
-twice (it ended, and was taken again since), never miss one: a limit is never exceeded,
-at worst a slot stays unused until the next claim.
+nothing can go stale. A statement sees the table as of its start, though, and a claim
+that waited for the lock would not see the jobs the claims before it took meanwhile: it
+counts them through `jobqueue_running_jobs` (migration 0018), a VOLATILE SQL function,
+whose query PostgreSQL runs with a snapshot of its own, taken after the lock. The jobs
+this same statement ends are still processing in that snapshot (a statement never sees
+its own writes): they are left out by id, freeing their slots for its claim.
 
 Rate: the queue's row keeps the starts within the last period, a time and a count per
 claim (`starts`, `start_counts`: a claim's jobs start at one instant), stamped after the
@@ -26,17 +24,11 @@ holds as many entries as claims started jobs within the period, however high the
 
 from __future__ import annotations
 
-# A holder whose job this claim cannot see at all was either taken after its snapshot
-# (inserted and claimed since) or deleted since it ended. No claim runs longer than the
-# statement timeout, so one recorded this long ago is the second kind.
-_VANISHED_AFTER = "interval '1 minute'"
-
-# The queue's limits and flow state, locked and read in their newest version when the
-# queue has a limit; no row when it has none (nothing is locked).
+# The queue's limits and its rate's starts, locked and read in their newest version when
+# the queue has a limit; no row when it has none (nothing is locked).
 GATE = """
     gate AS MATERIALIZED (
-        SELECT name, concurrency, rate_limit, rate_period,
-            holder_ids, holder_tokens, holder_at, starts, start_counts
+        SELECT name, concurrency, rate_limit, rate_period, starts, start_counts
         FROM queues
         WHERE name = :queue AND (concurrency IS NOT NULL OR rate_limit IS NOT NULL)
         FOR NO KEY UPDATE
@@ -52,28 +44,11 @@ GATE = """
     ),
 """
 
-# The gate's holders as this statement's snapshot sees their jobs.
-HOLDERS = f"""
-    holders AS MATERIALIZED (
-        SELECT held.id, held.token, held.at,
-            CASE WHEN jobs.id IS NULL THEN held.at < now() - {_VANISHED_AFTER}
-                ELSE jobs.lease_token > held.token
-                    OR (jobs.lease_token = held.token AND jobs.status <> 'processing')
-            END AS ended,
-            jobs.id IS NULL OR jobs.lease_token < held.token AS unseen
-        FROM gate
-        CROSS JOIN LATERAL unnest(gate.holder_ids, gate.holder_tokens, gate.holder_at)
-            AS held (id, token, at)
-        LEFT JOIN jobs ON jobs.id = held.id
-        WHERE gate.concurrency IS NOT NULL
-    ),
-"""
 
-
-def allowance(excluded: str) -> str:
+def allowance(ending: str) -> str:
     """How many jobs the claim may take (`n`), and what each limit had left: `:limit`
-    when the queue has none. `excluded`: a condition on `jobs` leaving out running jobs
-    this same statement ends (they free their slots for its claim)."""
+    when the queue has none. `ending`: the ids of the jobs this same statement ends (an
+    `uuid[]` expression), which free their slots for its claim."""
     return f"""
     allowance AS MATERIALIZED (
         SELECT coalesce(limited.n, CAST(:limit AS integer)) AS n,
@@ -88,13 +63,8 @@ def allowance(excluded: str) -> str:
                 left_now.opens_in AS rate_opens_in
             FROM gate, stamp, LATERAL (
                 SELECT
-                    gate.concurrency - (
-                        SELECT count(*) FROM (
-                            SELECT FROM jobs
-                            WHERE queue = :queue AND status = 'processing'{excluded}
-                            LIMIT gate.concurrency
-                        ) AS running
-                    ) - (SELECT count(*) FROM holders WHERE unseen AND NOT ended)
+                    gate.concurrency
+                    - jobqueue_running_jobs(gate.name, {ending}, gate.concurrency)
                     AS concurrency,
                     gate.rate_limit - recent.total AS rate,
                     coalesce(recent.at[1], stamp.at) + gate.rate_period - stamp.at AS opens_in
@@ -105,40 +75,33 @@ def allowance(excluded: str) -> str:
 """
 
 
-# What the claim leaves in the queue's row: the holders not seen ended, and the jobs it
-# took; the starts still in the window, and its own. Written only when something changed,
-# so that an idle queue's polls write nothing.
-FLOW = """
+# What the claim leaves in the queue's row: the starts still in the rate's window, and
+# its own. Written only when something changed, so that an idle queue's polls write
+# nothing, and a queue with a concurrency limit alone is never written by its claims.
+# At most `MAX_STARTS` entries: past them, the oldest is merged into the next, as though
+# its starts were that late. That only ever keeps starts in the window longer (never
+# lets one more in), and keeps the row small, untoasted, under a high rate's hundreds of
+# claims a period; a rate of fewer claims a period than that is kept exactly.
+MAX_STARTS = 32
+FLOW = f"""
     flow AS (
         UPDATE queues
-        SET holder_ids = kept.ids || taken.ids,
-            holder_tokens = kept.tokens || taken.tokens,
-            holder_at = kept.at || array_fill(stamp.at, ARRAY[taken.n]),
-            starts = CASE WHEN taken.started > 0 THEN recent.at || stamp.at ELSE recent.at END,
-            start_counts = CASE WHEN taken.started > 0
-                THEN recent.counts || taken.started ELSE recent.counts END
+        SET starts = CASE
+                WHEN taken.started = 0 THEN recent.at
+                WHEN recent.kept >= {MAX_STARTS} THEN recent.at[2:] || stamp.at
+                ELSE recent.at || stamp.at
+            END,
+            start_counts = CASE
+                WHEN taken.started = 0 THEN recent.counts
+                WHEN recent.kept >= {MAX_STARTS}
+                THEN ARRAY[recent.counts[1] + recent.counts[2]] || recent.counts[3:]
+                    || taken.started
+                ELSE recent.counts || taken.started
+            END
         FROM gate, stamp, recent,
-            (
-                SELECT coalesce(array_agg(id ORDER BY at) FILTER (WHERE NOT ended), '{}') AS ids,
-                    coalesce(array_agg(token ORDER BY at) FILTER (WHERE NOT ended), '{}')
-                    AS tokens,
-                    coalesce(array_agg(at ORDER BY at) FILTER (WHERE NOT ended), '{}') AS at,
-                    count(*) FILTER (WHERE ended) AS dropped
-                FROM holders
-            ) AS kept,
-            LATERAL (
-                SELECT CASE WHEN gate.concurrency IS NULL THEN '{}'
-                        ELSE coalesce(array_agg(id), '{}') END AS ids,
-                    CASE WHEN gate.concurrency IS NULL THEN '{}'
-                        ELSE coalesce(array_agg(lease_token), '{}') END AS tokens,
-                    CASE WHEN gate.concurrency IS NULL THEN 0
-                        ELSE CAST(count(*) AS integer) END AS n,
-                    CASE WHEN gate.rate_limit IS NULL THEN 0
-                        ELSE CAST(count(*) AS integer) END AS started
-                FROM claimed
-            ) AS taken
+            (SELECT CAST(count(*) AS integer) AS started FROM claimed) AS taken
         WHERE queues.name = gate.name
-          AND (taken.n + taken.started > 0 OR kept.dropped > 0
-               OR recent.kept < cardinality(gate.starts))
+          AND gate.rate_limit IS NOT NULL
+          AND (taken.started > 0 OR recent.kept < cardinality(gate.starts))
     )
 """

@@ -87,7 +87,7 @@ _LEFT = "allowance.concurrency_left, allowance.rate_left, allowance.rate_opens_i
 CLAIM = Statement(
     "claim",
     f"""
-    WITH {flow.GATE} {flow.HOLDERS} {flow.allowance("")}
+    WITH {flow.GATE} {flow.allowance("CAST(ARRAY[] AS uuid[])")}
     due AS MATERIALIZED ({_DUE}),
     claimed AS ({_TAKE_DUE}),
     {flow.FLOW}
@@ -151,7 +151,7 @@ RECORD_AND_CLAIM = Statement(
     "record_endings_and_claim",
     f"""
     WITH ended AS ({_RECORD}),
-    {flow.GATE} {flow.HOLDERS} {flow.allowance(" AND id NOT IN (SELECT id FROM ended)")}
+    {flow.GATE} {flow.allowance("ARRAY(SELECT id FROM ended)")}
     due AS MATERIALIZED ({_DUE}),
     claimed AS ({_TAKE_DUE}),
     {flow.FLOW}
