@@ -2,9 +2,12 @@
 a queue's limits let this claim take, and what the claim leaves behind for the next one.
 
 A queue with a limit (`queues.concurrency`, `queues.rate_limit` per `rate_period`) is
-claimed one claim at a time: the claim locks the queue's row first (`gate`), so claims of
-that queue across every process take turns, and none of them counts while another takes.
-A queue without one is not locked, and its claims never wait for each other.
+claimed one claim at a time: once it has locked the due jobs it may take (`jobs._DUE`,
+SKIP LOCKED, outside the turn), the claim locks the queue's row (`gate`), so claims of
+that queue across every process take turns from there to their commit, and none of them
+counts while another takes; it then takes as many of its locked jobs as the limits
+allow, in order, and the rest go back to pending untouched at its commit. A queue
+without limits is not locked, nor is one when nothing is due.
 
 Concurrency: a slot is a running job itself (status `processing`), counted in
 ix_jobs_running_by_queue, so a killed process's slots come back with its leases, and
@@ -31,6 +34,7 @@ GATE = """
         SELECT name, concurrency, rate_limit, rate_period, starts, start_counts
         FROM queues
         WHERE name = :queue AND (concurrency IS NOT NULL OR rate_limit IS NOT NULL)
+          AND EXISTS (SELECT FROM due)
         FOR NO KEY UPDATE
     ),
     stamp AS MATERIALIZED (SELECT clock_timestamp() AS at FROM gate),

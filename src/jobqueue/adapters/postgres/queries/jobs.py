@@ -41,15 +41,15 @@ CANCELS_CHANNEL = "jobqueue_cancels"
 # the newest row version, so every row locked here is still pending and stays so until
 # the statement commits: the UPDATE needs no guard.
 _DUE = """
-    SELECT picked.id
+    SELECT picked.id, picked.run_at, ranges.position
     FROM unnest(
         CAST(:priorities AS smallint[]),
         CAST(:types AS text[]),
         CAST(:after_run_ats AS timestamptz[]),
         CAST(:after_ids AS uuid[])
-    ) AS ranges (priority, type, after_run_at, after_id)
+    ) WITH ORDINALITY AS ranges (priority, type, after_run_at, after_id, position)
     JOIN LATERAL (
-        SELECT id FROM jobs
+        SELECT id, run_at FROM jobs
         WHERE status = 'pending'
           AND queue = :queue
           AND priority = ranges.priority
@@ -61,7 +61,12 @@ _DUE = """
         FOR UPDATE SKIP LOCKED
     ) AS picked ON true
     WHERE NOT EXISTS (SELECT FROM queues WHERE name = :queue AND paused_at IS NOT NULL)
-    LIMIT (SELECT n FROM allowance)
+    LIMIT :limit
+"""
+
+# Of the jobs locked, those the queue's limits allow (`flow.py`), in the order read.
+_TAKEN = """
+    SELECT id FROM due ORDER BY position, run_at, id LIMIT (SELECT n FROM allowance)
 """
 
 # The claim itself: each job due and locked becomes this attempt's, its lease and fencing
@@ -75,8 +80,8 @@ _TAKE_DUE = """
         updated_at = now(),
         started_at = coalesce((SELECT at FROM stamp), now()),
         worker = :worker
-    FROM due
-    WHERE jobs.id = due.id
+    FROM taken
+    WHERE jobs.id = taken.id
     RETURNING jobs.*
 """
 
@@ -87,8 +92,9 @@ _LEFT = "allowance.concurrency_left, allowance.rate_left, allowance.rate_opens_i
 CLAIM = Statement(
     "claim",
     f"""
-    WITH {flow.GATE} {flow.allowance("CAST(ARRAY[] AS uuid[])")}
-    due AS MATERIALIZED ({_DUE}),
+    WITH due AS MATERIALIZED ({_DUE}),
+    {flow.GATE} {flow.allowance("CAST(ARRAY[] AS uuid[])")}
+    taken AS MATERIALIZED ({_TAKEN}),
     claimed AS ({_TAKE_DUE}),
     {flow.FLOW}
     SELECT {_LEFT}, claimed.* FROM allowance LEFT JOIN claimed ON true
@@ -151,8 +157,9 @@ RECORD_AND_CLAIM = Statement(
     "record_endings_and_claim",
     f"""
     WITH ended AS ({_RECORD}),
-    {flow.GATE} {flow.allowance("ARRAY(SELECT id FROM ended)")}
     due AS MATERIALIZED ({_DUE}),
+    {flow.GATE} {flow.allowance("ARRAY(SELECT id FROM ended)")}
+    taken AS MATERIALIZED ({_TAKEN}),
     claimed AS ({_TAKE_DUE}),
     {flow.FLOW}
     SELECT held.ended_ids, held.ended_tokens, {_LEFT}, claimed.*
