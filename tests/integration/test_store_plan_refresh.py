@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.database import PLAN_LIFETIME_SECONDS, autocommit, create_engine
 from jobqueue.adapters.postgres.driver import pooled_driver
-from jobqueue.adapters.postgres.queries import jobs as q
+from jobqueue.adapters.postgres.queries import claims as c
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from tests.support.plans import capture_statements, sql_literal, uses_index
 
@@ -51,7 +51,7 @@ async def _claim_plans(engine: AsyncEngine, arguments: Sequence[Any]) -> list[st
     literals = ", ".join(sql_literal(value) for value in arguments)
     async with pooled_driver(engine) as driver:
         names = await driver.fetch(
-            "SELECT name FROM pg_prepared_statements WHERE statement = $1", q.CLAIM.numbered
+            "SELECT name FROM pg_prepared_statements WHERE statement = $1", c.CLAIM.numbered
         )
         plans = []
         for (name,) in names:
@@ -72,7 +72,7 @@ async def test_a_claim_prepared_on_an_empty_table_reads_the_index_once_the_table
         # Past the five runs after which PostgreSQL may keep the generic plan.
         for _ in range(8):
             assert await store.claim(5, timedelta(minutes=5), types=TYPES) == []
-    arguments = next(arguments for sql, arguments in sent if sql == q.CLAIM.numbered)
+    arguments = next(arguments for sql, arguments in sent if sql == c.CLAIM.numbered)
     # The plan made for the empty table: one sequential scan per range.
     before = await _claim_plans(lone_engine, arguments)
     assert before

@@ -7,7 +7,6 @@ only on an error path, to say which error it is.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -19,7 +18,7 @@ from uuid import UUID
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.adapters.postgres.claim_cursor import ClaimCursor, Ranges
+from jobqueue.adapters.postgres.claiming import QueueClaims
 from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.enqueue import enqueue_many, submit_pooled
 from jobqueue.adapters.postgres.failures import store_failures
@@ -28,7 +27,7 @@ from jobqueue.adapters.postgres.periodic import PostgresPeriodicSlots
 from jobqueue.adapters.postgres.queries import jobs as q
 from jobqueue.adapters.postgres.queries.listing import count_selected, prune
 from jobqueue.adapters.postgres.queues import PostgresQueues
-from jobqueue.adapters.postgres.rows import Row, job_from_row
+from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.bulk import (
     ACTIONABLE,
@@ -42,11 +41,10 @@ from jobqueue.domain.errors import (
     InvalidTransition,
     JobNotFound,
     StoreError,
-    StoreUnavailable,
     UniqueKeyHeld,
 )
 from jobqueue.domain.fields import DEFAULT_QUEUE
-from jobqueue.domain.flow import Claimed, Headroom, QueueLimits
+from jobqueue.domain.flow import Claimed, QueueLimits
 from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.listing import JobPage, JobQuery, KeyLookup
 from jobqueue.domain.outcome import Decision
@@ -74,7 +72,7 @@ class PostgresJobStore:
         self._engine = engine
         # Who claims, as the attempt log shows it: this process, unless told otherwise.
         self._worker = worker if worker is not None else f"{gethostname()}:{getpid()}"
-        self._cursors: defaultdict[str, ClaimCursor] = defaultdict(ClaimCursor)
+        self._claims = QueueClaims(self._fetch, self._worker)
         self._queues = PostgresQueues(engine)
         self._periodic = PostgresPeriodicSlots(engine)
 
@@ -108,9 +106,7 @@ class PostgresJobStore:
         types: Collection[str],
     ) -> Claimed:
         _check_claim(limit, lease)
-        ranges = self._cursors[queue].next(types)
-        rows = await self._fetch(q.CLAIM, self._claim_values(queue, limit, lease, ranges))
-        return await self._claimed(queue, rows, limit, lease, ranges)
+        return await self._claims.claim(queue, limit, lease, types)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         if not endings:
@@ -129,61 +125,9 @@ class PostgresJobStore:
         _check_claim(limit, lease)
         if not endings:
             return set(), await self.claim(limit, lease, queue, types=types)
-        ranges = self._cursors[queue].next(types)
-        values = {
-            **_ending_values(endings),
-            **self._claim_values(queue, limit, lease, ranges),
-        }
-        rows = await self._fetch(q.RECORD_AND_CLAIM, values)
-        first = rows[0]
-        held = {
-            Lease(job_id, token)
-            for job_id, token in zip(
-                first["ended_ids"] or (), first["ended_tokens"] or (), strict=True
-            )
-        }
-        return held, await self._claimed(queue, rows, limit, lease, ranges)
-
-    def _claim_values(
-        self, queue: str, limit: int, lease: timedelta, ranges: Ranges
-    ) -> dict[str, object]:
-        return {
-            "worker": self._worker,
-            "queue": queue,
-            "limit": limit,
-            "lease": lease,
-            "priorities": [priority for priority, _ in ranges.ranges],
-            "types": [job_type for _, job_type in ranges.ranges],
-            "after_run_ats": [run_at for run_at, _ in ranges.after],
-            "after_ids": [job_id for _, job_id in ranges.after],
-        }
-
-    async def _claimed(
-        self, queue: str, rows: Sequence[Row], limit: int, lease: timedelta, ranges: Ranges
-    ) -> Claimed:
-        """What a claim returned (a row per job taken, or one without a job), topped up
-        from the start of each range when it came back short of due jobs: jobs due behind
-        the cursor (released, or committed late) are then claimed at once, not a poll
-        later. Short because a limit held it back, it is not topped up."""
-        claimed = _claimed_from(rows, limit)
-        if len(claimed) < limit and not claimed.held_back and not ranges.at_start:
-            values = self._claim_values(queue, limit - len(claimed), lease, ranges.from_start())
-            try:
-                more = _claimed_from(await self._fetch(q.CLAIM, values), limit - len(claimed))
-            except (StoreUnavailable, StoreError):
-                # The first claim is committed: its jobs must reach the pool whatever
-                # happens to this one. The next claim starts over (nothing moved on).
-                more = Claimed()
-            claimed = Claimed(
-                claimed + more,
-                held_back=claimed.held_back | more.held_back,
-                retry_in=more.retry_in,
-            )
-        # In the order the ranges were read: the order the pool starts them in.
-        position = {each: index for index, each in enumerate(ranges.ranges)}
-        claimed.sort(key=lambda job: (position[job.priority, job.type], job.run_at, job.id))
-        self._cursors[queue].claimed(claimed, limit)
-        return claimed
+        return await self._claims.record_and_claim(
+            _ending_values(endings), queue, limit, lease, types
+        )
 
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
         if lease <= timedelta(0):
@@ -349,15 +293,6 @@ class PostgresJobStore:
 
 
 _PING = Statement("ping", "SELECT 1")
-
-
-def _claimed_from(rows: Sequence[Row], asked: int) -> Claimed:
-    """A claim's rows as the jobs it took and what its queue's limits had left (on every
-    row, and on the one row a claim that took nothing returns)."""
-    first = rows[0]
-    headroom = Headroom(first["concurrency_left"], first["rate_left"], first["rate_opens_in"])
-    jobs = [job_from_row(row) for row in rows if row["id"] is not None]
-    return Claimed.within(jobs, asked, headroom)
 
 
 def _check_claim(limit: int, lease: timedelta) -> None:

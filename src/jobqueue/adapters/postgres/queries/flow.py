@@ -1,9 +1,10 @@
-"""The flow-control parts of a claim (`jobs.CLAIM`, `jobs.RECORD_AND_CLAIM`): how many jobs
-a queue's limits let this claim take, and what the claim leaves behind for the next one.
+"""The flow-control parts of a limited claim (`claims.LIMITED_CLAIM`,
+`claims.RECORD_AND_LIMITED_CLAIM`): how many jobs a queue's limits let it take, and what
+it leaves behind for the next one.
 
 A queue with a limit (`queues.concurrency`, `queues.rate_limit` per `rate_period`) is
-claimed one claim at a time: once it has locked the due jobs it may take (`jobs._DUE`,
-SKIP LOCKED, outside the turn), the claim locks the queue's row (`gate`), so claims of
+claimed one claim at a time: once it has locked the due jobs it may take (SKIP LOCKED,
+outside the turn: `claims._due`), the claim locks the queue's row (`gate`), so claims of
 that queue across every process take turns from there to their commit, and none of them
 counts while another takes; it then takes as many of its locked jobs as the limits
 allow, in order, and the rest go back to pending untouched at its commit. A queue

@@ -1,5 +1,5 @@
-"""The statements of a job's life on `jobs`: claims, endings, lease renewals and recovery,
-and an operator's retry, cancel, reschedule, delete and discard.
+"""The statements of a job's life on `jobs`: endings, lease renewals and recovery, and an
+operator's retry, cancel, reschedule, delete and discard (claims are in `claims.py`).
 
 Every transition is one compare-and-swap: `UPDATE … WHERE status = <from>` (and, for a
 claimed job's writes, `AND lease_token = <the claim's token>`), applied atomically or to
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from functools import cache
 
-from jobqueue.adapters.postgres.queries import flow
 from jobqueue.adapters.postgres.queries.sql import among, appended_attempt, narrowed, quoted
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.attempts import Outcome, holds_final_attempt
@@ -22,84 +21,6 @@ from jobqueue.domain.transitions import DELETABLE
 
 # Never built from anything a client sent; the payload is a job id.
 CANCELS_CHANNEL = "jobqueue_cancels"
-
-# --- claiming ----------------------------------------------------------------------------
-
-# One queue's due jobs, in the ranges the claim is given (`domain/claims.py`): for each
-# (priority, type) in turn, with the key that range's scan starts after, a LATERAL scan
-# of that range of ix_jobs_due_by_type, in which `run_at <= now()` bounds the range, so
-# jobs scheduled later are never read, nor the jobs of types this process cannot run.
-# The outer LIMIT stops the nested loop once enough rows came back, and rows are locked
-# only as they are pulled, so no more than asked are locked, and a range is not read at
-# all once those before it filled the claim. Each range starts after the last job this
-# process claimed there (`claim_cursor.py`), past the dead entries claims leave behind.
-# A paused queue claims nothing: a one-time check of `queues` by primary key.
-#
-# MATERIALIZED fences the locking subquery: inlined, the planner may evaluate it more
-# than once and claim more rows than asked. SKIP LOCKED lets concurrent claimers pass
-# each other's rows instead of queueing behind them. FOR UPDATE rechecks the filter on
-# the newest row version, so every row locked here is still pending and stays so until
-# the statement commits: the UPDATE needs no guard.
-_DUE = """
-    SELECT picked.id, picked.run_at, ranges.position
-    FROM unnest(
-        CAST(:priorities AS smallint[]),
-        CAST(:types AS text[]),
-        CAST(:after_run_ats AS timestamptz[]),
-        CAST(:after_ids AS uuid[])
-    ) WITH ORDINALITY AS ranges (priority, type, after_run_at, after_id, position)
-    JOIN LATERAL (
-        SELECT id, run_at FROM jobs
-        WHERE status = 'pending'
-          AND queue = :queue
-          AND priority = ranges.priority
-          AND type = ranges.type
-          AND run_at <= now()
-          AND (run_at, id) > (ranges.after_run_at, ranges.after_id)
-        ORDER BY run_at, id
-        LIMIT :limit
-        FOR UPDATE SKIP LOCKED
-    ) AS picked ON true
-    WHERE NOT EXISTS (SELECT FROM queues WHERE name = :queue AND paused_at IS NOT NULL)
-    LIMIT :limit
-"""
-
-# Of the jobs locked, those the queue's limits allow (`flow.py`), in the order read.
-_TAKEN = """
-    SELECT id FROM due ORDER BY position, run_at, id LIMIT (SELECT n FROM allowance)
-"""
-
-# The claim itself: each job due and locked becomes this attempt's, its lease and fencing
-# token new, the attempt counted now (so a job that kills its process still runs out).
-_TAKE_DUE = """
-    UPDATE jobs
-    SET status = 'processing',
-        attempts = jobs.attempts + 1,
-        lease_token = jobs.lease_token + 1,
-        locked_until = now() + CAST(:lease AS interval),
-        updated_at = now(),
-        started_at = coalesce((SELECT at FROM stamp), now()),
-        worker = :worker
-    FROM taken
-    WHERE jobs.id = taken.id
-    RETURNING jobs.*
-"""
-
-# What a claim returns: a row per job it took, or one of NULLs when it took none, each
-# with what the queue's limits had left (NULL without limits, `flow.py`).
-_LEFT = "allowance.concurrency_left, allowance.rate_left, allowance.rate_opens_in"
-
-CLAIM = Statement(
-    "claim",
-    f"""
-    WITH due AS MATERIALIZED ({_DUE}),
-    {flow.GATE} {flow.allowance("CAST(ARRAY[] AS uuid[])")}
-    taken AS MATERIALIZED ({_TAKEN}),
-    claimed AS ({_TAKE_DUE}),
-    {flow.FLOW}
-    SELECT {_LEFT}, claimed.* FROM allowance LEFT JOIN claimed ON true
-    """,
-)
 
 # --- ending attempts ---------------------------------------------------------------------
 
@@ -115,7 +36,7 @@ CLAIM = Statement(
 # Due times come from the database clock, the one the claim compares with. An attempt
 # the job outlives is logged (a retry: back to pending with the attempt kept); a release
 # or a snooze gives the attempt back, and a final ending stays in the row's own columns.
-_RECORD = f"""
+ENDINGS = f"""
     UPDATE jobs
     SET status = ending.status,
         attempt_log = CASE
@@ -145,32 +66,7 @@ _RECORD = f"""
     RETURNING jobs.id, jobs.lease_token
 """
 
-RECORD_ENDINGS = Statement("record_endings", _RECORD)
-
-# A batch of endings and the next claim in one statement: one round trip and one commit
-# where a busy pool would spend two. The two parts touch disjoint rows (the endings' jobs
-# are processing in the statement's snapshot, the claim takes only pending ones), so
-# neither sees nor needs the other's effects. The leases that held come back as two
-# arrays on every row, and the claimed rows are LEFT JOINed so that a claim finding
-# nothing still returns one row carrying them.
-RECORD_AND_CLAIM = Statement(
-    "record_endings_and_claim",
-    f"""
-    WITH ended AS ({_RECORD}),
-    due AS MATERIALIZED ({_DUE}),
-    {flow.GATE} {flow.allowance("ARRAY(SELECT id FROM ended)")}
-    taken AS MATERIALIZED ({_TAKEN}),
-    claimed AS ({_TAKE_DUE}),
-    {flow.FLOW}
-    SELECT held.ended_ids, held.ended_tokens, {_LEFT}, claimed.*
-    FROM (
-        SELECT array_agg(ended.id) AS ended_ids, array_agg(ended.lease_token) AS ended_tokens
-        FROM ended
-    ) AS held
-    CROSS JOIN allowance
-    LEFT JOIN claimed ON true
-    """,
-)
+RECORD_ENDINGS = Statement("record_endings", ENDINGS)
 
 # Every lease a process holds, renewed in one statement, fenced like an ending: a lease
 # not returned is held no more (recovered, or superseded by a newer claim).

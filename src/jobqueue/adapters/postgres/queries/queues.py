@@ -1,6 +1,6 @@
 """The statements on `queues`: a row per queue an operator paused, resumed or limited, or
 whose limits settings declared (a queue with no row runs, unlimited). The claim reads it
-by primary key in its own statement (`jobs.CLAIM`, `flow.py`), so a pause or a limit
+by primary key in its own statement (`claims.py`, `flow.py`), so a pause or a limit
 holds from its commit on, whatever the processes have heard."""
 
 from __future__ import annotations
