@@ -1,7 +1,10 @@
 """Flow control across real processes (issue 28): a queue's concurrency limit holds in the
 database's own count of running jobs, sampled every 20 ms, across three worker processes
-of 20 workers each, also while one of them is SIGKILLed every few seconds; a rate holds
-in every one-second window of the jobs' start times."""
+of 20 workers each: 10 s undisturbed, then 30 s while one of them is SIGKILLed every few
+seconds (the undisturbed part only shows the limit reached and held: the killing part
+asks everything of it, for the 30 s the issue names); a rate holds in every one-second
+window of the jobs' start times; a limit changed through the API is obeyed within a
+second."""
 
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ SETTINGS = {
     "LOG_LEVEL": "INFO",
     "AUTO_MIGRATE": "false",
 }
-CALM_SECONDS = 30.0
+CALM_SECONDS = 10.0
 KILLING_SECONDS = 30.0
 KILL_EVERY = (2.5, 4.0)
 SAMPLE_EVERY = 0.02
@@ -144,7 +147,7 @@ async def test_a_queue_limit_holds_across_processes_and_their_sigkills(
 
 
 RATE = 20
-PACED_JOBS = 300
+PACED_JOBS = 200
 
 
 @pytest.mark.timeout(120)
@@ -220,7 +223,7 @@ async def test_a_limit_changed_through_the_api_is_obeyed_everywhere_within_a_sec
             before = 0
             for concurrency in (8, 2, 6, 3):
                 changed = await limit(concurrency)
-                samples = await _sample(connection, 3.0)
+                samples = await _sample(connection, 2.0)
                 # Within a second, every process obeys: no more than the limit run from
                 # then on, and a raised limit is reached (the processes resting after a
                 # claim it held back are told at once).

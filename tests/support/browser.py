@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service as DriverService
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.expected_conditions import staleness_of
@@ -121,7 +121,17 @@ class Page:
         browser had even started to leave it."""
         leaving = self.driver.find_element("tag name", "html")
         element.click()
-        self.until(lambda: staleness_of(leaving)(self.driver), "the next page replaced this one")
+
+        def left() -> bool:
+            try:
+                return bool(staleness_of(leaving)(self.driver))
+            except WebDriverException as error:
+                # Chrome's answer while the old document is being torn down: it is going.
+                if "does not belong to the document" in str(error):
+                    return True
+                raise
+
+        self.until(left, "the next page replaced this one")
         self.settled()
 
     def settled(self) -> None:
