@@ -25,7 +25,7 @@ from jobqueue.adapters.postgres.queries.queues import (
     UNDECLARE_LIMITS,
 )
 from jobqueue.adapters.postgres.queue_counts import CountCache, Rows
-from jobqueue.domain.flow import NO_LIMITS, LimitsSource, QueueLimits, Rate
+from jobqueue.domain.flow import LimitsSource, QueueLimits, Rate
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import COUNTED, Status
 
@@ -148,7 +148,7 @@ def _summed(
 def state_from_row(row: Mapping[str, Any]) -> QueueState:
     """A row of `queries/queues._STATE` as the domain's `QueueState`."""
     rate = None if row["rate_limit"] is None else Rate(row["rate_limit"], row["rate_period"])
-    limits = QueueLimits(row["concurrency"], rate) if row["concurrency"] or rate else NO_LIMITS
+    limits = QueueLimits(row["concurrency"], rate)
     source = row["limits_source"]
     return QueueState(
         row["name"],

@@ -18,7 +18,16 @@ from jobqueue.adapters.postgres.queries import flow
 from jobqueue.adapters.postgres.queries.jobs import ENDINGS
 from jobqueue.adapters.postgres.statement import Statement
 
-_LIMITED = "concurrency IS NOT NULL OR rate_limit IS NOT NULL"
+# The queue's row as every claim reads it, once, by primary key: whether it is paused,
+# and whether it has limits (the claim of a queue without limits takes nothing of one
+# that has them, and every claim answers which it found).
+_QUEUE = """
+    queue AS MATERIALIZED (
+        SELECT paused_at IS NOT NULL AS paused,
+            concurrency IS NOT NULL OR rate_limit IS NOT NULL AS limited
+        FROM queues WHERE name = :queue
+    )
+"""
 
 
 # One queue's due jobs, in the ranges the claim is given (`domain/claims.py`): for each
@@ -30,7 +39,7 @@ _LIMITED = "concurrency IS NOT NULL OR rate_limit IS NOT NULL"
 # all once those before it filled the claim. Each range starts after the last job this
 # process claimed there (`claim_cursor.py`), past the dead entries claims leave behind.
 # A paused queue claims nothing, and the claim of a queue without limits nothing of one
-# that has them (`held`): a one-time check of `queues` by primary key.
+# that has them (`held`, of `_QUEUE`).
 #
 # MATERIALIZED fences the locking subquery: inlined, the planner may evaluate it more
 # than once and claim more rows than asked. SKIP LOCKED lets concurrent claimers pass
@@ -58,14 +67,14 @@ def _due(held: str) -> str:
         LIMIT :limit
         FOR UPDATE SKIP LOCKED
     ) AS picked ON true
-    WHERE NOT EXISTS (SELECT FROM queues WHERE name = :queue AND ({held}))
+    WHERE NOT EXISTS (SELECT FROM queue WHERE {held})
     LIMIT :limit
     """
 
 
-_DUE = _due("paused_at IS NOT NULL")
+_DUE = _due("paused")
 # A queue without limits, as its claim sees it: not paused, and still without limits.
-_DUE_UNLIMITED = _due(f"paused_at IS NOT NULL OR {_LIMITED}")
+_DUE_UNLIMITED = _due("paused OR limited")
 
 # Of the jobs a limited claim locked, those the queue's limits allow (`flow.py`), in the
 # order read.
@@ -96,7 +105,7 @@ def _take(source: str, started: str) -> str:
 # What every claim returns besides its jobs (a row per job taken, or one without a job
 # when it took none): whether the queue has limits now (the store's choice of statement
 # for its next claim), and what the limits had left (NULL without them, `flow.py`).
-_LIMITED_NOW = f"EXISTS (SELECT FROM queues WHERE name = :queue AND ({_LIMITED})) AS limited"
+_LIMITED_NOW = "EXISTS (SELECT FROM queue WHERE limited) AS limited"
 _LEFT = "allowance.concurrency_left, allowance.rate_left, allowance.rate_opens_in"
 _NONE_LEFT = (
     "CAST(NULL AS integer) AS concurrency_left, CAST(NULL AS integer) AS rate_left,"
@@ -111,7 +120,7 @@ _HELD = """
 CLAIM = Statement(
     "claim",
     f"""
-    WITH due AS MATERIALIZED ({_DUE_UNLIMITED}),
+    WITH {_QUEUE}, due AS MATERIALIZED ({_DUE_UNLIMITED}),
     claimed AS ({_take("due", "now()")})
     SELECT {_LIMITED_NOW}, {_NONE_LEFT}, claimed.* FROM (SELECT) AS one LEFT JOIN claimed ON true
     """,
@@ -120,7 +129,7 @@ CLAIM = Statement(
 LIMITED_CLAIM = Statement(
     "limited_claim",
     f"""
-    WITH due AS MATERIALIZED ({_DUE}),
+    WITH {_QUEUE}, due AS MATERIALIZED ({_DUE}),
     {flow.GATE} {flow.allowance("CAST(ARRAY[] AS uuid[])")}
     taken AS MATERIALIZED ({_TAKEN}),
     claimed AS ({_take("taken", "coalesce((SELECT at FROM stamp), now())")}),
@@ -139,6 +148,7 @@ RECORD_AND_CLAIM = Statement(
     "record_endings_and_claim",
     f"""
     WITH ended AS ({ENDINGS}),
+    {_QUEUE},
     due AS MATERIALIZED ({_DUE_UNLIMITED}),
     claimed AS ({_take("due", "now()")})
     SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_NONE_LEFT}, claimed.*
@@ -151,6 +161,7 @@ RECORD_AND_LIMITED_CLAIM = Statement(
     "record_endings_and_limited_claim",
     f"""
     WITH ended AS ({ENDINGS}),
+    {_QUEUE},
     due AS MATERIALIZED ({_DUE}),
     {flow.GATE} {flow.allowance("ARRAY(SELECT id FROM ended)")}
     taken AS MATERIALIZED ({_TAKEN}),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from jobqueue.adapters.postgres.queries.sql import quoted
 from jobqueue.adapters.postgres.statement import Statement
+from jobqueue.domain.flow import MAX_CONCURRENCY
 
 # Never built from anything a client sent.
 PAUSES_CHANNEL = "jobqueue_queues"
@@ -15,13 +16,13 @@ PAUSES_CHANNEL = "jobqueue_queues"
 # A queue's state as `QueueState` holds it: its pause, its limits, and their use now (the
 # running jobs, from the small index of running jobs, only for a concurrency limit; the
 # starts within the rate's window, from the row), read from a row of `queues`.
-_STATE = """
+_STATE = f"""
     queues.name, queues.paused_at,
     queues.concurrency, queues.rate_limit, queues.rate_period, queues.limits_source,
     CASE WHEN queues.concurrency IS NOT NULL THEN (
         SELECT count(*) FROM (
             SELECT FROM jobs WHERE jobs.queue = queues.name AND jobs.status = 'processing'
-            LIMIT 10000
+            LIMIT {MAX_CONCURRENCY}
         ) AS running
     ) END AS running,
     CASE WHEN queues.rate_limit IS NOT NULL THEN (
