@@ -64,7 +64,11 @@ from jobqueue.entrypoints.service.components import (
 )
 from jobqueue.entrypoints.service.liveness import Heartbeat, QueueWatch
 from jobqueue.entrypoints.service.published_types import Published, TypeCatalogue, TypePublisher
-from jobqueue.entrypoints.service.queue_limits import LimitsDeclaration, declared_limits
+from jobqueue.entrypoints.service.queue_limits import (
+    AfterDeclaration,
+    LimitsDeclaration,
+    declared_limits,
+)
 from jobqueue.entrypoints.service.runtime import Listeners
 from jobqueue.entrypoints.service.wakeups import Announcing, Listening, announcer
 from jobqueue.entrypoints.worker.cancels import CancelRouter
@@ -147,16 +151,19 @@ def build_components(
         # to the rollup every few seconds and at the end (after the pools have returned).
         tallies = Tallies()
         observer = observing(metrics, Counting(tallies))
-        for config in pool_configs(settings):
+        configs = pool_configs(settings)
+        limits = declared_limits(
+            registry.queue_limits, settings.queue_limits, [config.queue for config in configs]
+        )
+        declaration = LimitsDeclaration(store, limits)
+        components.append(Loop("queue limits", StopPhase.SIGNAL, declaration))
+        for config in configs:
             pool = WorkerPool(store, registry, decoder, config, observer=observer, tracer=tracer)
-            components.append(Loop(f"worker pool ({config.queue})", StopPhase.SIGNAL, pool))
+            claiming = AfterDeclaration(pool, declaration)
+            components.append(Loop(f"worker pool ({config.queue})", StopPhase.SIGNAL, claiming))
             pools.append(pool)
         pauses = QueuePauses(store, {pool.queue: pool for pool in pools})
         components.append(Loop("queue pauses", StopPhase.SIGNAL, pauses))
-        limits = declared_limits(
-            registry.queue_limits, settings.queue_limits, [pool.queue for pool in pools]
-        )
-        components.append(Loop("queue limits", StopPhase.SIGNAL, LimitsDeclaration(store, limits)))
         # So that API processes without this code accept these types.
         publisher = TypePublisher(PostgresJobTypes(engine), registry, decoder, store.worker)
         components.append(Loop("job types publisher", StopPhase.SIGNAL, publisher))

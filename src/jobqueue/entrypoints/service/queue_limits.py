@@ -5,17 +5,20 @@ Each queue the process consumes gets the limits declared for it, or none: so rem
 queue's limits from the settings lifts them at the next deploy. A queue whose limits an
 operator set keeps them (the store leaves them alone), and the process says so. With
 several processes declaring differently, the last to start wins: declare the same
-everywhere.
+everywhere. The process's pools claim only once its declaration is written
+(`AfterDeclaration`), so that its first claims already obey what it declares.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection, Mapping
 from datetime import timedelta
 
 from jobqueue.domain.flow import NO_LIMITS, QueueLimits
 from jobqueue.domain.ports import JobStore
+from jobqueue.entrypoints.service.components import Runnable
 from jobqueue.entrypoints.service.interval_loop import IntervalLoop
 
 _log = logging.getLogger("jobqueue")
@@ -45,6 +48,8 @@ class LimitsDeclaration:
     ) -> None:
         self._store = store
         self._left = dict(limits)
+        # Set once every queue's limits are written.
+        self.declared = asyncio.Event()
         self._periodic = IntervalLoop(
             self._declare, retry_every, name="declaring queue limits", logger=_log
         )
@@ -67,3 +72,30 @@ class LimitsDeclaration:
                 )
             elif limits.any:
                 _log.info("queue limits declared", extra={"queue": queue, "limits": str(limits)})
+        self.declared.set()
+
+
+class AfterDeclaration:
+    """`target` (a worker pool), run once `declaration` is written, unless stopped first:
+    a process whose pools claimed at once could take a queue's jobs before its declared
+    limits were in the queue's row."""
+
+    def __init__(self, target: Runnable, declaration: LimitsDeclaration) -> None:
+        self._target = target
+        self._declared = declaration.declared
+        self._stopped = asyncio.Event()
+
+    async def run(self) -> None:
+        declared = asyncio.ensure_future(self._declared.wait())
+        stopped = asyncio.ensure_future(self._stopped.wait())
+        try:
+            await asyncio.wait((declared, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            declared.cancel()
+            stopped.cancel()
+        if not self._stopped.is_set():
+            await self._target.run()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._target.stop()
