@@ -30,6 +30,18 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that run real processes and faults (modules `test_faults_*` and
+    `*_processes`: tens of seconds to minutes each) first, in their order, so that the
+    parallel workers start on them and fill in around them with the short ones, rather
+    than one of them waiting alone on a long test at the end of the run."""
+    items.sort(key=lambda item: not _runs_processes(item.path.stem))
+
+
+def _runs_processes(module: str) -> bool:
+    return module.startswith("test_faults_") or module.endswith("_processes")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before any fixture of the test is set up, module-scoped services included.
