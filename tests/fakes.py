@@ -203,11 +203,14 @@ class InMemoryJobStore:
         now = self.clock()
         if self._paused.get(queue) is not None:
             return Claimed()
-        running = sum(
-            job.queue == queue and job.status is Status.PROCESSING and job.id not in self._freeing
+        running = [
+            job
             for job in self._jobs.values()
-        )
-        headroom = self._limits.headroom(queue, running, now)
+            if job.queue == queue
+            and job.status is Status.PROCESSING
+            and job.id not in self._freeing
+        ]
+        headroom = self._limits.headroom(queue, len(running), now)
         allowed = min(
             [limit] + [left for left in (headroom.concurrency, headroom.rate) if left is not None]
         )
@@ -222,7 +225,10 @@ class InMemoryJobStore:
                 and job.run_at <= now
             ),
             key=lambda job: (position[job.priority, job.type], job.run_at, self._sequence[job.id]),
-        )[: max(allowed, 0)]
+        )
+        if self._limits.limits(queue).key_concurrency is not None:
+            due, headroom = self._limits.rotation(queue, due, running, limit, headroom)
+        due = due[: max(allowed, 0)]
         self._limits.started(queue, len(due), now)
         taken = [
             self._move(

@@ -1,5 +1,6 @@
 """A handler module for the flow-control tests: `held` jobs take a while (a slot each, on
-the `limited` queue), `paced` ones nothing (a start each, on the `paced` queue)."""
+the `limited` queue), `paced` ones nothing (a start each, on the `paced` queue), `tenant`
+jobs a while, each in the partition of its payload's tenant (on the `tenants` queue)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,8 @@ async def held(ctx: JobContext, payload: object) -> None:
 @registry.handler("paced", queue="paced")
 async def paced(ctx: JobContext, payload: object) -> None:
     return None
+
+
+@registry.handler("tenant", queue="tenants", partition_by=("tenant",))
+async def tenant(ctx: JobContext, payload: object) -> None:
+    await asyncio.sleep(HELD_SECONDS)

@@ -159,20 +159,23 @@ def test_a_person_limits_a_queue_from_its_page_and_sees_the_limits_in_use(
 
     page.find('form.limits [name="concurrency"]').send_keys("3")
     page.find('form.limits [name="rate"]').send_keys("100/1m")
+    page.find('form.limits [name="key_concurrency"]').send_keys("2")
     page.follow(page.find("#set-limits"))
 
-    assert page.text("#limits") == "0 of 3 running, 0 of 100/m started"
+    shown = "0 of 3 running, 0 of 100/m started, 2 per key"
+    assert page.text("#limits") == shown
     assert _limits(dashboard_service, "browser-limits") == {
         "concurrency": 3,
         "running": 0,
         "rate": "100/m",
         "started": 0,
         "set_by": "operator",
+        "key_concurrency": 2,
     }
     page.screenshots("queue-limits")
     page.visit("/ui")
     row = 'tr[data-queue="browser-limits"] [data-column="limits"]'
-    assert page.text(row) == "0 of 3 running, 0 of 100/m started"
+    assert page.text(row) == shown
 
     # A rate no one can mean is refused, saying why, and changes nothing.
     page.visit("/ui/queues/browser-limits")
@@ -184,9 +187,9 @@ def test_a_person_limits_a_queue_from_its_page_and_sees_the_limits_in_use(
     assert "invalid duration '2d'" in page.text(".message")
     assert _limits(dashboard_service, "browser-limits")["rate"] == "100/m"
 
-    # Both fields emptied: the limits are lifted.
+    # Every field emptied: the limits are lifted.
     page.visit("/ui/queues/browser-limits")
-    for field in ("concurrency", "rate"):
+    for field in ("concurrency", "rate", "key_concurrency"):
         page.find(f'form.limits [name="{field}"]').clear()
     page.follow(page.find("#set-limits"))
     assert page.text("#limits").startswith("None")

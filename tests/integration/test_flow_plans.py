@@ -10,6 +10,7 @@ from datetime import timedelta
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from jobqueue.adapters.postgres.queries.keys import KEYS_VISITED, SWEEP_PROBE
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.flow import QueueLimits, Rate
 from jobqueue.domain.outcome import Decision
@@ -33,10 +34,11 @@ async def _seed(engine: AsyncEngine) -> None:
 
 
 async def _read(engine: AsyncEngine, call: Awaitable[object], marker: str = "jobs") -> int:
-    """The rows of `jobs` read by the one statement `call` sent that holds `marker`."""
+    """The rows of `jobs` read by the last statement `call` sent that holds `marker` (a
+    claim that found the queue's limits changed claims again at once)."""
     with capture_statements(engine) as sent:
         await call
-    [(statement, parameters)] = [(s, p) for s, p in sent if marker in s]
+    statement, parameters = [(s, p) for s, p in sent if marker in s][-1]
     return (await rows_read(engine, statement, parameters)).rows
 
 
@@ -64,3 +66,46 @@ async def test_a_limited_claim_reads_what_its_limit_and_size_allow(engine: Async
     # The queue's state with its limits' use.
     state = await _read(engine, store.queue_summary("limited"), "FROM queues")
     assert state <= 8, state
+
+
+KEYS = 200
+
+
+async def test_a_claim_with_a_per_key_limit_reads_the_keys_it_visits_not_their_backlogs(
+    engine: AsyncEngine,
+) -> None:
+    """One key's flood of 20,000 jobs and 200 keys of 5 each, at most 2 running per key:
+    a claim visits a bounded number of keys (one index descent each), locks no more of a
+    key's jobs than its free slots, and sweeps a bounded number of due jobs for jobs
+    without a key; the flood's size never shows."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO jobs (type, queue, max_attempts, partition_key)"
+                " SELECT 'held', 'keyed', 3, 'a' FROM generate_series(1, :rows)"
+            ),
+            {"rows": BACKLOG},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO jobs (type, queue, max_attempts, partition_key)"
+                " SELECT 'held', 'keyed', 3, 'k' || (n % :keys)"
+                " FROM generate_series(1, :rows) AS n"
+            ),
+            {"rows": 5 * KEYS, "keys": KEYS},
+        )
+        await connection.execute(text("ANALYZE jobs"))
+    store = PostgresJobStore(engine)
+    await store.set_queue_limits("keyed", QueueLimits(key_concurrency=2))
+    lease = timedelta(minutes=5)
+    visited = KEYS_VISITED
+    bound = 3 * visited + 2 * CLAIM + SWEEP_PROBE
+
+    first = await _read(engine, store.claim(CLAIM, lease, "keyed", types=TYPES))
+    assert first <= bound, first
+    # Round after round, the flood's key at its limit and the rest rotating.
+    for _ in range(KEYS // CLAIM):
+        claimed = await store.claim(CLAIM, lease, "keyed", types=TYPES)
+        assert len(claimed) == CLAIM
+    later = await _read(engine, store.claim(CLAIM, lease, "keyed", types=TYPES))
+    assert later <= bound + 2 * visited, later

@@ -4,7 +4,8 @@ of 20 workers each: 10 s undisturbed, then 30 s while one of them is SIGKILLed e
 seconds (the undisturbed part only shows the limit reached and held: the killing part
 asks everything of it, for the 30 s the issue names); a rate holds in every one-second
 window of the jobs' start times; a limit changed through the API is obeyed within a
-second."""
+second; with a per-key limit, a key submitting ten jobs behind another's ten thousand
+has them all started within a few job durations."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.integration.flow_handlers import MODULE
+from tests.integration.flow_handlers import HELD_SECONDS, MODULE
 from tests.support.postgres import dsn
 from tests.support.processes import Service, free_port, start
 
@@ -30,7 +31,7 @@ LIMIT = 5
 PROCESSES = 3
 SETTINGS = {
     "WORKERS": "20",
-    "QUEUES": "limited,paced",
+    "QUEUES": "limited,paced,tenants",
     "POLL_INTERVAL": "200ms",
     "RECOVERY_INTERVAL": "500ms",
     # A killed process's slots come back about a lease after the kill.
@@ -237,3 +238,83 @@ async def test_a_limit_changed_through_the_api_is_obeyed_everywhere_within_a_sec
                 before = concurrency
     finally:
         await connection.close()
+
+
+FLOOD = 10_000
+FEW = 10
+KEY_LIMIT = 2
+QUEUE_LIMIT = 4
+
+
+@pytest.mark.timeout(120)
+async def test_a_key_s_few_jobs_start_within_a_few_job_durations_behind_another_s_flood(
+    database_url: str, tmp_path: Path
+) -> None:
+    connection = await asyncpg.connect(dsn(database_url))
+    try:
+        # Key A's flood, as its type makes the key: from the payload's tenant.
+        await connection.execute(
+            "INSERT INTO jobs (type, queue, max_attempts, partition_key, payload)"
+            " SELECT 'tenant', 'tenants', 25, 'A', '{\"tenant\": \"A\"}'"
+            " FROM generate_series(1, $1::int)",
+            FLOOD,
+        )
+        with _fleet() as services:
+            limits = {
+                "QUEUE_LIMITS": f"tenants concurrency={QUEUE_LIMIT} key_concurrency={KEY_LIMIT}"
+            }
+            port = free_port()
+            serve = start(
+                ["serve", "--handlers", MODULE], port, tmp_path / "serve",
+                DATABASE_URL=database_url, **SETTINGS, **limits,
+            )  # fmt: skip
+            services.append(serve)
+            for slot in range(2):
+                services.append(_worker(database_url, tmp_path / f"w{slot}", **limits))
+            for service in services:
+                service.wait_until_healthy()
+            # A's jobs run, as many as the limits allow.
+            await _sample_keys(connection, 1.0)
+
+            async with httpx.AsyncClient(base_url=serve.base_url) as client:
+                answer = await client.post(
+                    "/jobs/batch",
+                    json={"jobs": [{"type": "tenant", "payload": {"tenant": "B"}}] * FEW},
+                )
+            assert answer.status_code == 201, answer.text
+            assert {job["partition_key"] for job in answer.json()["jobs"]} == {"B"}
+            samples = await _sample_keys(connection, FEW / KEY_LIMIT * HELD_SECONDS + 2.0)
+        waits = [
+            row[0]
+            for row in await connection.fetch(
+                "SELECT extract(epoch FROM started_at - created_at) FROM jobs"
+                " WHERE partition_key = 'B' AND started_at IS NOT NULL ORDER BY 1"
+            )
+        ]
+        assert len(waits) == FEW, f"{len(waits)} of B's jobs started"
+        # B runs two at a time: its last job can start no sooner than four rounds of two
+        # jobs in; "a few job durations" is that and three more rounds of slack.
+        assert waits[-1] < (FEW / KEY_LIMIT + 3) * HELD_SECONDS, waits
+        assert max(sum(running.values()) for running in samples) <= QUEUE_LIMIT
+        assert max(max(running.values(), default=0) for running in samples) == KEY_LIMIT
+        assert any(running.get("B") == KEY_LIMIT for running in samples)
+        left = await connection.fetchval(
+            "SELECT count(*) FROM jobs WHERE partition_key = 'A' AND status = 'pending'"
+        )
+        assert left > FLOOD / 2, "A's flood is still mostly waiting"
+    finally:
+        await connection.close()
+
+
+async def _sample_keys(connection: asyncpg.Connection, seconds: float) -> list[dict[str, int]]:
+    """Each key's running jobs in `tenants`, every SAMPLE_EVERY for `seconds`."""
+    samples = []
+    end = time.monotonic() + seconds
+    while (now := time.monotonic()) < end:
+        rows = await connection.fetch(
+            "SELECT partition_key, count(*) FROM jobs"
+            " WHERE queue = 'tenants' AND status = 'processing' GROUP BY partition_key"
+        )
+        samples.append({key: count for key, count in rows})
+        await asyncio.sleep(max(0.0, now + SAMPLE_EVERY - time.monotonic()))
+    return samples

@@ -31,7 +31,10 @@ async def test_a_publication_reads_back_whole(engine: AsyncEngine) -> None:
     types = [
         JobType("b", None),
         JobType(
-            "a", _SCHEMA, TypeOptions("mail", 4, 9, timedelta(seconds=90), unique), "Sends mail."
+            "a",
+            _SCHEMA,
+            TypeOptions("mail", 4, 9, timedelta(seconds=90), unique, ("tenant",)),
+            "Sends mail.",
         ),
     ]
 

@@ -154,6 +154,7 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
         "unique_key",
         "unique_states",
         "timeout",
+        "partition_key",
     }
 
     downgrade(url, "base")
@@ -517,6 +518,39 @@ async def test_queue_limits_arrive_on_a_filled_table_without_blocking_writes(
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'queues'",
         )
         assert "concurrency" not in {name for (name,) in columns}
+        assert await connection.fetchval("SELECT count(*) FROM jobs") == FILLED_ROWS + written
+        await asyncio.to_thread(upgrade, url)
+        assert await asyncio.to_thread(_drift, url, metadata) == []
+    finally:
+        await connection.close()
+
+
+async def test_partition_keys_arrive_on_a_filled_table_without_blocking_writes(
+    empty_database_url: str,
+) -> None:
+    """0019 adds a nullable column to `jobs` and one to `queues` (catalog changes) and
+    builds two partial indexes CONCURRENTLY, while writes with a short lock timeout go
+    on; a per-key limit's check then holds, and the downgrade takes it all away, losing
+    no job."""
+    url = empty_database_url
+    await asyncio.to_thread(upgrade, url, "0018")
+    connection = await asyncpg.connect(dsn(url))
+    try:
+        written = await _migrate_a_filled_table_while_writing(connection, url, "0019")
+        assert written > 0
+        indexes = {"ix_jobs_due_by_partition", "ix_jobs_running_by_partition"}
+        valid = await _fetch(
+            url,
+            "SELECT c.relname, i.indisvalid FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname LIKE '%by_partition'",
+        )
+        assert dict(valid) == dict.fromkeys(indexes, True)
+        with pytest.raises(asyncpg.CheckViolationError):
+            await connection.execute("INSERT INTO queues (name, key_concurrency) VALUES ('q', 0)")
+
+        await asyncio.to_thread(downgrade, url, "0018")
+        assert not indexes & await asyncio.to_thread(_job_indexes, url)
+        assert "partition_key" not in await asyncio.to_thread(_job_columns, url)
         assert await connection.fetchval("SELECT count(*) FROM jobs") == FILLED_ROWS + written
         await asyncio.to_thread(upgrade, url)
         assert await asyncio.to_thread(_drift, url, metadata) == []

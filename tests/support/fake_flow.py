@@ -4,10 +4,13 @@ starts within the rate's window are remembered per queue."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import replace
 from datetime import datetime
 
+from jobqueue.adapters.postgres.queries.keys import KEYS_VISITED
 from jobqueue.domain.flow import NO_LIMITS, Headroom, LimitsSource, QueueLimits
+from jobqueue.domain.job import Job
 from jobqueue.domain.queues import QueueState
 
 
@@ -15,6 +18,8 @@ class FakeLimits:
     def __init__(self) -> None:
         self._limits: dict[str, tuple[QueueLimits, LimitsSource]] = {}
         self._starts: defaultdict[str, list[datetime]] = defaultdict(list)
+        # The key each queue's rotation resumes after, as a process keeps it.
+        self._after_key: defaultdict[str, str] = defaultdict(str)
 
     def set(self, queue: str, limits: QueueLimits) -> None:
         if limits.any:
@@ -46,6 +51,41 @@ class FakeLimits:
         opens_at = (recent[0] if recent else now) + limits.rate.period
         return Headroom(concurrency, limits.rate.limit - len(recent), opens_at - now)
 
+    def rotation(
+        self, queue: str, due: list[Job], running: list[Job], limit: int, headroom: Headroom
+    ) -> tuple[list[Job], Headroom]:
+        """`due` (in claim order) as a claim with a per-key limit takes them
+        (`queries/keys.py`): the jobs without a key first (PostgreSQL finds those by a
+        sweep of the queue; here, all at once), then key after key from the one after the
+        last taken from, wrapping round, each up to its free slots, until `limit`."""
+        cap = self.limits(queue).key_concurrency
+        assert cap is not None
+        keys = sorted({job.partition_key for job in due if job.partition_key is not None})
+        after = self._after_key[queue]
+        keys = ([key for key in keys if key > after] + [key for key in keys if key <= after])[
+            : max(2 * limit, KEYS_VISITED)
+        ]
+        busy = Counter(job.partition_key for job in running)
+        order = [job for job in due if job.partition_key is None][:limit]
+        visited: list[str] = []
+        for key in keys:
+            if len(order) >= limit:
+                break
+            visited.append(key)
+            own = sorted(
+                (job for job in due if job.partition_key == key),
+                key=lambda job: (job.priority, job.run_at),
+            )
+            order += own[: max(0, min(cap - busy[key], limit - len(order)))]
+        order = order[:limit]
+        taken = [job.partition_key for job in order if job.partition_key is not None]
+        if taken or visited:
+            self._after_key[queue] = str(taken[-1] if taken else visited[-1])
+        took = Counter(taken)
+        full = sum(1 for key in visited if cap - busy[key] <= took[key])
+        held = full if len(order) < limit else None
+        return order, replace(headroom, keys_full=held)
+
     def started(self, queue: str, count: int, now: datetime) -> None:
         if self.limits(queue).rate is not None:
             self._starts[queue] = self._recent(queue, now) + [now] * count
@@ -62,7 +102,7 @@ class FakeLimits:
             paused_at,
             limits,
             source,
-            running if limits.concurrency is not None else None,
+            running if limits.concurrency or limits.key_concurrency else None,
             len(self._recent(queue, now)) if limits.rate is not None else None,
         )
 

@@ -50,12 +50,18 @@ def test_limits_are_written_as_name_value_pairs() -> None:
     limits = QueueLimits.parse("concurrency=5 rate=100/1m")
     assert limits == QueueLimits(5, Rate(100, timedelta(minutes=1)))
     assert QueueLimits.parse(str(limits)) == limits
+    keyed = QueueLimits.parse("key_concurrency=2 concurrency=4")
+    assert keyed == QueueLimits(concurrency=4, key_concurrency=2)
+    assert str(keyed) == "concurrency=4 key_concurrency=2"
+    assert QueueLimits(key_concurrency=1).any
     assert str(NO_LIMITS) == "none"
     for bad, says in (
         ("", "no limit given"),
-        ("speed=3", "concurrency=N or rate=N/PERIOD"),
+        ("speed=3", "concurrency=N, rate=N/PERIOD or key_concurrency=N"),
         ("concurrency=x", "whole number"),
+        ("key_concurrency=2.5", "key_concurrency must be a whole number"),
         ("concurrency=0", "between 1 and"),
+        ("key_concurrency=10001", "key concurrency limit must be between 1 and 10000"),
         ("concurrency=2 concurrency=3", "given twice"),
     ):
         with pytest.raises(ValueError, match=says):
@@ -79,14 +85,14 @@ def test_queue_limits_settings_name_each_queue() -> None:
 def test_settings_override_code_queue_by_queue_and_a_consumed_queue_without_is_lifted() -> None:
     registry = Registry()
     registry.limit("emails", concurrency=10)
-    registry.limit("reports", rate="5/s")
+    registry.limit("reports", rate="5/s", key_concurrency=1)
     declared = declared_limits(
         registry.queue_limits, (("emails", QueueLimits(3)),), ["default", "emails"]
     )
     assert declared == {
         "default": NO_LIMITS,
         "emails": QueueLimits(3),
-        "reports": QueueLimits(rate=Rate(5, timedelta(seconds=1))),
+        "reports": QueueLimits(rate=Rate(5, timedelta(seconds=1)), key_concurrency=1),
     }
     other = Registry()
     other.limit("emails", concurrency=11)

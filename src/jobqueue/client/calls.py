@@ -288,8 +288,10 @@ def resume(name: str) -> Call[QueueStateView]:
     return Call("POST", f"/queues/{_segment(name)}/resume", QueueStateView)
 
 
-def set_limits(name: str, concurrency: int | None, rate: str | None) -> Call[QueueStateView]:
-    body = QueueLimitsRequest(concurrency=concurrency, rate=rate)
+def set_limits(
+    name: str, concurrency: int | None, rate: str | None, key_concurrency: int | None
+) -> Call[QueueStateView]:
+    body = QueueLimitsRequest(concurrency=concurrency, rate=rate, key_concurrency=key_concurrency)
     return Call("PUT", f"/queues/{_segment(name)}/limits", QueueStateView, body=body)
 
 

@@ -210,12 +210,18 @@ class Client:
         return self._send(calls.resume(queue))
 
     def set_limits(
-        self, queue: str, *, concurrency: int | None = None, rate: str | None = None
+        self,
+        queue: str,
+        *,
+        concurrency: int | None = None,
+        rate: str | None = None,
+        key_concurrency: int | None = None,
     ) -> QueueStateView:
         """Set `queue`'s limits, replacing every one it had (None: no such limit): at most
-        `concurrency` running at once, at most `rate` starts (such as "100/1m"), across
-        every process, from the moment this returns."""
-        return self._send(calls.set_limits(queue, concurrency, rate))
+        `concurrency` running at once, at most `rate` starts (such as "100/1m"), at most
+        `key_concurrency` running at once per partition key, across every process, from
+        the moment this returns."""
+        return self._send(calls.set_limits(queue, concurrency, rate, key_concurrency))
 
     def lift_limits(self, queue: str) -> QueueStateView:
         """Lift every limit of `queue`."""

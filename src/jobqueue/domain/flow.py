@@ -3,7 +3,9 @@
 - concurrency: at most so many of the queue's jobs running at once (claimed and not yet
   ended, whichever process holds them);
 - rate: at most so many starts within any window of a period (`Rate`), on the database's
-  clock.
+  clock;
+- key concurrency: at most so many running jobs of one partition key (`partition.py`),
+  claims rotating between keys.
 
 Limits are kept with the queue (`queues` row) and enforced by the claim statement itself,
 so a change holds from the claim after its commit on, in every process. A job held back
@@ -65,55 +67,66 @@ class Rate:
         return f"{self.limit}/{_duration_text(self.period)}"
 
 
+# Each limit's name, as settings, the API and the CLI spell it; those that are counts.
+_NAMES = ("concurrency", "rate", "key_concurrency")
+_COUNTS = ("concurrency", "key_concurrency")
+
+
 @dataclass(frozen=True, slots=True)
 class QueueLimits:
     """A queue's limits; None: no such limit."""
 
     concurrency: int | None = None
     rate: Rate | None = None
+    key_concurrency: int | None = None
 
     def __post_init__(self) -> None:
-        if self.concurrency is not None and not 1 <= self.concurrency <= MAX_CONCURRENCY:
-            raise ValueError(
-                f"a concurrency limit must be between 1 and {MAX_CONCURRENCY}, "
-                f"got {self.concurrency}"
-            )
+        for name in _COUNTS:
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= MAX_CONCURRENCY:
+                raise ValueError(
+                    f"a {name.replace('_', ' ')} limit must be between 1 and "
+                    f"{MAX_CONCURRENCY}, got {value}"
+                )
 
     @property
     def any(self) -> bool:
-        return self.concurrency is not None or self.rate is not None
+        return any(getattr(self, name) is not None for name in _NAMES)
 
     @classmethod
     def parse(cls, text: str) -> QueueLimits:
-        """`concurrency=5 rate=100/1m`: each limit as name=value, apart by spaces."""
+        """`concurrency=5 rate=100/1m key_concurrency=2`: each limit as name=value,
+        apart by spaces."""
         given: dict[str, str] = {}
         for part in text.split():
             name, equals, value = part.partition("=")
-            if not equals or name not in ("concurrency", "rate"):
+            if not equals or name not in _NAMES:
                 raise ValueError(
-                    f"{part!r}: a limit is concurrency=N or rate=N/PERIOD, "
-                    "as in 'concurrency=5 rate=100/1m'"
+                    f"{part!r}: a limit is concurrency=N, rate=N/PERIOD or key_concurrency=N,"
+                    " as in 'concurrency=5 rate=100/1m'"
                 )
             if name in given:
                 raise ValueError(f"{name} is given twice")
             given[name] = value
         if not given:
             raise ValueError("no limit given; use a form such as 'concurrency=5 rate=100/1m'")
-        concurrency = given.get("concurrency")
-        if concurrency is not None and not concurrency.isdigit():
-            raise ValueError(f"concurrency must be a whole number, got {concurrency!r}")
+        counts: dict[str, int | None] = {}
+        for name in _COUNTS:
+            count = given.get(name)
+            if count is not None and not count.isdigit():
+                raise ValueError(f"{name} must be a whole number, got {count!r}")
+            counts[name] = None if count is None else int(count)
         rate = given.get("rate")
         return cls(
-            None if concurrency is None else int(concurrency),
+            counts["concurrency"],
             None if rate is None else Rate.parse(rate),
+            counts["key_concurrency"],
         )
 
     def __str__(self) -> str:
-        parts = []
-        if self.concurrency is not None:
-            parts.append(f"concurrency={self.concurrency}")
-        if self.rate is not None:
-            parts.append(f"rate={self.rate}")
+        parts = [
+            f"{name}={getattr(self, name)}" for name in _NAMES if getattr(self, name) is not None
+        ]
         return " ".join(parts) or "none"
 
 
@@ -125,16 +138,20 @@ def limits_in_use(
     running: int | None,
     rate: str | None,
     started: int | None,
+    key_concurrency: int | None = None,
     *,
     declared: bool = False,
 ) -> str:
     """A queue's limits with their use, as people read them ("3 of 5 running, 40 of 100/m
-    started"); "" without limits. `declared`: set by QUEUE_LIMITS, not an operator."""
+    started, 2 per key"); "" without limits. `declared`: set by QUEUE_LIMITS, not an
+    operator."""
     parts = []
     if concurrency is not None:
         parts.append(f"{running} of {concurrency} running")
     if rate is not None:
         parts.append(f"{started} of {rate} started")
+    if key_concurrency is not None:
+        parts.append(f"{key_concurrency} per key")
     if parts and declared:
         parts.append("(QUEUE_LIMITS)")
     return ", ".join(parts)
@@ -145,17 +162,20 @@ class Limit(enum.StrEnum):
 
     CONCURRENCY = "concurrency"
     RATE = "rate"
+    KEY_CONCURRENCY = "key_concurrency"
 
 
 @dataclass(frozen=True, slots=True)
 class Headroom:
     """What a queue's limits had left when a claim was made: None for a limit the queue
     does not have; `rate_opens_in`: how long until the rate's window lets one more
-    start, counted from the claim."""
+    start, counted from the claim; `keys_full`: how many of the keys it visited had no
+    free slot (None: no per-key limit)."""
 
     concurrency: int | None = None
     rate: int | None = None
     rate_opens_in: timedelta | None = None
+    keys_full: int | None = None
 
 
 class Claimed(list[Job]):
@@ -184,6 +204,8 @@ class Claimed(list[Job]):
         rate_spent = headroom.rate is not None and took >= headroom.rate
         if took < asked and rate_spent:
             held.add(Limit.RATE)
+        if took < asked and headroom.keys_full:
+            held.add(Limit.KEY_CONCURRENCY)
         retry_in = headroom.rate_opens_in if rate_spent else None
         return cls(jobs, held_back=frozenset(held), retry_in=retry_in)
 

@@ -36,6 +36,7 @@ from jobqueue.domain.fields import (
     check_timeout,
     check_type,
 )
+from jobqueue.domain.partition import check_partition_by, check_partition_key, partition_key_of
 from jobqueue.domain.status import TRAITS, Phase, Status
 from jobqueue.domain.unique import Unique
 
@@ -81,6 +82,8 @@ class Job:
     unique_states: tuple[str, ...] | None = None
     # How long one attempt may run; None: the worker's JOB_TIMEOUT.
     timeout: timedelta | None = None
+    # Its queue's share it belongs to (`partition.py`); None: in no partition.
+    partition_key: str | None = None
 
     @property
     def lease(self) -> Lease:
@@ -128,16 +131,19 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class TypeOptions:
     """What a job type's handler declares for the jobs submitted without their own: the
     queue they go to, their priority, their attempt budget and attempt timeout (None:
-    the service's), and how they are unique."""
+    the service's), how they are unique, and the payload fields their partition key is
+    made of (`partition.py`)."""
 
     queue: str = DEFAULT_QUEUE
     priority: int = DEFAULT_PRIORITY
     max_attempts: int | None = None
     timeout: timedelta | None = None
     unique: Unique | None = None
+    partition_by: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         """Raise `InvalidJob` saying what to change."""
+        check_partition_by(self.partition_by)
         check_queue(self.queue)
         check_priority(self.priority)
         if self.max_attempts is not None:
@@ -150,7 +156,8 @@ class TypeOptions:
 NO_OPTIONS = TypeOptions()
 
 # The options a submission may leave to its type and the service (`NewJob.left_out`):
-# `TypeOptions`' fields, `unique` standing for the three unique_ fields it resolves to.
+# `TypeOptions`' fields, `unique` standing for the three unique_ fields it resolves to,
+# `partition_by` for `partition_key`.
 OPTIONS: frozenset[str] = frozenset(TypeOptions.__dataclass_fields__)
 
 
@@ -186,6 +193,7 @@ class NewJob:
     unique_period: timedelta | None = None
     # How long one attempt may run; None: the worker's JOB_TIMEOUT.
     timeout: timedelta | None = None
+    partition_key: str | None = None
     # The options (`OPTIONS`) this submission did not give: `resolve` fills them in.
     left_out: frozenset[str] = frozenset()
 
@@ -200,6 +208,7 @@ class NewJob:
         priority: int | None = None,
         timeout: timedelta | None = None,
         unique: Unique | None = None,
+        partition_key: str | None = None,
         idempotency_key: str | None = None,
         traceparent: str | None = None,
         run_at: datetime | None = None,
@@ -225,6 +234,7 @@ class NewJob:
         if timeout is not None:
             check_timeout(timeout)
         check_idempotency_key(idempotency_key)
+        check_partition_key(partition_key)
         check_schedule(run_at, delay)
         body: JsonValue = {} if payload is None else payload
         check_json("payload", body)
@@ -240,7 +250,7 @@ class NewJob:
                     max_attempts = default_max_attempts
             left_out = _NOTHING_LEFT
         else:
-            left_out = _left_out(max_attempts, queue, priority, timeout, unique)
+            left_out = _left_out(max_attempts, queue, priority, timeout, unique, partition_key)
         # By position, in the fields' order: keywords cost a third of the construction.
         new = cls(
             type,
@@ -256,6 +266,7 @@ class NewJob:
             None if unique is None else unique.counted_in,
             None if unique is None else unique.period,
             timeout,
+            partition_key,
             left_out,
         )
         if not resolved_now or options is NO_OPTIONS:
@@ -285,7 +296,7 @@ class NewJob:
         # enqueue): id, type, payload, status, attempts, max_attempts, run_at,
         # locked_until, lease_token, last_error, idempotency_key, created_at, updated_at,
         # traceparent, queue, priority, started_at, worker, attempt_log, snoozes,
-        # unique_key, unique_states, timeout.
+        # unique_key, unique_states, timeout, partition_key.
         return Job(
             job_id,
             self.type,
@@ -311,11 +322,12 @@ class NewJob:
             self.stored_unique_key(now),
             self.unique_states,
             self.timeout,
+            self.partition_key,
         )
 
 
 _NOTHING_LEFT: frozenset[str] = frozenset()
-_NOTHING_GIVEN = (None, None, None, None, None)
+_NOTHING_GIVEN = (None, None, None, None, None, None)
 
 
 def _left_out(
@@ -324,8 +336,9 @@ def _left_out(
     priority: int | None,
     timeout: timedelta | None,
     unique: Unique | None,
+    partition_key: str | None,
 ) -> frozenset[str]:
-    if (max_attempts, queue, priority, timeout, unique) == _NOTHING_GIVEN:
+    if (max_attempts, queue, priority, timeout, unique, partition_key) == _NOTHING_GIVEN:
         return OPTIONS
     named = {
         "max_attempts": max_attempts,
@@ -333,6 +346,7 @@ def _left_out(
         "priority": priority,
         "timeout": timeout,
         "unique": unique,
+        "partition_by": partition_key,
     }
     return frozenset(name for name, value in named.items() if value is None)
 
@@ -364,6 +378,9 @@ def resolve(new: NewJob, options: TypeOptions, default_max_attempts: int) -> New
     else:
         key = unique.key_for(new.type, new.payload)
         states, period = unique.counted_in, unique.period
+    partition_key = new.partition_key
+    if "partition_by" in left and options.partition_by is not None:
+        partition_key = partition_key_of(new.payload, options.partition_by)
     # By position, as `build` makes it.
     return NewJob(
         new.type,
@@ -379,4 +396,5 @@ def resolve(new: NewJob, options: TypeOptions, default_max_attempts: int) -> New
         states,
         period,
         options.timeout if "timeout" in left else new.timeout,
+        partition_key,
     )

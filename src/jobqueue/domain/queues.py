@@ -24,7 +24,8 @@ class QueueState:
     limits: QueueLimits = NO_LIMITS
     # Who set `limits`; None while it has none.
     limits_source: LimitsSource | None = None
-    # The limits' use now: its running jobs (with a concurrency limit), its starts within
+    # The limits' use now: its running jobs (with a concurrency limit, on the queue or
+    # per key), its starts within
     # the rate's window (with a rate); None without such a limit.
     running: int | None = None
     started: int | None = None

@@ -162,6 +162,7 @@ class Registry:
         timeout: timedelta | None = None,
         backoff: Backoff | None = None,
         unique: Unique | None = None,
+        partition_by: tuple[str, ...] | None = None,
     ) -> Callable[[H], H]:
         """Register the decorated function for jobs of type `name`.
 
@@ -170,6 +171,8 @@ class Registry:
         them out;
         `backoff` spaces this type's retries instead of BACKOFF_BASE and BACKOFF_MAX;
         `unique` makes this type's jobs unique (`Unique`) unless a submission says how.
+        `partition_by` names the payload fields this type's jobs' partition key is made
+        of, unless a submission gives its own (`partition.py`).
         """
         if not name or not name.strip():
             raise ValueError("a handler needs a non-empty job type name")
@@ -180,6 +183,7 @@ class Registry:
                 max_attempts=max_attempts,
                 timeout=timeout,
                 unique=unique,
+                partition_by=partition_by,
             )
         except InvalidJob as error:
             raise ValueError(f"job type {name!r}: {error}") from None
@@ -240,15 +244,21 @@ class Registry:
         return [self._periodic[name] for name in sorted(self._periodic)]
 
     def limit(
-        self, queue: str, *, concurrency: int | None = None, rate: str | Rate | None = None
+        self,
+        queue: str,
+        *,
+        concurrency: int | None = None,
+        rate: str | Rate | None = None,
+        key_concurrency: int | None = None,
     ) -> None:
         """Limit `queue` across every process (`domain/flow.py`): at most `concurrency`
-        of its jobs running at once, at most `rate` starts ("100/1m"). Written as a
-        worker process starts, unless an operator set the queue's limits; QUEUE_LIMITS
-        overrides them queue by queue."""
+        of its jobs running at once, at most `rate` starts ("100/1m"), at most
+        `key_concurrency` running at once per partition key. Written as a worker process
+        starts, unless an operator set the queue's limits; QUEUE_LIMITS overrides them
+        queue by queue."""
         check_queue_name(queue)
         parsed = Rate.parse(rate) if isinstance(rate, str) else rate
-        self._limits[queue] = QueueLimits(concurrency, parsed)
+        self._limits[queue] = QueueLimits(concurrency, parsed, key_concurrency)
 
     @property
     def queue_limits(self) -> dict[str, QueueLimits]:

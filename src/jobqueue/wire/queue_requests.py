@@ -35,8 +35,20 @@ class QueueLimitsRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True
         ]
         | None
     ) = None
+    key_concurrency: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=1,
+                le=MAX_CONCURRENCY,
+                description="At most this many jobs of one partition key running at once, "
+                "in all processes; claims rotate between keys.",
+            ),
+        ]
+        | None
+    ) = None
 
     def limits(self) -> QueueLimits:
         """The limits asked for; raises `ValueError` saying what is wrong with the rate."""
         rate = None if self.rate is None else Rate.parse(self.rate)
-        return QueueLimits(self.concurrency, rate)
+        return QueueLimits(self.concurrency, rate, self.key_concurrency)

@@ -78,6 +78,8 @@ class JobRecord(msgspec.Struct, frozen=True):
     # How long one attempt may run ("1m30s"); null: the worker's JOB_TIMEOUT. With a
     # default, as every field added later: a client decodes an older service's answers.
     timeout: str | None = None
+    # The share of its queue it belongs to (a queue's key_concurrency counts per key).
+    partition_key: str | None = None
 
     @classmethod
     def of(cls, job: Job, **given: object) -> Self:
@@ -138,6 +140,8 @@ class QueueLimitsView(msgspec.Struct, frozen=True):
     started: int | None = None
     # "operator" (held until an operator changes them) or "settings" (QUEUE_LIMITS).
     set_by: str | None = None
+    # At most this many running at once per partition key.
+    key_concurrency: int | None = None
 
     @classmethod
     def of(cls, state: QueueState) -> QueueLimitsView:
@@ -148,6 +152,7 @@ class QueueLimitsView(msgspec.Struct, frozen=True):
             rate=None if limits.rate is None else str(limits.rate),
             started=state.started,
             set_by=None if source is None else source.value,
+            key_concurrency=limits.key_concurrency,
         )
 
 
@@ -294,6 +299,8 @@ class JobTypeView(msgspec.Struct, frozen=True):
     published_by: str | None
     # How long one attempt may run ("30s"); None: the worker's JOB_TIMEOUT.
     timeout: str | None = None
+    # The payload fields its jobs' partition key is made of.
+    partition_by: list[str] | None = None
 
     @classmethod
     def of(cls, known: KnownType) -> Self:
@@ -311,6 +318,7 @@ class JobTypeView(msgspec.Struct, frozen=True):
             priority=options.priority,
             max_attempts=options.max_attempts,
             timeout=None if options.timeout is None else format_duration(options.timeout),
+            partition_by=None if options.partition_by is None else list(options.partition_by),
             unique=None
             if unique is None
             else UniqueView(

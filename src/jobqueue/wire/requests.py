@@ -30,6 +30,7 @@ from jobqueue.domain.fields import (
     MIN_PRIORITY,
     QUEUE_NAME,
 )
+from jobqueue.domain.partition import MAX_PARTITION_KEY_LENGTH
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import Operation
 from jobqueue.domain.unique import DEFAULT_UNIQUE_STATES, MAX_UNIQUE_KEY_LENGTH, Unique
@@ -205,6 +206,20 @@ class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         | msgspec.UnsetType
     ) = msgspec.UNSET
     unique: UniqueRequest | msgspec.UnsetType = msgspec.UNSET
+    partition_key: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=1,
+                max_length=MAX_PARTITION_KEY_LENGTH,
+                description="The share of its queue the job belongs to (a tenant, an "
+                "account): a queue's key_concurrency limit caps each key's running jobs, "
+                "and claims rotate between keys. Absent: made of the payload fields the "
+                "type's partition_by names, else none.",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
 
     def options(self) -> dict[str, Any]:
         """The options given, decoded, as `NewJob.build` takes them; raises `InvalidJob`
@@ -346,6 +361,7 @@ class SubmitOptions(TypedDict, total=False):
     priority: int
     timeout: timedelta | str
     unique: Unique
+    partition_key: str
     # Given: replays an earlier identical submission with it. Absent: a new key per
     # call (per job of a batch), so that the call can be sent again safely.
     idempotency_key: str

@@ -1,25 +1,42 @@
 """A process's claims of each queue (`PostgresJobStore.claim`, `record_and_claim`): where
-each range's next scan starts (`claim_cursor.py`), which statement claims it (with
-limits or without, as its last claim found it: `queries/claims.py`), and what came back.
+each range's next scan starts (`claim_cursor.py`) and the key its rotation resumes after
+(`queries/keys.py`), which statement claims it (without limits, with limits on the whole
+queue, or with a per-key limit, as its last claim found it: `queries/claims.py`), and
+what came back.
 """
 
 from __future__ import annotations
 
+import enum
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from jobqueue.adapters.postgres.claim_cursor import ClaimCursor, Ranges
+from jobqueue.adapters.postgres.claim_cursor import START, ClaimCursor, Key, Ranges
 from jobqueue.adapters.postgres.queries import claims as c
+from jobqueue.adapters.postgres.queries import keys
 from jobqueue.adapters.postgres.rows import Row, job_from_row
 from jobqueue.adapters.postgres.statement import Statement
+from jobqueue.domain.claims import Range
 from jobqueue.domain.errors import StoreError, StoreUnavailable
 from jobqueue.domain.flow import Claimed, Headroom
 from jobqueue.domain.job import Lease
 
 # A statement sent on its own, its failures domain errors (`PostgresJobStore._fetch`).
 Fetch = Callable[[Statement, Mapping[str, Any]], Awaitable[Sequence[Row]]]
+
+
+class ClaimedWith(enum.Enum):
+    """Which limits a queue had at its last claim, and so which statements claim it."""
+
+    NONE = (c.CLAIM, c.RECORD_AND_CLAIM)
+    QUEUE = (c.LIMITED_CLAIM, c.RECORD_AND_LIMITED_CLAIM)
+    KEYS = (c.KEYED_CLAIM, c.RECORD_AND_KEYED_CLAIM)
+
+    @classmethod
+    def of(cls, row: Row) -> ClaimedWith:
+        return cls.KEYS if row["keyed"] else cls.QUEUE if row["limited"] else cls.NONE
 
 
 class QueueClaims:
@@ -29,14 +46,18 @@ class QueueClaims:
         self._fetch = fetch
         self._worker = worker
         self._cursors: defaultdict[str, ClaimCursor] = defaultdict(ClaimCursor)
-        # Whether each queue had limits at its last claim: the statement its next uses.
-        self._limited: defaultdict[str, bool] = defaultdict(bool)
+        # The limits each queue had at its last claim: the statements its next uses.
+        self._limits: defaultdict[str, ClaimedWith] = defaultdict(lambda: ClaimedWith.NONE)
+        # The key each queue's rotation resumes after ("": from the first), and where
+        # each range's sweep for jobs without a key goes on.
+        self._after_key: defaultdict[str, str] = defaultdict(str)
+        self._sweeps: defaultdict[str, dict[Range, Key]] = defaultdict(dict)
 
     async def claim(
         self, queue: str, limit: int, lease: timedelta, types: Collection[str]
     ) -> Claimed:
         ranges = self._cursors[queue].next(types)
-        statement = c.LIMITED_CLAIM if self._limited[queue] else c.CLAIM
+        statement = self._limits[queue].value[0]
         rows = await self._fetch(statement, self._values(queue, limit, lease, ranges))
         return await self._claimed(queue, rows, limit, lease, ranges)
 
@@ -51,9 +72,7 @@ class QueueClaims:
         """`endings`: the values of `jobs.ENDINGS`."""
         ranges = self._cursors[queue].next(types)
         values = {**endings, **self._values(queue, limit, lease, ranges)}
-        limited = self._limited[queue]
-        statement = c.RECORD_AND_LIMITED_CLAIM if limited else c.RECORD_AND_CLAIM
-        rows = await self._fetch(statement, values)
+        rows = await self._fetch(self._limits[queue].value[1], values)
         first = rows[0]
         held = {
             Lease(job_id, token)
@@ -64,6 +83,7 @@ class QueueClaims:
         return held, await self._claimed(queue, rows, limit, lease, ranges)
 
     def _values(self, queue: str, limit: int, lease: timedelta, ranges: Ranges) -> dict[str, Any]:
+        sweep = [self._sweeps[queue].get(each, START) for each in ranges.ranges]
         return {
             "worker": self._worker,
             "queue": queue,
@@ -73,6 +93,11 @@ class QueueClaims:
             "types": [job_type for _, job_type in ranges.ranges],
             "after_run_ats": [run_at for run_at, _ in ranges.after],
             "after_ids": [job_id for _, job_id in ranges.after],
+            "after_key": self._after_key[queue],
+            "keys": max(2 * limit, keys.KEYS_VISITED),
+            "key_priorities": sorted({priority for priority, _ in ranges.ranges}),
+            "head_after_run_ats": [swept[0] for swept in sweep],
+            "head_after_ids": [swept[1] for swept in sweep],
         }
 
     async def _claimed(
@@ -81,19 +106,20 @@ class QueueClaims:
         """What a claim returned (a row per job taken, or one without a job), topped up
         from the start of each range when it came back short of due jobs: jobs due behind
         the cursor (released, or committed late) are then claimed at once, not a poll
-        later. Short because a limit held it back, it is not topped up. A claim without
-        limits that found the queue limited took nothing: the limited one goes at once."""
-        claimed = _claimed_from(rows, limit)
-        limited, self._limited[queue] = self._limited[queue], rows[0]["limited"]
-        if self._limited[queue] and not limited:
-            claimed = await self._more(
-                c.LIMITED_CLAIM, self._values(queue, limit, lease, ranges), limit
-            )
-        if len(claimed) < limit and not claimed.held_back and not ranges.at_start:
+        later. Short because a limit held it back, it is not topped up, nor is a claim of
+        keys (it reads no range cursor). A claim that found the queue's limits other
+        than it was written for took nothing of it: the right one goes at once."""
+        claimed = self._took(queue, rows, limit, ranges.ranges, self._limits[queue])
+        limits, self._limits[queue] = self._limits[queue], ClaimedWith.of(rows[0])
+        if self._limits[queue] is not limits and not claimed:
+            values = self._values(queue, limit, lease, ranges)
+            claimed = await self._more(self._limits[queue].value[0], values, limit, ranges.ranges)
+        topped = self._limits[queue] is not ClaimedWith.KEYS and not ranges.at_start
+        if len(claimed) < limit and not claimed.held_back and topped:
             wanted = limit - len(claimed)
-            statement = c.LIMITED_CLAIM if self._limited[queue] else c.CLAIM
+            statement = self._limits[queue].value[0]
             values = self._values(queue, wanted, lease, ranges.from_start())
-            more = await self._more(statement, values, wanted)
+            more = await self._more(statement, values, wanted, ranges.ranges)
             claimed = Claimed(
                 claimed + more,
                 held_back=claimed.held_back | more.held_back,
@@ -105,7 +131,9 @@ class QueueClaims:
         self._cursors[queue].claimed(claimed, limit)
         return claimed
 
-    async def _more(self, statement: Statement, values: Mapping[str, Any], wanted: int) -> Claimed:
+    async def _more(
+        self, statement: Statement, values: Mapping[str, Any], wanted: int, ranges: list[Range]
+    ) -> Claimed:
         """A second claim in the same call; nothing when it fails: the first one is
         committed, and its jobs must reach the pool whatever happens to this one (the
         next claim starts over, nothing having moved on)."""
@@ -113,14 +141,41 @@ class QueueClaims:
             rows = await self._fetch(statement, values)
         except (StoreUnavailable, StoreError):
             return Claimed()
-        self._limited[values["queue"]] = rows[0]["limited"]
-        return _claimed_from(rows, wanted)
+        self._limits[values["queue"]] = ClaimedWith.of(rows[0])
+        swept = ClaimedWith.KEYS if statement is c.KEYED_CLAIM else ClaimedWith.NONE
+        return self._took(values["queue"], rows, wanted, ranges, swept)
 
+    def _swept(self, queue: str, row: Row, ranges: list[Range]) -> None:
+        """Where each range's sweep goes on: after the last job it read, or from the
+        start once a range had fewer left than the probe."""
+        ends = zip(
+            row["head_positions"],
+            row["head_reads"],
+            row["head_run_ats"],
+            row["head_ids"],
+            strict=True,
+        )
+        sweep = self._sweeps[queue] = {}
+        for position, read, run_at, job_id in ends:
+            if read >= keys.SWEEP_PROBE:
+                sweep[ranges[position - 1]] = (run_at, job_id)
 
-def _claimed_from(rows: Sequence[Row], asked: int) -> Claimed:
-    """A claim's rows as the jobs it took and what its queue's limits had left (on every
-    row, and on the one row a claim that took nothing returns)."""
-    first = rows[0]
-    headroom = Headroom(first["concurrency_left"], first["rate_left"], first["rate_opens_in"])
-    jobs = [job_from_row(row) for row in rows if row["id"] is not None]
-    return Claimed.within(jobs, asked, headroom)
+    def _took(
+        self, queue: str, rows: Sequence[Row], asked: int, ranges: list[Range], sent: ClaimedWith
+    ) -> Claimed:
+        """A claim's rows as the jobs it took and what its queue's limits had left (on
+        every row, and on the one row a claim that took nothing returns); where its
+        rotation of keys and its sweep resume, for a claim sent as `sent`'s."""
+        first = rows[0]
+        if first["next_after_key"] is not None:
+            self._after_key[queue] = first["next_after_key"]
+        if sent is ClaimedWith.KEYS:
+            self._swept(queue, first, ranges)
+        headroom = Headroom(
+            first["concurrency_left"],
+            first["rate_left"],
+            first["rate_opens_in"],
+            first["keys_full"],
+        )
+        jobs = [job_from_row(row) for row in rows if row["id"] is not None]
+        return Claimed.within(jobs, asked, headroom)

@@ -95,6 +95,7 @@ def options_json(options: TypeOptions) -> dict[str, JsonValue]:
             "states": [*sorted(status.value for status in unique.states)],
             "period_seconds": None if unique.period is None else int(unique.period.total_seconds()),
         },
+        "partition_by": None if options.partition_by is None else [*options.partition_by],
     }
 
 
@@ -106,6 +107,8 @@ def options_from_json(value: Mapping[str, Any]) -> TypeOptions:
     by = None if unique is None else unique.get("by")
     # Absent from what a version before attempt timeouts were options wrote.
     timeout = value.get("timeout_seconds")
+    # Absent from what a version before partition keys wrote.
+    partition_by = value.get("partition_by")
     return TypeOptions(
         queue=value["queue"],
         priority=value["priority"],
@@ -119,4 +122,5 @@ def options_from_json(value: Mapping[str, Any]) -> TypeOptions:
             states=frozenset(Status(state) for state in unique["states"]),
             period=None if period is None else timedelta(seconds=period),
         ),
+        partition_by=None if partition_by is None else tuple(partition_by),
     )

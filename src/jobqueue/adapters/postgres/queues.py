@@ -148,7 +148,7 @@ def _summed(
 def state_from_row(row: Mapping[str, Any]) -> QueueState:
     """A row of `queries/queues._STATE` as the domain's `QueueState`."""
     rate = None if row["rate_limit"] is None else Rate(row["rate_limit"], row["rate_period"])
-    limits = QueueLimits(row["concurrency"], rate)
+    limits = QueueLimits(row["concurrency"], rate, row["key_concurrency"])
     source = row["limits_source"]
     return QueueState(
         row["name"],
@@ -167,5 +167,6 @@ def _limit_values(name: str, limits: QueueLimits, source: LimitsSource | None) -
         "concurrency": limits.concurrency,
         "rate_limit": None if rate is None else rate.limit,
         "rate_period": None if rate is None else rate.period,
+        "key_concurrency": limits.key_concurrency,
         "source": None if source is None else source.value,
     }

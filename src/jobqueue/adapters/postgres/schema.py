@@ -202,6 +202,26 @@ jobs = Table(
         "locked_until",
         postgresql_where=text("status = 'processing'"),
     ),
+    # A queue's pending jobs by partition key (`domain/partition.py`), then as the claim
+    # orders them within a key: a claim with a per-key limit finds the keys with jobs by a
+    # loose scan, and each key's next jobs in one range (`queries/keys.py`). Jobs in no
+    # partition are not in it, and cost it nothing.
+    Index(
+        "ix_jobs_due_by_partition",
+        "queue",
+        "partition_key",
+        "priority",
+        "run_at",
+        "id",
+        postgresql_where=text("status = 'pending' AND partition_key IS NOT NULL"),
+    ),
+    # And their running jobs: each key's slots under a per-key limit.
+    Index(
+        "ix_jobs_running_by_partition",
+        "queue",
+        "partition_key",
+        postgresql_where=text("status = 'processing' AND partition_key IS NOT NULL"),
+    ),
 )
 
 
@@ -220,12 +240,15 @@ queues = Table(
     Column("concurrency", Integer, nullable=True),
     Column("rate_limit", Integer, nullable=True),
     Column("rate_period", Interval, nullable=True),
+    # At most so many running jobs per partition key (`domain/partition.py`).
+    Column("key_concurrency", Integer, nullable=True),
     Column("limits_source", Text, nullable=True),
     # The starts within its rate's window, a time and a count per claim (`queries/flow.py`).
     Column("starts", ARRAY(DateTime(timezone=True)), nullable=False, server_default="{}"),
     Column("start_counts", ARRAY(Integer), nullable=False, server_default="{}"),
     CheckConstraint(f"concurrency BETWEEN 1 AND {MAX_CONCURRENCY}", name="concurrency"),
     CheckConstraint(f"rate_limit BETWEEN 1 AND {MAX_RATE}", name="rate_limit"),
+    CheckConstraint(f"key_concurrency BETWEEN 1 AND {MAX_CONCURRENCY}", name="key_concurrency"),
     CheckConstraint(
         f"rate_period BETWEEN {_interval(MIN_PERIOD)} AND {_interval(MAX_PERIOD)}",
         name="rate_period",

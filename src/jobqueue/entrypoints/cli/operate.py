@@ -100,12 +100,17 @@ def _refused(args: argparse.Namespace, answers: TextIO, errors: TextIO) -> bool:
 
 
 def _set_limits(client: Client, args: argparse.Namespace) -> Any:
-    if args.concurrency is None and args.rate is None:
+    if args.concurrency is None and args.rate is None and args.key_concurrency is None:
         raise SystemExit(
-            "jobqueue queues limit: give --concurrency, --rate or both "
-            "(`jobqueue queues unlimit QUEUE` lifts every limit)"
+            "jobqueue queues limit: give --concurrency, --rate, --key-concurrency or more "
+            "than one (`jobqueue queues unlimit QUEUE` lifts every limit)"
         )
-    return client.set_limits(args.name, concurrency=args.concurrency, rate=args.rate)
+    return client.set_limits(
+        args.name,
+        concurrency=args.concurrency,
+        rate=args.rate,
+        key_concurrency=args.key_concurrency,
+    )
 
 
 _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {

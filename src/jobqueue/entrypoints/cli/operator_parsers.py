@@ -140,6 +140,12 @@ def add_commands(commands: Any, epilog: str) -> None:
     limit.add_argument(
         "--rate", metavar="N/PERIOD", help="at most N starts within any PERIOD: 100/1m, 20/s"
     )
+    limit.add_argument(
+        "--key-concurrency",
+        type=int,
+        metavar="K",
+        help="at most K running at once per partition key, claims rotating between keys",
+    )
 
     types = command("types", "list the job types the API accepts")
     action(
@@ -179,6 +185,12 @@ def _add_submit(parser: argparse.ArgumentParser) -> None:
         type=_duration,
         metavar="DURATION",
         help="how long one attempt may run (default: the type's, else JOB_TIMEOUT)",
+    )
+    parser.add_argument(
+        "--partition-key",
+        metavar="KEY",
+        help="the share of its queue it belongs to, as a tenant (default: the type's "
+        "partition_by fields, else none)",
     )
     unique = parser.add_argument_group(
         "unique jobs", "at most one job per key; a duplicate is answered with the job holding it"

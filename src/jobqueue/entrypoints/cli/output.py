@@ -223,6 +223,7 @@ def limits_text(limits: QueueLimitsView) -> str:
         limits.running,
         limits.rate,
         limits.started,
+        limits.key_concurrency,
         declared=limits.set_by == "settings",
     )
 

@@ -156,7 +156,6 @@ def build_components(
             registry.queue_limits, settings.queue_limits, [config.queue for config in configs]
         )
         declaration = LimitsDeclaration(store, limits)
-        components.append(Loop("queue limits", StopPhase.SIGNAL, declaration))
         for config in configs:
             pool = WorkerPool(store, registry, decoder, config, observer=observer, tracer=tracer)
             claiming = AfterDeclaration(pool, declaration)
@@ -164,6 +163,7 @@ def build_components(
             pools.append(pool)
         pauses = QueuePauses(store, {pool.queue: pool for pool in pools})
         components.append(Loop("queue pauses", StopPhase.SIGNAL, pauses))
+        components.append(Loop("queue limits", StopPhase.SIGNAL, declaration))
         # So that API processes without this code accept these types.
         publisher = TypePublisher(PostgresJobTypes(engine), registry, decoder, store.worker)
         components.append(Loop("job types publisher", StopPhase.SIGNAL, publisher))

@@ -14,7 +14,7 @@ claims again with the limited statement at once.
 
 from __future__ import annotations
 
-from jobqueue.adapters.postgres.queries import flow
+from jobqueue.adapters.postgres.queries import flow, keys
 from jobqueue.adapters.postgres.queries.jobs import ENDINGS
 from jobqueue.adapters.postgres.statement import Statement
 
@@ -24,7 +24,9 @@ from jobqueue.adapters.postgres.statement import Statement
 _QUEUE = """
     queue AS MATERIALIZED (
         SELECT paused_at IS NOT NULL AS paused,
-            concurrency IS NOT NULL OR rate_limit IS NOT NULL AS limited
+            concurrency IS NOT NULL OR rate_limit IS NOT NULL OR key_concurrency IS NOT NULL
+            AS limited,
+            key_concurrency IS NOT NULL AS keyed
         FROM queues WHERE name = :queue
     )
 """
@@ -72,7 +74,9 @@ def _due(held: str) -> str:
     """
 
 
-_DUE = _due("paused")
+# A queue with limits on the whole queue, as its claim sees it: not paused, and still
+# without a per-key limit.
+_DUE = _due("paused OR keyed")
 # A queue without limits, as its claim sees it: not paused, and still without limits.
 _DUE_UNLIMITED = _due("paused OR limited")
 
@@ -105,11 +109,15 @@ def _take(source: str, started: str) -> str:
 # What every claim returns besides its jobs (a row per job taken, or one without a job
 # when it took none): whether the queue has limits now (the store's choice of statement
 # for its next claim), and what the limits had left (NULL without them, `flow.py`).
-_LIMITED_NOW = "EXISTS (SELECT FROM queue WHERE limited) AS limited"
+_LIMITED_NOW = (
+    "EXISTS (SELECT FROM queue WHERE limited) AS limited,"
+    " EXISTS (SELECT FROM queue WHERE keyed) AS keyed"
+)
 _LEFT = "allowance.concurrency_left, allowance.rate_left, allowance.rate_opens_in"
+_NO_KEYS = "CAST(NULL AS text) AS next_after_key, CAST(NULL AS integer) AS keys_full"
 _NONE_LEFT = (
     "CAST(NULL AS integer) AS concurrency_left, CAST(NULL AS integer) AS rate_left,"
-    " CAST(NULL AS interval) AS rate_opens_in"
+    f" CAST(NULL AS interval) AS rate_opens_in, {_NO_KEYS}"
 )
 # The leases a batch of endings held, as two arrays on every row.
 _HELD = """
@@ -134,7 +142,7 @@ LIMITED_CLAIM = Statement(
     taken AS MATERIALIZED ({_TAKEN}),
     claimed AS ({_take("taken", "coalesce((SELECT at FROM stamp), now())")}),
     {flow.FLOW}
-    SELECT {_LIMITED_NOW}, {_LEFT}, claimed.* FROM allowance LEFT JOIN claimed ON true
+    SELECT {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS}, claimed.* FROM allowance LEFT JOIN claimed ON true
     """,
 )
 
@@ -167,7 +175,43 @@ RECORD_AND_LIMITED_CLAIM = Statement(
     taken AS MATERIALIZED ({_TAKEN}),
     claimed AS ({_take("taken", "coalesce((SELECT at FROM stamp), now())")}),
     {flow.FLOW}
-    SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_LEFT}, claimed.*
+    SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS}, claimed.*
+    FROM ({_HELD}) AS held
+    CROSS JOIN allowance
+    LEFT JOIN claimed ON true
+    """,
+)
+
+
+# A queue with a per-key limit (`keys.py`): the keys visited and the head's jobs without
+# one read first, then the queue's turn, each key's slots counted and its jobs locked.
+def _keyed(ending: str) -> str:
+    return f"""
+    {keys.KEYS} {keys.HEAD}
+    {flow.gate(keys.LIMITED, keys.DUE, keys.UNLOCKED)}
+    {flow.allowance(ending)} {keys.picked(ending)}
+    taken AS MATERIALIZED ({keys.TAKEN}),
+    claimed AS ({_take("taken", "coalesce((SELECT at FROM stamp), now())")}),
+    {flow.FLOW}
+    """
+
+
+KEYED_CLAIM = Statement(
+    "keyed_claim",
+    f"""
+    WITH RECURSIVE {_QUEUE}, {_keyed("CAST(ARRAY[] AS uuid[])")}
+    SELECT {_LIMITED_NOW}, {_LEFT}, {keys.NEXT_KEY}, {keys.HEAD_ENDS}, claimed.*
+    FROM allowance LEFT JOIN claimed ON true
+    """,
+)
+
+RECORD_AND_KEYED_CLAIM = Statement(
+    "record_endings_and_keyed_claim",
+    f"""
+    WITH RECURSIVE ended AS ({ENDINGS}),
+    {_QUEUE}, {_keyed("ARRAY(SELECT id FROM ended)")}
+    SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_LEFT}, {keys.NEXT_KEY},
+        {keys.HEAD_ENDS}, claimed.*
     FROM ({_HELD}) AS held
     CROSS JOIN allowance
     LEFT JOIN claimed ON true

@@ -28,26 +28,44 @@ holds as many entries as claims started jobs within the period, however high the
 
 from __future__ import annotations
 
-# The queue's limits and its rate's starts, locked and read in their newest version when
-# the queue has a limit; no row when it has none (nothing is locked).
-GATE = """
-    gate AS MATERIALIZED (
-        SELECT name, concurrency, rate_limit, rate_period, starts, start_counts
+_GATE_COLUMNS = "name, concurrency, rate_limit, rate_period, starts, start_counts, key_concurrency"
+
+
+def gate(limited: str, due: str, unlocked: str = "false") -> str:
+    """The queue's limits and its rate's starts, locked and read in their newest version
+    when the queue has the limits its statement counts (`limited`, a condition on its
+    row) and jobs are due (`due`, a condition); no row otherwise (nothing is locked).
+    Where `unlocked` holds of the row, it is read without the lock: the statement takes
+    turns by other means (`keys.py`)."""
+    return f"""
+    held AS MATERIALIZED (
+        SELECT {_GATE_COLUMNS}
         FROM queues
-        WHERE name = :queue AND (concurrency IS NOT NULL OR rate_limit IS NOT NULL)
-          AND EXISTS (SELECT FROM due)
+        WHERE name = :queue AND ({limited}) AND NOT ({unlocked}) AND ({due})
         FOR NO KEY UPDATE
+    ),
+    gate AS MATERIALIZED (
+        SELECT * FROM held
+        UNION ALL
+        SELECT {_GATE_COLUMNS}
+        FROM queues
+        WHERE name = :queue AND ({limited}) AND ({unlocked}) AND ({due})
+          AND NOT EXISTS (SELECT FROM held)
     ),
     stamp AS MATERIALIZED (SELECT clock_timestamp() AS at FROM gate),
     recent AS MATERIALIZED (
-        SELECT coalesce(array_agg(started.at ORDER BY started.at), '{}') AS at,
-            coalesce(array_agg(started.n ORDER BY started.at), '{}') AS counts,
+        SELECT coalesce(array_agg(started.at ORDER BY started.at), '{{}}') AS at,
+            coalesce(array_agg(started.n ORDER BY started.at), '{{}}') AS counts,
             coalesce(sum(started.n), 0) AS total,
             count(*) AS kept
         FROM gate, stamp, unnest(gate.starts, gate.start_counts) AS started (at, n)
         WHERE started.at > stamp.at - gate.rate_period
     ),
 """
+
+
+# A queue with a limit on the whole queue (a per-key limit is `keys.py`'s).
+GATE = gate("concurrency IS NOT NULL OR rate_limit IS NOT NULL", "EXISTS (SELECT FROM due)")
 
 
 def allowance(ending: str) -> str:

@@ -14,12 +14,14 @@ PAUSES_CHANNEL = "jobqueue_queues"
 
 
 # A queue's state as `QueueState` holds it: its pause, its limits, and their use now (the
-# running jobs, from the small index of running jobs, only for a concurrency limit; the
+# running jobs, from the small index of running jobs, only for a concurrency limit, on
+# the queue or per key; the
 # starts within the rate's window, from the row), read from a row of `queues`.
 _STATE = f"""
     queues.name, queues.paused_at,
     queues.concurrency, queues.rate_limit, queues.rate_period, queues.limits_source,
-    CASE WHEN queues.concurrency IS NOT NULL THEN (
+    queues.key_concurrency,
+    CASE WHEN queues.concurrency IS NOT NULL OR queues.key_concurrency IS NOT NULL THEN (
         SELECT count(*) FROM (
             SELECT FROM jobs WHERE jobs.queue = queues.name AND jobs.status = 'processing'
             LIMIT {MAX_CONCURRENCY}
@@ -71,12 +73,17 @@ def _limits_written(condition: str) -> str:
     as a pause is (a pool resting after a claim a limit held back claims again at once)."""
     return f"""
     WITH written AS (
-        INSERT INTO queues (name, concurrency, rate_limit, rate_period, limits_source, updated_at)
+        INSERT INTO queues (
+            name, concurrency, rate_limit, rate_period, key_concurrency, limits_source,
+            updated_at
+        )
         VALUES (
-            :name, :concurrency, :rate_limit, CAST(:rate_period AS interval), :source, now()
+            :name, :concurrency, :rate_limit, CAST(:rate_period AS interval),
+            :key_concurrency, :source, now()
         )
         ON CONFLICT (name) DO UPDATE
         SET concurrency = excluded.concurrency,
+            key_concurrency = excluded.key_concurrency,
             rate_limit = excluded.rate_limit,
             rate_period = excluded.rate_period,
             limits_source = excluded.limits_source,
@@ -105,8 +112,8 @@ UNDECLARE_LIMITS = Statement(
     "undeclare_queue_limits",
     """
     UPDATE queues
-    SET concurrency = NULL, rate_limit = NULL, rate_period = NULL, limits_source = NULL,
-        updated_at = now()
+    SET concurrency = NULL, rate_limit = NULL, rate_period = NULL, key_concurrency = NULL,
+        limits_source = NULL, updated_at = now()
     WHERE name = :name AND limits_source = 'settings'
     """,
 )

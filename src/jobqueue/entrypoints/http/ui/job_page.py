@@ -203,6 +203,7 @@ def _facts(job: Job) -> tuple[Fact, ...]:
             "the worker's JOB_TIMEOUT" if job.timeout is None else format_duration(job.timeout),
         ),
         Fact("unique_key", "Unique key", job.unique_key),
+        Fact("partition_key", "Partition key", job.partition_key),
         Fact("idempotency_key", "Idempotency key", job.idempotency_key),
         Fact("snoozes", "Snoozes", str(job.snoozes)),
     )

@@ -55,6 +55,7 @@ class QueueRow:
     limits_in_use: str = ""
     concurrency: int | None = None
     rate: str | None = None
+    key_concurrency: int | None = None
 
     @property
     def href(self) -> str:
@@ -96,10 +97,12 @@ def _row(summary: QueueSummary) -> QueueRow:
             state.running,
             rate,
             state.started,
+            limits.key_concurrency,
             declared=state.limits_source is LimitsSource.SETTINGS,
         ),
         concurrency=limits.concurrency,
         rate=rate,
+        key_concurrency=limits.key_concurrency,
     )
 
 

@@ -143,7 +143,7 @@ def _limits_from(form: Mapping[str, str]) -> QueueLimits:
     saying what is wrong."""
     given = " ".join(
         f"{field}={value}"
-        for field in ("concurrency", "rate")
+        for field in ("concurrency", "rate", "key_concurrency")
         if (value := "".join(form.get(field, "").split()))
     )
     try:

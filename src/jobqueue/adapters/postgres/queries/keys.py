@@ -1,0 +1,212 @@
+"""The parts of a claim of a queue with a per-key limit (`queues.key_concurrency`:
+`claims.KEYED_CLAIM`, `claims.RECORD_AND_KEYED_CLAIM`): which keys it visits, and how
+many of each key's jobs it may take.
+
+Fair shares: the claim visits the keys with pending jobs in key order, starting after the
+last key the process's previous claim of the queue took from (`:after_key`) and wrapping
+round, found by a loose scan of ix_jobs_due_by_partition (one index descent per key,
+however many jobs a key has), and takes from each what its free slots allow until it has
+all it may take. The next claim goes on from there, so while several keys have backlogs
+claims rotate between them: a key with a few jobs waits at most about one rotation,
+however many jobs another key has. Within a key, jobs go by priority, then due time.
+
+Per-key limit: like the queue's concurrency (`flow.py`), a slot is a running job. Claims
+take turns per key, not per queue: visiting a key, a claim takes the key's advisory lock
+(till its commit) and counts the key's running jobs with a snapshot taken after it,
+through `jobqueue_free_slots` (migration 0019), then locks at most the key's free slots
+of its due jobs; a key whose turn another claim holds is passed over, as SKIP LOCKED
+passes a locked job, so claims of different keys never wait for each other. The queue's
+row is locked only for its own limits, when it has any (`flow.allowance`), which then
+bound the whole.
+
+Jobs without a key in such a queue share no slot. They are not in the index of keys; each
+claim looks for them among the next `SWEEP_PROBE` due jobs of each (priority, type)
+range, sweeping the queue claim after claim, so behind a backlog of keyed jobs they wait
+about (backlog / probe) claims: give every job of such a queue a key where that matters.
+"""
+
+from __future__ import annotations
+
+# How many keys a claim visits at most, however few jobs it asks for: enough that a claim
+# finds keys with free slots past a few full ones (it visits twice as many as it asks
+# for jobs, if more; it stops visiting once it has all it may take).
+KEYS_VISITED = 16
+# How many due jobs of each range a claim reads in its sweep for jobs without a key. A
+# constant in the statement, not a parameter: PostgreSQL's generic plan of the statement
+# is then as cheap as those made for each run's values, and it keeps that plan (planning
+# costs about a third of the run); as a parameter, it never did.
+SWEEP_PROBE = 32
+
+
+# The first key with pending jobs after `{after}`: one descent of the index. ORDER BY
+# ... LIMIT 1, not min(): with statistics taken before the queue had keys, the planner
+# estimates a row or none either way, and may aggregate every entry for min() rather
+# than stop at the first. LATERAL with a LIMIT, so that it runs once per step, not once
+# per reference to its result.
+def _key_after(after: str) -> str:
+    return f"""LEFT JOIN LATERAL (
+        SELECT partition_key AS key FROM jobs
+        WHERE status = 'pending' AND queue = :queue AND partition_key > {after}
+        ORDER BY partition_key
+        LIMIT 1
+    ) AS after ON true"""
+
+
+# The keys with pending jobs, from the one after `:after_key` on, then from the first,
+# each found by one descent of the index: at most `:keys`, none twice. Visited lazily:
+# a claim stops asking for keys once it has all it may take.
+KEYS = f"""
+    first_key AS MATERIALIZED (
+        SELECT after.key FROM (SELECT) AS start {_key_after("''")}
+    ),
+    keys (key, visited, wrapped) AS (
+        SELECT step.key, 1, step.wrapped
+        FROM (SELECT) AS start {_key_after(":after_key")},
+        LATERAL (
+            SELECT coalesce(after.key, (SELECT key FROM first_key)) AS key,
+                after.key IS NULL AS wrapped
+        ) AS step
+        WHERE step.key IS NOT NULL
+        UNION ALL
+        SELECT step.key, keys.visited + 1, step.wrapped
+        FROM keys {_key_after("keys.key")},
+        LATERAL (
+            SELECT coalesce(
+                    after.key, CASE WHEN NOT keys.wrapped THEN (SELECT key FROM first_key) END
+                ) AS key,
+                keys.wrapped OR after.key IS NULL AS wrapped
+        ) AS step
+        WHERE keys.visited < CAST(:keys AS integer)
+          AND step.key IS NOT NULL
+          AND NOT (step.wrapped AND step.key > :after_key)
+    ),
+"""
+
+# Jobs without a key, found by a sweep of the queue's due ranges: each claim reads the
+# next `SWEEP_PROBE` due jobs of each range after where the process's last one stopped
+# (`:head_after_*`), without locking them (most are keyed jobs, which the visits lock),
+# and keeps those without a key; the store moves the sweep on (`HEAD_ENDS`).
+HEAD = f"""
+    head_read AS MATERIALIZED (
+        SELECT first.id, first.run_at, first.partition_key, ranges.position
+        FROM unnest(
+            CAST(:priorities AS smallint[]),
+            CAST(:types AS text[]),
+            CAST(:head_after_run_ats AS timestamptz[]),
+            CAST(:head_after_ids AS uuid[])
+        ) WITH ORDINALITY AS ranges (priority, type, after_run_at, after_id, position)
+        JOIN LATERAL (
+            SELECT id, run_at, partition_key FROM jobs
+            WHERE status = 'pending'
+              AND queue = :queue
+              AND priority = ranges.priority
+              AND type = ranges.type
+              AND run_at <= now()
+              AND (run_at, id) > (ranges.after_run_at, ranges.after_id)
+            ORDER BY run_at, id
+            LIMIT {SWEEP_PROBE}
+        ) AS first ON true
+    ),
+    head AS MATERIALIZED (
+        SELECT id, run_at, position FROM head_read WHERE partition_key IS NULL
+    ),
+    head_ends AS MATERIALIZED (
+        SELECT position, CAST(count(*) AS integer) AS read,
+            (array_agg(run_at ORDER BY run_at DESC, id DESC))[1] AS run_at,
+            (array_agg(id ORDER BY run_at DESC, id DESC))[1] AS id
+        FROM head_read GROUP BY position
+    ),
+"""
+
+# Where each range's sweep stopped: its position among the ranges, how many jobs it
+# read, and the last one's key.
+HEAD_ENDS = """
+    ARRAY(SELECT position FROM head_ends ORDER BY position) AS head_positions,
+    ARRAY(SELECT read FROM head_ends ORDER BY position) AS head_reads,
+    ARRAY(SELECT run_at FROM head_ends ORDER BY position) AS head_run_ats,
+    ARRAY(SELECT id FROM head_ends ORDER BY position) AS head_ids
+"""
+
+# A queue with a per-key limit, when it has keys or jobs without one to visit; its row
+# is locked only when it has limits on the whole queue too (each key's turn is its own).
+LIMITED = "key_concurrency IS NOT NULL"
+UNLOCKED = "concurrency IS NULL AND rate_limit IS NULL"
+DUE = "EXISTS (SELECT FROM keys) OR EXISTS (SELECT FROM head)"
+
+
+def picked(ending: str) -> str:
+    """The keys as visited, each with its free slots (its turn taken and its running jobs
+    counted when it is visited; `ending`: the ids of the jobs this statement ends, which
+    free theirs), and as many of each key's due jobs as those
+    allow, locked, by priority (the claim's, in turn) then due time; key after key until
+    the claim has all it may take, so that no more keys are visited nor jobs locked than
+    it needs. Then the jobs without a key the sweep found."""
+    return f"""
+    visits AS MATERIALIZED (
+        SELECT keys.key, keys.visited,
+            coalesce(
+                jobqueue_free_slots(gate.name, keys.key, {ending}, gate.key_concurrency), 0
+            ) AS slots
+        FROM gate CROSS JOIN keys
+    ),
+    keyed AS MATERIALIZED (
+        SELECT job.id, visits.visited, visits.key
+        FROM visits JOIN LATERAL (
+            SELECT each.id
+            FROM unnest(CAST(:key_priorities AS smallint[])) AS priorities (priority)
+            JOIN LATERAL (
+                SELECT id FROM jobs
+                WHERE status = 'pending'
+                  AND queue = :queue
+                  AND partition_key = visits.key
+                  AND priority = priorities.priority
+                  AND run_at <= now()
+                  AND type = ANY (CAST(:types AS text[]))
+                ORDER BY run_at, id
+                LIMIT least(visits.slots, :limit)
+                FOR UPDATE SKIP LOCKED
+            ) AS each ON true
+            LIMIT least(visits.slots, :limit)
+        ) AS job ON true
+        WHERE visits.slots > 0
+        LIMIT (SELECT n FROM allowance)
+    ),
+    unkeyed AS MATERIALIZED (
+        SELECT jobs.id, head.position, head.run_at
+        FROM gate, head
+        JOIN jobs ON jobs.id = head.id AND jobs.status = 'pending'
+        FOR UPDATE OF jobs SKIP LOCKED
+    ),
+    picked AS MATERIALIZED (
+        SELECT id, visited, key, 0 AS position FROM keyed
+        UNION ALL
+        SELECT id, 0, NULL, position FROM unkeyed
+    ),
+"""
+
+
+# Of the jobs picked, those the queue's own limits allow (`flow.allowance`): the jobs
+# without a key the sweep found first (they are found only now and then), then the keys
+# in the order visited.
+TAKEN = """
+    SELECT id FROM picked ORDER BY visited, position LIMIT (SELECT n FROM allowance)
+"""
+
+
+# Where the process's next claim of the queue starts: after the last key this one took
+# from, or, having taken nothing, after the last it visited (those were full); and how
+# many of the keys it visited, each with jobs waiting, it left without a free slot.
+NEXT_KEY = """
+    coalesce(
+        (SELECT key FROM picked WHERE id IN (SELECT id FROM taken) AND key IS NOT NULL
+         ORDER BY visited DESC LIMIT 1),
+        (SELECT key FROM keys ORDER BY visited DESC LIMIT 1)
+    ) AS next_after_key,
+    CASE WHEN (SELECT count(*) FROM taken) < :limit THEN (
+        SELECT CAST(count(*) AS integer) FROM visits
+        WHERE visits.slots <= (
+            SELECT count(*) FROM picked
+            WHERE picked.key = visits.key AND picked.id IN (SELECT id FROM taken)
+        )
+    ) END AS keys_full
+"""

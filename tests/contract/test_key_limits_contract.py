@@ -1,0 +1,89 @@
+"""A per-key limit, as every store keeps it: no key has more running jobs than the limit
+(its running jobs are its slots, freed by their endings, also those the same call
+writes), claims take from key after key what each key's slots allow and resume after
+the last key they took from, so a key with few jobs is not starved by one with many; jobs
+without a key are claimed beside them; the queue's own limits still cap the whole."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from jobqueue.domain.flow import NO_LIMITS, Limit, QueueLimits
+from jobqueue.domain.outcome import Decision
+from jobqueue.domain.ports import JobStore
+from tests.contract.steps import LEASE, new_job
+from tests.fakes import TEST_TYPES
+
+
+async def _fill(store: JobStore, key: str | None, count: int) -> None:
+    for _ in range(count):
+        await store.submit(replace(new_job(), queue="q", partition_key=key))
+
+
+async def test_a_key_runs_at_most_its_limit_and_claims_rotate_between_keys(
+    store: JobStore,
+) -> None:
+    await _fill(store, "a", 6)
+    await _fill(store, "b", 2)
+    await _fill(store, "c", 1)
+    state = await store.set_queue_limits("q", QueueLimits(key_concurrency=2))
+    assert state.limits == QueueLimits(key_concurrency=2)
+    assert state.running == 0
+
+    first = await store.claim(3, LEASE, "q", types=TEST_TYPES)
+    assert [job.partition_key for job in first] == ["a", "a", "b"]
+    # From the key after the last it took from: "c", then round to "b" ("a" is full).
+    second = await store.claim(10, LEASE, "q", types=TEST_TYPES)
+    assert sorted(str(job.partition_key) for job in second) == ["b", "c"]
+    assert second.held_back == {Limit.KEY_CONCURRENCY}
+    assert list(await store.claim(10, LEASE, "q", types=TEST_TYPES)) == []
+    assert (await store.queue_summary("q")).state.running == 5
+
+    # An ending frees its key's slot, also for the claim in the same call.
+    a_job = first[0]
+    held, third = await store.record_and_claim(
+        [(a_job.lease, Decision.complete())], 10, LEASE, "q", types=TEST_TYPES
+    )
+    assert held == {a_job.lease}
+    assert [job.partition_key for job in third] == ["a"]
+
+    # Lifted: the rest of "a" at once.
+    await store.set_queue_limits("q", NO_LIMITS)
+    rest = await store.claim(10, LEASE, "q", types=TEST_TYPES)
+    assert Counter(job.partition_key for job in rest) == {"a": 3}
+
+
+async def test_claims_resume_after_the_last_key_they_took_from(store: JobStore) -> None:
+    for key in "abcde":
+        await _fill(store, key, 3)
+    await store.set_queue_limits("q", QueueLimits(key_concurrency=5))
+    taken = []
+    for _ in range(4):
+        claimed = await store.claim(2, LEASE, "q", types=TEST_TYPES)
+        taken.append(sorted(str(job.partition_key) for job in claimed))
+    assert taken == [["a", "a"], ["b", "b"], ["c", "c"], ["d", "d"]]
+
+
+async def test_the_queue_s_own_limit_caps_the_keys_together(store: JobStore) -> None:
+    await _fill(store, "a", 5)
+    await _fill(store, "b", 5)
+    await store.set_queue_limits("q", QueueLimits(concurrency=3, key_concurrency=2))
+    claimed = await store.claim(10, LEASE, "q", types=TEST_TYPES)
+    assert [job.partition_key for job in claimed] == ["a", "a", "b"]
+    assert Limit.CONCURRENCY in claimed.held_back
+
+
+async def test_jobs_without_a_key_are_claimed_beside_the_keys(store: JobStore) -> None:
+    await _fill(store, None, 2)
+    await _fill(store, "a", 3)
+    await store.set_queue_limits("q", QueueLimits(key_concurrency=1))
+    claimed = await store.claim(10, LEASE, "q", types=TEST_TYPES)
+    assert sorted(str(job.partition_key) for job in claimed) == ["None", "None", "a"]
+    assert (await store.get(claimed[0].id)).partition_key == claimed[0].partition_key
+
+
+async def test_a_job_keeps_its_partition_key(store: JobStore) -> None:
+    submitted = await store.submit(replace(new_job(), queue="q", partition_key="tenant-7"))
+    assert submitted.job.partition_key == "tenant-7"
+    assert (await store.get(submitted.job.id)).partition_key == "tenant-7"
