@@ -18,10 +18,13 @@ from jobqueue.bench.results import Stopwatch, Throughput
 _CHECK_EVERY = 0.025
 
 
-async def drain(engine: AsyncEngine, jobs: int, pools: int, workers: int, label: str) -> Throughput:
-    """Seed `jobs` pending no-op jobs, then time `pools` pools of `workers` workers each
-    (sharing one engine, as in one process) until every job is completed."""
-    await seed_pending(engine, jobs)
+async def drain(
+    engine: AsyncEngine, jobs: int, pools: int, workers: int, label: str, keys: int = 0
+) -> Throughput:
+    """Seed `jobs` pending no-op jobs (over `keys` partition keys, if given), then time
+    `pools` pools of `workers` workers each (sharing one engine, as in one process) until
+    every job is completed."""
+    await seed_pending(engine, jobs, keys)
     async with progress(label, jobs) as shown:
         stopwatch = Stopwatch()
         async with running_pools(engine, StartProbe(), pools, workers) as running:

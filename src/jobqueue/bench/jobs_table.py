@@ -21,15 +21,17 @@ SCHEDULED_TYPE = "bench.scheduled"
 LISTENER_APPLICATION = "jobqueue listener"
 
 
-async def seed_pending(engine: AsyncEngine, count: int) -> None:
-    """`count` due no-op jobs in one statement, as a bulk enqueue would leave them."""
+async def seed_pending(engine: AsyncEngine, count: int, keys: int = 0) -> None:
+    """`count` due no-op jobs in one statement, as a bulk enqueue would leave them; spread
+    evenly over `keys` partition keys, in turn, when given."""
     async with engine.begin() as connection:
         await connection.execute(
             text(
-                "INSERT INTO jobs (type, max_attempts)"
-                " SELECT :type, 3 FROM generate_series(1, :count)"
+                "INSERT INTO jobs (type, max_attempts, partition_key)"
+                " SELECT :type, 3, CASE WHEN :keys > 0 THEN 'k' || n % :keys END"
+                " FROM generate_series(1, :count) AS n"
             ),
-            {"type": NOOP_TYPE, "count": count},
+            {"type": NOOP_TYPE, "count": count, "keys": keys},
         )
 
 

@@ -118,6 +118,12 @@ def ratios(run: Run) -> list[Ratio]:
             ("drain.limits.2pools", "drain.empty.2pools"),
         ),
         (
+            "drain_per_key_limits_vs_none",
+            "drain: 2 pools, 100 keys with per-key limits vs none, empty table (throughput)",
+            lambda: rate("drain.keys.2pools") / rate("drain.empty.2pools"),
+            ("drain.keys.2pools", "drain.empty.2pools"),
+        ),
+        (
             "pickup_poll_vs_wake_p50",
             "pickup p50: polling only vs wake(), empty table (latency)",
             lambda: p50("pickup.empty.poll") / p50("pickup.empty.wake"),

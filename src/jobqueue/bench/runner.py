@@ -163,19 +163,27 @@ async def _warm_up(engine: AsyncEngine, sizes: Sizes) -> None:
 # Limits set on the drained queue that never bind (the pools run far fewer at once, and
 # start far fewer a second): what flow control's bookkeeping costs a queue that has it.
 NOT_BINDING = QueueLimits(MAX_CONCURRENCY, Rate(MAX_RATE, timedelta(seconds=1)))
+# Jobs spread over many keys, each with a per-key limit: what fair shares cost.
+KEYS = 100
+PER_KEY = QueueLimits(key_concurrency=2)
 
 
 async def _limited(engine: AsyncEngine, sizes: Sizes, into: list[Measurement]) -> None:
-    """The 2-pool drain again, its queue limited by `NOT_BINDING`."""
-    await reset(engine)
+    """The 2-pool drain again, its queue limited by `NOT_BINDING`, then its jobs over
+    `KEYS` keys limited by `PER_KEY`."""
     store = PostgresJobStore(engine)
-    await store.set_queue_limits(DEFAULT_QUEUE, NOT_BINDING)
-    try:
-        label = f"drain: 2 pools × {sizes.workers} workers, limits not binding ({NOT_BINDING})"
-        result = await drain(engine, sizes.jobs, 2, sizes.workers, label)
-    finally:
-        await store.set_queue_limits(DEFAULT_QUEUE, NO_LIMITS)
-    into.append(Measurement("drain.limits.2pools", label, result))
+    for name, limits, keys, shown in (
+        ("drain.limits.2pools", NOT_BINDING, 0, f"limits not binding ({NOT_BINDING})"),
+        ("drain.keys.2pools", PER_KEY, KEYS, f"{KEYS} keys, {PER_KEY}"),
+    ):
+        await reset(engine)
+        await store.set_queue_limits(DEFAULT_QUEUE, limits)
+        try:
+            label = f"drain: 2 pools × {sizes.workers} workers, {shown}"
+            result = await drain(engine, sizes.jobs, 2, sizes.workers, label, keys)
+        finally:
+            await store.set_queue_limits(DEFAULT_QUEUE, NO_LIMITS)
+        into.append(Measurement(name, label, result))
 
 
 async def _seeded(
