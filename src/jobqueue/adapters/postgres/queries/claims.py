@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from jobqueue.adapters.postgres.queries import flow, keys
 from jobqueue.adapters.postgres.queries.jobs import ENDINGS
+from jobqueue.adapters.postgres.queries.sql import in_ranges
 from jobqueue.adapters.postgres.statement import Statement
 
 # The queue's row as every claim reads it, once, by primary key: whether it is paused,
@@ -32,16 +33,13 @@ _QUEUE = """
 """
 
 
-# One queue's due jobs, in the ranges the claim is given (`domain/claims.py`): for each
-# (priority, type) in turn, with the key that range's scan starts after, a LATERAL scan
-# of that range of ix_jobs_due_by_type, in which `run_at <= now()` bounds the range, so
-# jobs scheduled later are never read, nor the jobs of types this process cannot run.
-# The outer LIMIT stops the nested loop once enough rows came back, and rows are locked
-# only as they are pulled, so no more than asked are locked, and a range is not read at
-# all once those before it filled the claim. Each range starts after the last job this
-# process claimed there (`claim_cursor.py`), past the dead entries claims leave behind.
-# A paused queue claims nothing, and the claim of a queue without limits nothing of one
-# that has them (`held`, of `_QUEUE`).
+# One queue's due jobs, in the ranges the claim is given (`sql.in_ranges`). The outer
+# LIMIT stops the nested loop once enough rows came back, and rows are locked only as
+# they are pulled, so no more than asked are locked, and a range is not read at all once
+# those before it filled the claim. Each range starts after the last job this process
+# claimed there (`claim_cursor.py`), past the dead entries claims leave behind. A paused
+# queue claims nothing, and the claim of a queue without limits nothing of one that has
+# them (`held`, of `_QUEUE`).
 #
 # MATERIALIZED fences the locking subquery: inlined, the planner may evaluate it more
 # than once and claim more rows than asked. SKIP LOCKED lets concurrent claimers pass
@@ -51,31 +49,12 @@ _QUEUE = """
 def _due(held: str) -> str:
     return f"""
     SELECT picked.id, picked.run_at, ranges.position
-    FROM unnest(
-        CAST(:priorities AS smallint[]),
-        CAST(:types AS text[]),
-        CAST(:after_run_ats AS timestamptz[]),
-        CAST(:after_ids AS uuid[])
-    ) WITH ORDINALITY AS ranges (priority, type, after_run_at, after_id, position)
-    JOIN LATERAL (
-        SELECT id, run_at FROM jobs
-        WHERE status = 'pending'
-          AND queue = :queue
-          AND priority = ranges.priority
-          AND type = ranges.type
-          AND run_at <= now()
-          AND (run_at, id) > (ranges.after_run_at, ranges.after_id)
-        ORDER BY run_at, id
-        LIMIT :limit
-        FOR UPDATE SKIP LOCKED
-    ) AS picked ON true
+    {in_ranges("id, run_at", "after", ":limit", "FOR UPDATE SKIP LOCKED")}
     WHERE NOT EXISTS (SELECT FROM queue WHERE {held})
     LIMIT :limit
     """
 
 
-# A queue with limits on the whole queue, as its claim sees it: not paused, and still
-# without a per-key limit.
 _DUE = _due("paused OR keyed")
 # A queue without limits, as its claim sees it: not paused, and still without limits.
 _DUE_UNLIMITED = _due("paused OR limited")

@@ -27,6 +27,8 @@ about (backlog / probe) claims: give every job of such a queue a key where that 
 
 from __future__ import annotations
 
+from jobqueue.adapters.postgres.queries.sql import in_ranges
+
 # How many keys a claim visits at most, however few jobs it asks for: enough that a claim
 # finds keys with free slots past a few full ones (it visits twice as many as it asks
 # for jobs, if more; it stops visiting once it has all it may take).
@@ -88,24 +90,8 @@ KEYS = f"""
 # and keeps those without a key; the store moves the sweep on (`HEAD_ENDS`).
 HEAD = f"""
     head_read AS MATERIALIZED (
-        SELECT first.id, first.run_at, first.partition_key, ranges.position
-        FROM unnest(
-            CAST(:priorities AS smallint[]),
-            CAST(:types AS text[]),
-            CAST(:head_after_run_ats AS timestamptz[]),
-            CAST(:head_after_ids AS uuid[])
-        ) WITH ORDINALITY AS ranges (priority, type, after_run_at, after_id, position)
-        JOIN LATERAL (
-            SELECT id, run_at, partition_key FROM jobs
-            WHERE status = 'pending'
-              AND queue = :queue
-              AND priority = ranges.priority
-              AND type = ranges.type
-              AND run_at <= now()
-              AND (run_at, id) > (ranges.after_run_at, ranges.after_id)
-            ORDER BY run_at, id
-            LIMIT {SWEEP_PROBE}
-        ) AS first ON true
+        SELECT picked.id, picked.run_at, picked.partition_key, ranges.position
+        {in_ranges("id, run_at, partition_key", "head_after", str(SWEEP_PROBE))}
     ),
     head AS MATERIALIZED (
         SELECT id, run_at, position FROM head_read WHERE partition_key IS NULL

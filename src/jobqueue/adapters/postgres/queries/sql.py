@@ -1,5 +1,5 @@
 """Pieces of SQL the statements share, each written once: status lists, the attempt log's
-append, the loose scan of a status's job types.
+append, the loose scan of a status's job types, a claim's scan of its ranges.
 
 Statuses are written into the SQL as literals, never bound: a partial index (`WHERE
 status = 'pending'`) serves a statement only when its predicate visibly implies the
@@ -76,3 +76,33 @@ def types_of(status: Status, name: str) -> str:
         FROM {name}
         WHERE {name}.type IS NOT NULL
     )"""
+
+
+def in_ranges(columns: str, after: str, limit: str, lock: str = "") -> str:
+    """The FROM clause of a claim's scan of one queue's due jobs (`ranges.position`,
+    `picked.<columns>`): for each (priority, type) range it is given in turn
+    (`:priorities`, `:types`; `domain/claims.py`), after the key that range's scan starts
+    after (`:<after>_run_ats`, `:<after>_ids`), at most `limit`, in due order, a LATERAL
+    scan of that range of ix_jobs_due_by_type, in which `run_at <= now()` bounds the range,
+    so jobs scheduled later are never read, nor the jobs of other types; `lock`, when
+    given, locks each row as it is read."""
+    return f"""
+    FROM unnest(
+        CAST(:priorities AS smallint[]),
+        CAST(:types AS text[]),
+        CAST(:{after}_run_ats AS timestamptz[]),
+        CAST(:{after}_ids AS uuid[])
+    ) WITH ORDINALITY AS ranges (priority, type, after_run_at, after_id, position)
+    JOIN LATERAL (
+        SELECT {columns} FROM jobs
+        WHERE status = 'pending'
+          AND queue = :queue
+          AND priority = ranges.priority
+          AND type = ranges.type
+          AND run_at <= now()
+          AND (run_at, id) > (ranges.after_run_at, ranges.after_id)
+        ORDER BY run_at, id
+        LIMIT {limit}
+        {lock}
+    ) AS picked ON true
+    """
