@@ -227,7 +227,7 @@ class InMemoryJobStore:
             key=lambda job: (position[job.priority, job.type], job.run_at, self._sequence[job.id]),
         )
         if self._limits.limits(queue).key_concurrency is not None:
-            due, headroom = self._limits.rotation(queue, due, running, limit, headroom)
+            due, headroom = self._limits.rotation(queue, due, running, max(allowed, 0), headroom)
         due = due[: max(allowed, 0)]
         self._limits.started(queue, len(due), now)
         taken = [

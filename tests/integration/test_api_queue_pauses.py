@@ -53,7 +53,9 @@ async def test_pause_and_resume_answer_the_queue_s_state_and_the_claim_obeys(
         "name": "mail",
         "paused": False,
         "paused_at": None,
-        "limits": dict.fromkeys(("concurrency", "running", "rate", "started", "set_by")),
+        "limits": dict.fromkeys(
+            ("concurrency", "running", "rate", "started", "set_by", "key_concurrency")
+        ),
     }
     assert [
         claimed.id.hex for claimed in await store.claim(5, LEASE, "mail", types=TEST_TYPES)

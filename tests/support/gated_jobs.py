@@ -31,6 +31,7 @@ RECORD_FIELDS = {
     "snoozes",
     "unique_key",
     "timeout",
+    "partition_key",
 }
 
 

@@ -180,15 +180,18 @@ TAKEN = """
 
 
 # Where the process's next claim of the queue starts: after the last key this one took
-# from, or, having taken nothing, after the last it visited (those were full); and how
-# many of the keys it visited, each with jobs waiting, it left without a free slot.
+# from, or, having taken nothing the queue's own limits allowed, after the last it visited
+# (those were full; where it is when they allowed nothing); and, when the keys left it
+# short, how many of those it visited, each with jobs waiting, have no free slot now.
 NEXT_KEY = """
     coalesce(
         (SELECT key FROM picked WHERE id IN (SELECT id FROM taken) AND key IS NOT NULL
          ORDER BY visited DESC LIMIT 1),
-        (SELECT key FROM keys ORDER BY visited DESC LIMIT 1)
+        CASE WHEN (SELECT n FROM allowance) > 0 THEN
+            (SELECT key FROM keys ORDER BY visited DESC LIMIT 1)
+        END
     ) AS next_after_key,
-    CASE WHEN (SELECT count(*) FROM taken) < :limit THEN (
+    CASE WHEN (SELECT count(*) FROM taken) < (SELECT n FROM allowance) THEN (
         SELECT CAST(count(*) AS integer) FROM visits
         WHERE visits.slots <= (
             SELECT count(*) FROM picked
