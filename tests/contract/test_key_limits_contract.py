@@ -6,6 +6,7 @@ without a key are claimed beside them; the queue's own limits still cap the whol
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from dataclasses import replace
 
@@ -87,3 +88,17 @@ async def test_a_job_keeps_its_partition_key(store: JobStore) -> None:
     submitted = await store.submit(replace(new_job(), queue="q", partition_key="tenant-7"))
     assert submitted.job.partition_key == "tenant-7"
     assert (await store.get(submitted.job.id)).partition_key == "tenant-7"
+
+
+async def test_claims_made_at_once_by_a_process_that_has_not_claimed_yet(
+    store: JobStore,
+) -> None:
+    """A process's claims of a queue go out with the statements its last answer chose;
+    several at once, before the first answer, each go out without limits, are refused,
+    and claim again: each answer is read as the statement it answers."""
+    await _fill(store, "a", 4)
+    await _fill(store, "b", 4)
+    await store.set_queue_limits("q", QueueLimits(key_concurrency=2))
+    claims = await asyncio.gather(*(store.claim(2, LEASE, "q", types=TEST_TYPES) for _ in range(4)))
+    taken = Counter(job.partition_key for claimed in claims for job in claimed)
+    assert taken == {"a": 2, "b": 2}

@@ -57,9 +57,9 @@ class QueueClaims:
         self, queue: str, limit: int, lease: timedelta, types: Collection[str]
     ) -> Claimed:
         ranges = self._cursors[queue].next(types)
-        statement = self._limits[queue].value[0]
-        rows = await self._fetch(statement, self._values(queue, limit, lease, ranges))
-        return await self._claimed(queue, rows, limit, lease, ranges)
+        sent = self._limits[queue]
+        rows = await self._fetch(sent.value[0], self._values(queue, limit, lease, ranges))
+        return await self._claimed(queue, rows, limit, lease, ranges, sent)
 
     async def record_and_claim(
         self,
@@ -72,7 +72,8 @@ class QueueClaims:
         """`endings`: the values of `jobs.ENDINGS`."""
         ranges = self._cursors[queue].next(types)
         values = {**endings, **self._values(queue, limit, lease, ranges)}
-        rows = await self._fetch(self._limits[queue].value[1], values)
+        sent = self._limits[queue]
+        rows = await self._fetch(sent.value[1], values)
         first = rows[0]
         held = {
             Lease(job_id, token)
@@ -80,7 +81,7 @@ class QueueClaims:
                 first["ended_ids"] or (), first["ended_tokens"] or (), strict=True
             )
         }
-        return held, await self._claimed(queue, rows, limit, lease, ranges)
+        return held, await self._claimed(queue, rows, limit, lease, ranges, sent)
 
     def _values(self, queue: str, limit: int, lease: timedelta, ranges: Ranges) -> dict[str, Any]:
         sweep = [self._sweeps[queue].get(each, START) for each in ranges.ranges]
@@ -101,17 +102,25 @@ class QueueClaims:
         }
 
     async def _claimed(
-        self, queue: str, rows: Sequence[Row], limit: int, lease: timedelta, ranges: Ranges
+        self,
+        queue: str,
+        rows: Sequence[Row],
+        limit: int,
+        lease: timedelta,
+        ranges: Ranges,
+        sent: ClaimedWith,
     ) -> Claimed:
         """What a claim returned (a row per job taken, or one without a job), topped up
         from the start of each range when it came back short of due jobs: jobs due behind
         the cursor (released, or committed late) are then claimed at once, not a poll
         later. Short because a limit held it back, it is not topped up, nor is a claim of
         keys (it reads no range cursor). A claim that found the queue's limits other
-        than it was written for took nothing of it: the right one goes at once."""
-        claimed = self._took(queue, rows, limit, ranges.ranges, self._limits[queue])
-        limits, self._limits[queue] = self._limits[queue], ClaimedWith.of(rows[0])
-        if self._limits[queue] is not limits and not claimed:
+        than it was written for took nothing of it: the right one goes at once. `sent`:
+        the statements it was sent with (another claim of the queue may have changed the
+        queue's since)."""
+        claimed = self._took(queue, rows, limit, ranges.ranges, sent)
+        self._limits[queue] = ClaimedWith.of(rows[0])
+        if self._limits[queue] is not sent and not claimed:
             values = self._values(queue, limit, lease, ranges)
             claimed = await self._more(self._limits[queue].value[0], values, limit, ranges.ranges)
         topped = self._limits[queue] is not ClaimedWith.KEYS and not ranges.at_start
