@@ -36,7 +36,7 @@ KEYS_VISITED = 16
 # How many due jobs of each range a claim reads in its sweep for jobs without a key. A
 # constant in the statement, not a parameter: PostgreSQL's generic plan of the statement
 # is then as cheap as those made for each run's values, and it keeps that plan (planning
-# costs about a third of the run); as a parameter, it never did.
+# the statement costs about as much as running it); as a parameter, it never did.
 SWEEP_PROBE = 32
 
 
@@ -123,10 +123,10 @@ DUE = "EXISTS (SELECT FROM keys) OR EXISTS (SELECT FROM head)"
 def picked(ending: str) -> str:
     """The keys as visited, each with its free slots (its turn taken and its running jobs
     counted when it is visited; `ending`: the ids of the jobs this statement ends, which
-    free theirs), and as many of each key's due jobs as those
-    allow, locked, by priority (the claim's, in turn) then due time; key after key until
-    the claim has all it may take, so that no more keys are visited nor jobs locked than
-    it needs. Then the jobs without a key the sweep found."""
+    free theirs; a key whose turn another claim holds has none), and as many of each
+    key's due jobs as those allow, locked, by priority (the claim's, in turn) then due
+    time; key after key until the claim has all it may take, so that no more keys are
+    visited nor jobs locked than it needs. Then the jobs without a key the sweep found."""
     return f"""
     visits AS MATERIALIZED (
         SELECT keys.key, keys.visited,
