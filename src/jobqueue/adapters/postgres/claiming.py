@@ -38,6 +38,14 @@ class ClaimedWith(enum.Enum):
     def of(cls, row: Row) -> ClaimedWith:
         return cls.KEYS if row["keyed"] else cls.QUEUE if row["limited"] else cls.NONE
 
+    @property
+    def claim(self) -> Statement:
+        return self.value[0]
+
+    @property
+    def record_and_claim(self) -> Statement:
+        return self.value[1]
+
 
 class QueueClaims:
     """Claims by `worker` (as the attempt log names it), sent through `fetch`."""
@@ -58,7 +66,7 @@ class QueueClaims:
     ) -> Claimed:
         ranges = self._cursors[queue].next(types)
         sent = self._limits[queue]
-        rows = await self._fetch(sent.value[0], self._values(queue, limit, lease, ranges))
+        rows = await self._fetch(sent.claim, self._values(queue, limit, lease, ranges, sent))
         return await self._claimed(queue, rows, limit, lease, ranges, sent)
 
     async def record_and_claim(
@@ -71,9 +79,9 @@ class QueueClaims:
     ) -> tuple[set[Lease], Claimed]:
         """`endings`: the values of `jobs.ENDINGS`."""
         ranges = self._cursors[queue].next(types)
-        values = {**endings, **self._values(queue, limit, lease, ranges)}
         sent = self._limits[queue]
-        rows = await self._fetch(sent.value[1], values)
+        values = {**endings, **self._values(queue, limit, lease, ranges, sent)}
+        rows = await self._fetch(sent.record_and_claim, values)
         first = rows[0]
         held = {
             Lease(job_id, token)
@@ -83,9 +91,12 @@ class QueueClaims:
         }
         return held, await self._claimed(queue, rows, limit, lease, ranges, sent)
 
-    def _values(self, queue: str, limit: int, lease: timedelta, ranges: Ranges) -> dict[str, Any]:
-        sweep = [self._sweeps[queue].get(each, START) for each in ranges.ranges]
-        return {
+    def _values(
+        self, queue: str, limit: int, lease: timedelta, ranges: Ranges, sent: ClaimedWith
+    ) -> dict[str, Any]:
+        """The values of the statements of `sent`: the rotation's and the sweep's only
+        for a queue with a per-key limit (a plain claim, the hot path, makes none)."""
+        values = {
             "worker": self._worker,
             "queue": queue,
             "limit": limit,
@@ -94,12 +105,17 @@ class QueueClaims:
             "types": [job_type for _, job_type in ranges.ranges],
             "after_run_ats": [run_at for run_at, _ in ranges.after],
             "after_ids": [job_id for _, job_id in ranges.after],
-            "after_key": self._after_key[queue],
-            "keys": max(2 * limit, keys.KEYS_VISITED),
-            "key_priorities": sorted({priority for priority, _ in ranges.ranges}),
-            "head_after_run_ats": [swept[0] for swept in sweep],
-            "head_after_ids": [swept[1] for swept in sweep],
         }
+        if sent is ClaimedWith.KEYS:
+            sweep = [self._sweeps[queue].get(each, START) for each in ranges.ranges]
+            values.update(
+                after_key=self._after_key[queue],
+                keys=max(2 * limit, keys.KEYS_VISITED),
+                key_priorities=sorted({priority for priority, _ in ranges.ranges}),
+                head_after_run_ats=[swept[0] for swept in sweep],
+                head_after_ids=[swept[1] for swept in sweep],
+            )
+        return values
 
     async def _claimed(
         self,
@@ -120,15 +136,16 @@ class QueueClaims:
         queue's since)."""
         claimed = self._took(queue, rows, limit, ranges.ranges, sent)
         self._limits[queue] = ClaimedWith.of(rows[0])
-        if self._limits[queue] is not sent and not claimed:
-            values = self._values(queue, limit, lease, ranges)
-            claimed = await self._more(self._limits[queue].value[0], values, limit, ranges.ranges)
+        now = self._limits[queue]
+        if now is not sent and not claimed:
+            values = self._values(queue, limit, lease, ranges, now)
+            claimed = await self._more(now, values, limit, ranges.ranges)
         topped = self._limits[queue] is not ClaimedWith.KEYS and not ranges.at_start
         if len(claimed) < limit and not claimed.held_back and topped:
             wanted = limit - len(claimed)
-            statement = self._limits[queue].value[0]
-            values = self._values(queue, wanted, lease, ranges.from_start())
-            more = await self._more(statement, values, wanted, ranges.ranges)
+            now = self._limits[queue]
+            values = self._values(queue, wanted, lease, ranges.from_start(), now)
+            more = await self._more(now, values, wanted, ranges.ranges)
             claimed = Claimed(
                 claimed + more,
                 held_back=claimed.held_back | more.held_back,
@@ -141,18 +158,17 @@ class QueueClaims:
         return claimed
 
     async def _more(
-        self, statement: Statement, values: Mapping[str, Any], wanted: int, ranges: list[Range]
+        self, sent: ClaimedWith, values: Mapping[str, Any], wanted: int, ranges: list[Range]
     ) -> Claimed:
         """A second claim in the same call; nothing when it fails: the first one is
         committed, and its jobs must reach the pool whatever happens to this one (the
         next claim starts over, nothing having moved on)."""
         try:
-            rows = await self._fetch(statement, values)
+            rows = await self._fetch(sent.claim, values)
         except (StoreUnavailable, StoreError):
             return Claimed()
         self._limits[values["queue"]] = ClaimedWith.of(rows[0])
-        swept = ClaimedWith.KEYS if statement is c.KEYED_CLAIM else ClaimedWith.NONE
-        return self._took(values["queue"], rows, wanted, ranges, swept)
+        return self._took(values["queue"], rows, wanted, ranges, sent)
 
     def _swept(self, queue: str, row: Row, ranges: list[Range]) -> None:
         """Where each range's sweep goes on: after the last job it read, or from the
