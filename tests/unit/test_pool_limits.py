@@ -1,18 +1,23 @@
 """A pool under a queue's limits (the in-memory store keeps them as PostgreSQL does): a
 claim the rate cut short rests until the rate's window opens, not for the poll interval,
-nor until a wake-up; claims held back are reported to the observer."""
+nor until a wake-up; one that running jobs' slots cut short rests until one of the pool's
+own jobs ends; claims held back are reported to the observer."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from jobqueue.domain.flow import Limit, QueueLimits, Rate
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.observer import NullObserver
 from tests.fakes import InMemoryJobStore, wall_clock
-from tests.unit.pool_harness import config, make_pool, running, settled, submit
+from tests.unit.pool_harness import config, eventually, make_pool, running, settled, submit
 
 PERIOD = timedelta(milliseconds=200)
 
@@ -68,3 +73,39 @@ async def test_a_concurrency_limit_caps_a_pool_with_more_workers() -> None:
         for job in jobs:
             await settled(store, job)
     assert most <= 2
+
+
+@pytest.mark.parametrize(
+    ("limits", "key", "held"),
+    [
+        (QueueLimits(concurrency=2), None, Limit.CONCURRENCY),
+        (QueueLimits(key_concurrency=2), "k", Limit.KEY_CONCURRENCY),
+    ],
+)
+async def test_a_pool_held_back_by_slots_claims_again_as_its_own_jobs_end(
+    limits: QueueLimits, key: str | None, held: Limit
+) -> None:
+    """An hour's poll and no wake-up: only claiming again as each of its jobs ends (that
+    job's slot is free) runs all of a queue limited to 2 running, or 2 running per key."""
+    store = InMemoryJobStore(wall_clock)
+    registry = Registry()
+    release = asyncio.Event()
+
+    @registry.handler("work")
+    async def work(ctx: JobContext, payload: Any) -> None:
+        await release.wait()
+
+    await store.set_queue_limits("default", limits)
+    new = NewJob(type="work", max_attempts=3, payload={}, partition_key=key)
+    jobs = [(await store.submit(new)).job for _ in range(8)]
+    observer = HeldBack()
+    pool = make_pool(
+        store, registry, config(workers=8, poll_interval=timedelta(hours=1)), observer=observer
+    )
+    async with running(pool):
+        # Two start; the claim behind them comes back short and the pool rests.
+        await eventually(lambda: bool(observer.seen), "a claim was held back")
+        release.set()
+        done = [await settled(store, job) for job in jobs]
+    assert {job.status for job in done} == {Status.COMPLETED}
+    assert ("default", frozenset({held})) in observer.seen

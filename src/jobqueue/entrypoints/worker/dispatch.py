@@ -2,8 +2,10 @@
 
 It sends a claim whenever the pool wants jobs (`ClaimSizing.wanted`), one at a time, or a
 second beside the first under a backlog; it rests after a claim that came back short
-(nothing more due) until the poll interval passes or a wake-up arrives, and after a
-claim that failed for the poll interval. Each claim is a task of its own; the loop wakes
+until the poll interval passes or a wake-up arrives (nothing more due), or also one of
+the pool's own jobs ends (a limit on running jobs held it back: that job's slot is
+free), until the rate's window opens (the rate held it back), and after a claim that
+failed for the poll interval. Each claim is a task of its own; the loop wakes
 on one event (`nudge`: a worker freed, a write settled, a claim back, a wake-up, a stop)
 rather than waiting on several. A claim carries the endings waiting to be written
 (`OutcomeWriter.claim`), and between claims the writer is flushed, so no ending waits
@@ -17,10 +19,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from jobqueue.adapters.telemetry.logging import log_failure
-from jobqueue.domain.flow import Claimed
+from jobqueue.domain.flow import Claimed, Limit
 from jobqueue.domain.job import Job
 from jobqueue.entrypoints.worker.claim_sizing import ClaimSizing
 from jobqueue.entrypoints.worker.outcomes import OutcomeWriter
@@ -30,6 +33,21 @@ _log = logging.getLogger("jobqueue.worker")
 # A job claimed ahead of need that no worker has taken after this long (the running jobs
 # turned out longer than the prefetch expected) is given back for another process to run.
 PREFETCH_HOLD_SECONDS = 1.0
+
+# The limits whose slots are running jobs: one of the pool's own jobs ending frees one.
+_SLOTS = frozenset({Limit.CONCURRENCY, Limit.KEY_CONCURRENCY})
+
+
+@dataclass(frozen=True, slots=True)
+class Rest:
+    """No claim is sent until `until` (time.monotonic()), unless a wake-up arrives first
+    (`on_wake`: work was enqueued) or one of the pool's own jobs ends (`on_ending`: the
+    claim was held back by a limit on running jobs, and that job's slot is free once its
+    ending is written, which the next claim carries)."""
+
+    until: float
+    on_wake: bool = False
+    on_ending: bool = False
 
 
 class Claiming(Protocol):
@@ -81,9 +99,11 @@ class Dispatcher:
         self._nudged = asyncio.Event()
         # Claims on their way, each with the jobs it asked for (counted as held already).
         self._claims: dict[asyncio.Task[None], int] = {}
-        # Until when (time.monotonic()) no claim is sent, and whether a wake-up ends the
-        # rest early: after a claim came back short (nothing more due), or failed.
-        self._rest: tuple[float, bool] | None = None
+        # After a claim came back short, or failed.
+        self._rest: Rest | None = None
+        # The pool's attempts that ended so far: a claim held back by slots while one of
+        # them ended on its way did not carry that ending, so it does not rest.
+        self._endings = 0
         # Whether the last claim to come back brought all it asked for: only then is a
         # backlog known, and a second claim worth sending beside the first. Woken from
         # idle, the job announced is most likely alone, and two claims would race for
@@ -102,6 +122,13 @@ class Dispatcher:
     def wake(self) -> None:
         """Work was enqueued: claim now, even while resting after a short claim."""
         self._woken.set()
+        self._nudged.set()
+
+    def attempt_ended(self) -> None:
+        """One of the pool's jobs ended: its slot, if a limit counts it, frees."""
+        self._endings += 1
+        if self._rest is not None and self._rest.on_ending:
+            self._rest = None
         self._nudged.set()
 
     def end_rest(self) -> None:
@@ -127,7 +154,7 @@ class Dispatcher:
                     # Nothing on its way to carry them: what waits for a claim is written.
                     self._writer.flush()
                     if self._rest is not None:
-                        await self._rest_out(*self._rest)
+                        await self._rest_out(self._rest)
                         continue
                 # Bounded while jobs wait in the prefetch, so that stale ones are given back
                 # in time.
@@ -164,13 +191,14 @@ class Dispatcher:
         """One claim, and what it brought handed to the pool."""
         claim_started = time.time_ns()
         sent = time.monotonic()
+        endings = self._endings
         # The lease runs from when the statement ran, which is after this.
         lease_until = sent + self._lease
         try:
             jobs = await self._claim(wanted)
         except Exception as error:
             log_failure(_log, "claiming jobs failed; trying again in %gs", error, self._poll)
-            self._rest = (time.monotonic() + self._poll, False)
+            self._rest = Rest(time.monotonic() + self._poll)
             return
         finally:
             # In the same step as the jobs join the pool below: the loop never sees them
@@ -185,26 +213,28 @@ class Dispatcher:
             # The queue's rate lets it start no more now: rest until its window lets one
             # more start (a wake-up cannot open it sooner), the poll interval at most.
             opens = min(jobs.retry_in.total_seconds(), self._poll)
-            self._rest = (time.monotonic() + opens, False)
+            self._rest = Rest(time.monotonic() + opens)
         elif len(jobs) < wanted:
-            if self._rest is None:
-                # Nothing more is due, or a limit held the rest back: rest for the poll
-                # interval or until a wake().
-                self._rest = (time.monotonic() + self._poll, True)
-        elif self._rest is not None and self._rest[1]:
+            by_slots = bool(jobs.held_back & _SLOTS)
+            if self._rest is None and not (by_slots and self._endings > endings):
+                # Nothing more is due, or running jobs fill a limit's slots: rest for the
+                # poll interval, until a wake(), or for slots until one of ours ends.
+                self._rest = Rest(time.monotonic() + self._poll, True, by_slots)
+        elif self._rest is not None and self._rest.on_wake:
             # A full claim that was on its way beside a short one: more may be due after
             # all, so the short one's rest is over.
             self._rest = None
         self._pool.claimed(jobs, (claim_started, time.time_ns()), lease_until)
 
-    async def _rest_out(self, until: float, wakeable: bool) -> None:
-        """Wait out a rest from claiming: until `until`, a wake-up if `wakeable`, or stop."""
-        left = until - time.monotonic()
-        if left > 0 and not (wakeable and self._woken.is_set()):
+    async def _rest_out(self, rest: Rest) -> None:
+        """Wait out a rest from claiming: until it ends (`Rest`), or stop."""
+        left = rest.until - time.monotonic()
+        if left > 0 and not (rest.on_wake and self._woken.is_set()):
             await self._nudge(at_most=left)
-            if not (wakeable and self._woken.is_set()) and time.monotonic() < until:
-                return  # nudged by something else: still resting
-        self._rest = None
+            if not (rest.on_wake and self._woken.is_set()) and time.monotonic() < rest.until:
+                return  # nudged by something else (or its rest ended: `attempt_ended`)
+        if self._rest is rest:
+            self._rest = None
 
     async def _nudge(self, *, at_most: float | None) -> None:
         """Return once nudged, or after `at_most` seconds."""

@@ -308,7 +308,7 @@ class WorkerPool:
     def _attempt_ended(self, task: asyncio.Task[None]) -> None:
         attempt = self._attempts.pop(task)
         self._start_ready()
-        self._dispatcher.nudge()
+        self._dispatcher.attempt_ended()
         if task.cancelled():
             if not attempt.recording and not attempt.lost:
                 # Cancelled before its first step (shutdown right after the claim): the
