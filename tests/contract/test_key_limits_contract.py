@@ -10,6 +10,7 @@ import asyncio
 from collections import Counter
 from dataclasses import replace
 
+from jobqueue.adapters.postgres.queries.keys import SWEEP_EVERY, SWEEP_PROBE
 from jobqueue.domain.flow import NO_LIMITS, Limit, QueueLimits
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
@@ -82,6 +83,24 @@ async def test_jobs_without_a_key_are_claimed_beside_the_keys(store: JobStore) -
     claimed = await store.claim(10, LEASE, "q", types=TEST_TYPES)
     assert sorted(str(job.partition_key) for job in claimed) == ["None", "None", "a"]
     assert (await store.get(claimed[0].id)).partition_key == claimed[0].partition_key
+
+
+async def test_jobs_without_a_key_behind_a_key_s_backlog_are_found_within_bounded_claims(
+    store: JobStore,
+) -> None:
+    """Behind 100 due jobs of a full key, 3 without one: PostgreSQL's claims sweep for
+    them, one claim in `SWEEP_EVERY` while none are found, each sweep reading
+    `SWEEP_PROBE` due jobs further on (the in-memory store looks at every job)."""
+    await _fill(store, "a", 100)
+    await _fill(store, None, 3)
+    await store.set_queue_limits("q", QueueLimits(key_concurrency=1))
+    taken: list[str | None] = []
+    claims = 0
+    while taken.count(None) < 3:
+        claims += 1
+        assert claims <= (100 // SWEEP_PROBE + 1) * SWEEP_EVERY + 3, taken
+        taken += [job.partition_key for job in await store.claim(10, LEASE, "q", types=TEST_TYPES)]
+    assert taken.count("a") == 1  # its one slot, held throughout
 
 
 async def test_a_job_keeps_its_partition_key(store: JobStore) -> None:

@@ -60,14 +60,19 @@ class QueueClaims:
         # each range's sweep for jobs without a key goes on.
         self._after_key: defaultdict[str, str] = defaultdict(str)
         self._sweeps: defaultdict[str, dict[Range, Key]] = defaultdict(dict)
+        # Keyed claims of each queue since its last sweep (a first claim sweeps), and
+        # whether that sweep found jobs without a key (`keys.SWEEP_EVERY`).
+        self._unswept: defaultdict[str, int] = defaultdict(lambda: keys.SWEEP_EVERY - 1)
+        self._found_unkeyed: defaultdict[str, bool] = defaultdict(bool)
 
     async def claim(
         self, queue: str, limit: int, lease: timedelta, types: Collection[str]
     ) -> Claimed:
         ranges = self._cursors[queue].next(types)
         sent = self._limits[queue]
-        rows = await self._fetch(sent.claim, self._values(queue, limit, lease, ranges, sent))
-        return await self._claimed(queue, rows, limit, lease, ranges, sent)
+        values = self._values(queue, limit, lease, ranges, sent)
+        rows = await self._fetch(sent.claim, values)
+        return await self._claimed(queue, rows, limit, lease, ranges, sent, values)
 
     async def record_and_claim(
         self,
@@ -89,7 +94,7 @@ class QueueClaims:
                 first["ended_ids"] or (), first["ended_tokens"] or (), strict=True
             )
         }
-        return held, await self._claimed(queue, rows, limit, lease, ranges, sent)
+        return held, await self._claimed(queue, rows, limit, lease, ranges, sent, values)
 
     def _values(
         self, queue: str, limit: int, lease: timedelta, ranges: Ranges, sent: ClaimedWith
@@ -109,6 +114,7 @@ class QueueClaims:
         if sent is ClaimedWith.KEYS:
             sweep = [self._sweeps[queue].get(each, START) for each in ranges.ranges]
             values.update(
+                sweep=self._sweeping(queue),
                 after_key=self._after_key[queue],
                 keys=max(2 * limit, keys.KEYS_VISITED),
                 key_priorities=sorted({priority for priority, _ in ranges.ranges}),
@@ -116,6 +122,12 @@ class QueueClaims:
                 head_after_ids=[swept[1] for swept in sweep],
             )
         return values
+
+    def _sweeping(self, queue: str) -> bool:
+        """Whether this keyed claim of `queue` sweeps for jobs without a key."""
+        due = self._found_unkeyed[queue] or self._unswept[queue] + 1 >= keys.SWEEP_EVERY
+        self._unswept[queue] = 0 if due else self._unswept[queue] + 1
+        return due
 
     async def _claimed(
         self,
@@ -125,6 +137,7 @@ class QueueClaims:
         lease: timedelta,
         ranges: Ranges,
         sent: ClaimedWith,
+        values: Mapping[str, Any],
     ) -> Claimed:
         """What a claim returned (a row per job taken, or one without a job), topped up
         from the start of each range when it came back short of due jobs: jobs due behind
@@ -133,8 +146,8 @@ class QueueClaims:
         keys (it reads no range cursor). A claim that found the queue's limits other
         than it was written for took nothing of it: the right one goes at once. `sent`:
         the statements it was sent with (another claim of the queue may have changed the
-        queue's since)."""
-        claimed = self._took(queue, rows, limit, ranges.ranges, sent)
+        queue's since), and `values` its values."""
+        claimed = self._took(queue, rows, limit, ranges.ranges, sent, values)
         self._limits[queue] = ClaimedWith.of(rows[0])
         now = self._limits[queue]
         if now is not sent and not claimed:
@@ -168,7 +181,7 @@ class QueueClaims:
         except (StoreUnavailable, StoreError):
             return Claimed()
         self._limits[values["queue"]] = ClaimedWith.of(rows[0])
-        return self._took(values["queue"], rows, wanted, ranges, sent)
+        return self._took(values["queue"], rows, wanted, ranges, sent, values)
 
     def _swept(self, queue: str, row: Row, ranges: list[Range]) -> None:
         """Where each range's sweep goes on: after the last job it read, or from the
@@ -186,16 +199,21 @@ class QueueClaims:
                 sweep[ranges[position - 1]] = (run_at, job_id)
 
     def _took(
-        self, queue: str, rows: Sequence[Row], asked: int, ranges: list[Range], sent: ClaimedWith
+        self,
+        queue: str,
+        rows: Sequence[Row],
+        asked: int,
+        ranges: list[Range],
+        sent: ClaimedWith,
+        values: Mapping[str, Any],
     ) -> Claimed:
         """A claim's rows as the jobs it took and what its queue's limits had left (on
         every row, and on the one row a claim that took nothing returns); where its
-        rotation of keys and its sweep resume, for a claim sent as `sent`'s."""
+        rotation of keys and its sweep resume, for a claim sent as `sent`'s with
+        `values`."""
         first = rows[0]
         if first["next_after_key"] is not None:
             self._after_key[queue] = first["next_after_key"]
-        if sent is ClaimedWith.KEYS:
-            self._swept(queue, first, ranges)
         headroom = Headroom(
             first["concurrency_left"],
             first["rate_left"],
@@ -203,4 +221,7 @@ class QueueClaims:
             first["keys_full"],
         )
         jobs = [job_from_row(row) for row in rows if row["id"] is not None]
+        if sent is ClaimedWith.KEYS and values["sweep"]:
+            self._swept(queue, first, ranges)
+            self._found_unkeyed[queue] = any(job.partition_key is None for job in jobs)
         return Claimed.within(jobs, asked, headroom)

@@ -19,10 +19,13 @@ passes a locked job, so claims of different keys never wait for each other. The 
 row is locked only for its own limits, when it has any (`flow.allowance`), which then
 bound the whole.
 
-Jobs without a key in such a queue share no slot. They are not in the index of keys; each
+Jobs without a key in such a queue share no slot. They are not in the index of keys; a
 claim looks for them among the next `SWEEP_PROBE` due jobs of each (priority, type)
-range, sweeping the queue claim after claim, so behind a backlog of keyed jobs they wait
-about (backlog / probe) claims: give every job of such a queue a key where that matters.
+range, sweeping the queue claim after claim: every claim while sweeps find such jobs,
+else one claim in `SWEEP_EVERY` (a sweep reads its jobs' rows, and costs a claim of keys
+about a fifth of its time). Behind a backlog of keyed jobs they wait about
+(backlog / probe × SWEEP_EVERY) claims: give every job of such a queue a key where that
+matters.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ KEYS_VISITED = 16
 # is then as cheap as those made for each run's values, and it keeps that plan (planning
 # the statement costs about as much as running it); as a parameter, it never did.
 SWEEP_PROBE = 32
+# One claim in this many sweeps, while the last sweep found no job without a key.
+SWEEP_EVERY = 4
 
 
 # The first key with pending jobs after `{after}`: one descent of the index. ORDER BY
@@ -84,14 +89,16 @@ KEYS = f"""
     ),
 """
 
-# Jobs without a key, found by a sweep of the queue's due ranges: each claim reads the
-# next `SWEEP_PROBE` due jobs of each range after where the process's last one stopped
+# Jobs without a key, found by a sweep of the queue's due ranges when the claim sweeps
+# (`:sweep`, a condition PostgreSQL tests once, before reading anything): it reads the
+# next `SWEEP_PROBE` due jobs of each range after where the process's last sweep stopped
 # (`:head_after_*`), without locking them (most are keyed jobs, which the visits lock),
 # and keeps those without a key; the store moves the sweep on (`HEAD_ENDS`).
 HEAD = f"""
     head_read AS MATERIALIZED (
         SELECT picked.id, picked.run_at, picked.partition_key, ranges.position
         {in_ranges("id, run_at, partition_key", "head_after", str(SWEEP_PROBE))}
+        WHERE CAST(:sweep AS boolean)
     ),
     head AS MATERIALIZED (
         SELECT id, run_at, position FROM head_read WHERE partition_key IS NULL
