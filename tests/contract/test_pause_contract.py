@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
+from jobqueue.domain.flow import QueueLimits, Rate
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
@@ -36,6 +39,37 @@ async def test_a_paused_queue_claims_nothing_until_resumed(store: JobStore) -> N
     assert [job.id for job in await store.claim(10, LEASE, "emails", types=TEST_TYPES)] == [
         paused.id
     ]
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        QueueLimits(concurrency=5),
+        QueueLimits(rate=Rate(100, timedelta(seconds=1))),
+        QueueLimits(key_concurrency=2),
+        QueueLimits(concurrency=5, key_concurrency=2),
+    ],
+    ids=str,
+)
+async def test_a_paused_queue_with_limits_claims_nothing_either(
+    store: JobStore, limits: QueueLimits
+) -> None:
+    """Claimed once first, so that the claims after the pause go out as a queue with
+    those limits is claimed."""
+    for key in ("a", "a", "b", None, None):
+        await store.submit(replace(new_job(), queue="q", partition_key=key))
+    await store.set_queue_limits("q", limits)
+    (running,) = await store.claim(1, LEASE, "q", types=TEST_TYPES)
+
+    await store.pause_queue("q")
+    assert list(await store.claim(10, LEASE, "q", types=TEST_TYPES)) == []
+    held, more = await store.record_and_claim(
+        [(running.lease, Decision.complete())], 10, LEASE, "q", types=TEST_TYPES
+    )
+    assert (held, list(more)) == ({running.lease}, [])
+
+    await store.resume_queue("q")
+    assert list(await store.claim(10, LEASE, "q", types=TEST_TYPES))
 
 
 async def test_pausing_twice_keeps_the_first_pause_and_resuming_a_running_queue_is_harmless(

@@ -120,9 +120,10 @@ HEAD_ENDS = """
     ARRAY(SELECT id FROM head_ends ORDER BY position) AS head_ids
 """
 
-# A queue with a per-key limit, when it has keys or jobs without one to visit; its row
-# is locked only when it has limits on the whole queue too (each key's turn is its own).
-LIMITED = "key_concurrency IS NOT NULL"
+# A queue with a per-key limit, not paused, when it has keys or jobs without one to
+# visit; its row is locked only when it has limits on the whole queue too (each key's
+# turn is its own). Without that row (`flow.gate`), nothing is visited nor locked.
+LIMITED = "key_concurrency IS NOT NULL AND paused_at IS NULL"
 UNLOCKED = "concurrency IS NULL AND rate_limit IS NULL"
 DUE = "EXISTS (SELECT FROM keys) OR EXISTS (SELECT FROM head)"
 
