@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -76,8 +77,13 @@ async def test_a_limited_claim_reads_what_its_limit_and_size_allow(engine: Async
 KEYS = 200
 
 
+@pytest.mark.parametrize(
+    "limits",
+    [QueueLimits(key_concurrency=2), QueueLimits(concurrency=10_000, key_concurrency=2)],
+    ids=str,
+)
 async def test_a_claim_with_a_per_key_limit_reads_the_keys_it_visits_not_their_backlogs(
-    engine: AsyncEngine,
+    engine: AsyncEngine, limits: QueueLimits
 ) -> None:
     """One key's flood of 20,000 jobs and 200 keys of 5 each, at most 2 running per key:
     a claim visits a bounded number of keys (one index descent each), locks no more of a
@@ -90,7 +96,7 @@ async def test_a_claim_with_a_per_key_limit_reads_the_keys_it_visits_not_their_b
     await _seed(engine, "keyed", BACKLOG, "'a'", analyze=False)
     await _seed(engine, "keyed", 5 * KEYS, f"'k' || (n % {KEYS})", analyze=False)
     store = PostgresJobStore(engine)
-    await store.set_queue_limits("keyed", QueueLimits(key_concurrency=2))
+    await store.set_queue_limits("keyed", limits)
     lease = timedelta(minutes=5)
     visited = KEYS_VISITED
     bound = 3 * visited + 2 * CLAIM + SWEEP_PROBE

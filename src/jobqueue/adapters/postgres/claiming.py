@@ -33,10 +33,17 @@ class ClaimedWith(enum.Enum):
     NONE = (c.CLAIM, c.RECORD_AND_CLAIM)
     QUEUE = (c.LIMITED_CLAIM, c.RECORD_AND_LIMITED_CLAIM)
     KEYS = (c.KEYED_CLAIM, c.RECORD_AND_KEYED_CLAIM)
+    QUEUE_AND_KEYS = (c.LIMITED_KEYED_CLAIM, c.RECORD_AND_LIMITED_KEYED_CLAIM)
 
     @classmethod
     def of(cls, row: Row) -> ClaimedWith:
-        return cls.KEYS if row["keyed"] else cls.QUEUE if row["limited"] else cls.NONE
+        if row["keyed"]:
+            return cls.QUEUE_AND_KEYS if row["limited"] else cls.KEYS
+        return cls.QUEUE if row["limited"] else cls.NONE
+
+    @property
+    def keyed(self) -> bool:
+        return self in (ClaimedWith.KEYS, ClaimedWith.QUEUE_AND_KEYS)
 
     @property
     def claim(self) -> Statement:
@@ -111,7 +118,7 @@ class QueueClaims:
             "after_run_ats": [run_at for run_at, _ in ranges.after],
             "after_ids": [job_id for _, job_id in ranges.after],
         }
-        if sent is ClaimedWith.KEYS:
+        if sent.keyed:
             sweep = [self._sweeps[queue].get(each, START) for each in ranges.ranges]
             values.update(
                 sweep=self._sweeping(queue),
@@ -153,7 +160,7 @@ class QueueClaims:
         if now is not sent and not claimed:
             values = self._values(queue, limit, lease, ranges, now)
             claimed = await self._more(now, values, limit, ranges.ranges)
-        topped = self._limits[queue] is not ClaimedWith.KEYS and not ranges.at_start
+        topped = not self._limits[queue].keyed and not ranges.at_start
         if len(claimed) < limit and not claimed.held_back and topped:
             wanted = limit - len(claimed)
             now = self._limits[queue]
@@ -221,7 +228,7 @@ class QueueClaims:
             first["keys_full"],
         )
         jobs = [job_from_row(row) for row in rows if row["id"] is not None]
-        if sent is ClaimedWith.KEYS and values["sweep"]:
+        if sent.keyed and values["sweep"]:
             self._swept(queue, first, ranges)
             self._found_unkeyed[queue] = any(job.partition_key is None for job in jobs)
         return Claimed.within(jobs, asked, headroom)

@@ -1,15 +1,17 @@
 """The claims: a queue's due jobs taken by a process, alone or with a batch of endings in
-the same statement, for a queue without limits (`CLAIM`, `RECORD_AND_CLAIM`) and for one
-with limits (`LIMITED_CLAIM`, `RECORD_AND_LIMITED_CLAIM`, whose extra parts are in
-`flow.py`).
+the same statement, for a queue without limits (`CLAIM`, `RECORD_AND_CLAIM`), for one
+with limits on the whole queue (`LIMITED_CLAIM`, `RECORD_AND_LIMITED_CLAIM`, whose extra
+parts are in `flow.py`), with a per-key limit (`KEYED_CLAIM`, `RECORD_AND_KEYED_CLAIM`,
+`keys.py`), and with both (`LIMITED_KEYED_CLAIM`, `RECORD_AND_LIMITED_KEYED_CLAIM`).
 
-Two statements per claim rather than one that serves both: the limits' parts cost a
-claim of a queue without limits about 0.2 ms of execution and 0.3 ms of planning (a
-third of the statement), measured, and most queues have none. The store picks the
-statement by what the queue's last claim said (`limited` on every row); a claim of a
-queue without limits refuses one that has them (the same primary-key probe as the
-pause), so no claim ever takes a limited queue's jobs without counting, and the store
-claims again with the limited statement at once.
+A statement per kind rather than one that serves all: the limits' parts cost a claim of a
+queue without limits about 0.2 ms of execution and 0.3 ms of planning (a third of the
+statement), measured, and most queues have none; those of the whole queue cost a keyed
+claim a third of its planning. The store picks the statement by what the queue's last
+claim said (`limited` and `keyed` on every row); a claim refuses a queue that has limits
+its statement does not count (the same primary-key probe as the pause), so no claim ever
+takes a limited queue's jobs without counting, and the store claims again with the right
+statement at once.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ from jobqueue.adapters.postgres.queries.sql import in_ranges
 from jobqueue.adapters.postgres.statement import Statement
 
 # The queue's row as every claim reads it, once, by primary key: whether it is paused,
-# and whether it has limits (the claim of a queue without limits takes nothing of one
-# that has them, and every claim answers which it found).
+# whether it has limits on the whole queue (`limited`), and a per-key limit (`keyed`):
+# the claim of a queue without limits takes nothing of one that has them, and every
+# claim answers which it found.
 _QUEUE = """
     queue AS MATERIALIZED (
         SELECT paused_at IS NOT NULL AS paused,
-            concurrency IS NOT NULL OR rate_limit IS NOT NULL OR key_concurrency IS NOT NULL
-            AS limited,
+            concurrency IS NOT NULL OR rate_limit IS NOT NULL AS limited,
             key_concurrency IS NOT NULL AS keyed
         FROM queues WHERE name = :queue
     )
@@ -57,7 +59,7 @@ def _due(held: str) -> str:
 
 _DUE = _due("paused OR keyed")
 # A queue without limits, as its claim sees it: not paused, and still without limits.
-_DUE_UNLIMITED = _due("paused OR limited")
+_DUE_UNLIMITED = _due("paused OR limited OR keyed")
 
 # Of the jobs a limited claim locked, those the queue's limits allow (`flow.py`), in the
 # order read.
@@ -94,10 +96,11 @@ _LIMITED_NOW = (
 )
 _LEFT = "allowance.concurrency_left, allowance.rate_left, allowance.rate_opens_in"
 _NO_KEYS = "CAST(NULL AS text) AS next_after_key, CAST(NULL AS integer) AS keys_full"
-_NONE_LEFT = (
+_NO_LEFT = (
     "CAST(NULL AS integer) AS concurrency_left, CAST(NULL AS integer) AS rate_left,"
-    f" CAST(NULL AS interval) AS rate_opens_in, {_NO_KEYS}"
+    " CAST(NULL AS interval) AS rate_opens_in"
 )
+_NONE_LEFT = f"{_NO_LEFT}, {_NO_KEYS}"
 # The leases a batch of endings held, as two arrays on every row.
 _HELD = """
     SELECT array_agg(ended.id) AS ended_ids, array_agg(ended.lease_token) AS ended_tokens
@@ -163,36 +166,54 @@ RECORD_AND_LIMITED_CLAIM = Statement(
 
 
 # A queue with a per-key limit (`keys.py`): the keys visited and the head's jobs without
-# one read first, then the queue's turn, each key's slots counted and its jobs locked.
-def _keyed(ending: str) -> str:
+# one read first, then each key's slots counted and its jobs locked. With limits on the
+# whole queue too, the queue's turn is taken before the keys' (`flow.gate`), and those
+# limits cap the whole; without them, the queue's row is only read, no stamp is taken
+# and none written, and the claim refuses a queue that has them since.
+def _keyed(ending: str, limited: bool) -> str:
+    if limited:
+        gate = f"{flow.gate(keys.LIMITED, keys.DUE, keys.UNLOCKED)} {flow.allowance(ending)}"
+        started, after = "coalesce((SELECT at FROM stamp), now())", f", {flow.FLOW}"
+    else:
+        gate, started, after = keys.gate(), "now()", ""
     return f"""
-    {keys.KEYS} {keys.HEAD}
-    {flow.gate(keys.LIMITED, keys.DUE, keys.UNLOCKED)}
-    {flow.allowance(ending)} {keys.picked(ending)}
+    {keys.KEYS} {keys.HEAD} {gate} {keys.picked(ending)}
     taken AS MATERIALIZED ({keys.TAKEN}),
-    claimed AS ({_take("taken", "coalesce((SELECT at FROM stamp), now())")}),
-    {flow.FLOW}
+    claimed AS ({_take("taken", started)}) {after}
     """
 
 
-KEYED_CLAIM = Statement(
-    "keyed_claim",
-    f"""
-    WITH RECURSIVE {_QUEUE}, {_keyed("CAST(ARRAY[] AS uuid[])")}
-    SELECT {_LIMITED_NOW}, {_LEFT}, {keys.NEXT_KEY}, {keys.HEAD_ENDS}, claimed.*
-    FROM allowance LEFT JOIN claimed ON true
-    """,
-)
+def _keyed_claim(name: str, limited: bool) -> Statement:
+    left, limits = (_LEFT, "allowance") if limited else (_NO_LEFT, "(SELECT) AS one")
+    return Statement(
+        name,
+        f"""
+        WITH RECURSIVE {_QUEUE}, {_keyed("CAST(ARRAY[] AS uuid[])", limited)}
+        SELECT {_LIMITED_NOW}, {left}, {keys.NEXT_KEY}, {keys.HEAD_ENDS}, claimed.*
+        FROM {limits} LEFT JOIN claimed ON true
+        """,
+    )
 
-RECORD_AND_KEYED_CLAIM = Statement(
-    "record_endings_and_keyed_claim",
-    f"""
-    WITH RECURSIVE ended AS ({ENDINGS}),
-    {_QUEUE}, {_keyed("ARRAY(SELECT id FROM ended)")}
-    SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_LEFT}, {keys.NEXT_KEY},
-        {keys.HEAD_ENDS}, claimed.*
-    FROM ({_HELD}) AS held
-    CROSS JOIN allowance
-    LEFT JOIN claimed ON true
-    """,
+
+def _record_and_keyed_claim(name: str, limited: bool) -> Statement:
+    left, limits = (_LEFT, "CROSS JOIN allowance") if limited else (_NO_LEFT, "")
+    return Statement(
+        name,
+        f"""
+        WITH RECURSIVE ended AS ({ENDINGS}),
+        {_QUEUE}, {_keyed("ARRAY(SELECT id FROM ended)", limited)}
+        SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {left}, {keys.NEXT_KEY},
+            {keys.HEAD_ENDS}, claimed.*
+        FROM ({_HELD}) AS held
+        {limits}
+        LEFT JOIN claimed ON true
+        """,
+    )
+
+
+KEYED_CLAIM = _keyed_claim("keyed_claim", limited=False)
+RECORD_AND_KEYED_CLAIM = _record_and_keyed_claim("record_endings_and_keyed_claim", False)
+LIMITED_KEYED_CLAIM = _keyed_claim("limited_keyed_claim", limited=True)
+RECORD_AND_LIMITED_KEYED_CLAIM = _record_and_keyed_claim(
+    "record_endings_and_limited_keyed_claim", True
 )

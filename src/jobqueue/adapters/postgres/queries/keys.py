@@ -128,6 +128,19 @@ UNLOCKED = "concurrency IS NULL AND rate_limit IS NULL"
 DUE = "EXISTS (SELECT FROM keys) OR EXISTS (SELECT FROM head)"
 
 
+def gate() -> str:
+    """The queue's row, read (not locked), for a claim of a queue whose only limit is
+    per key (`flow.gate`'s place): none when the queue has limits of the whole queue
+    now, which this claim does not count; and all the claim asks for allowed."""
+    return f"""
+    gate AS MATERIALIZED (
+        SELECT name, key_concurrency FROM queues
+        WHERE name = :queue AND {LIMITED} AND {UNLOCKED} AND ({DUE})
+    ),
+    allowance AS MATERIALIZED (SELECT CAST(:limit AS integer) AS n),
+    """
+
+
 def picked(ending: str) -> str:
     """The keys as visited, each with its free slots (its turn taken and its running jobs
     counted when it is visited; `ending`: the ids of the jobs this statement ends, which
