@@ -61,6 +61,9 @@ _DUE = _due("paused OR keyed")
 # A queue without limits, as its claim sees it: not paused, and still without limits.
 _DUE_UNLIMITED = _due("paused OR limited OR keyed")
 
+# How many jobs a limited claim locked: its turn records their starts (as many as its
+# limits allow) before it takes them.
+_DUE_COUNT = "(SELECT count(*) FROM due)"
 # Of the jobs a limited claim locked, those the queue's limits allow (`flow.py`), in the
 # order read.
 _TAKEN = """
@@ -120,10 +123,9 @@ LIMITED_CLAIM = Statement(
     "limited_claim",
     f"""
     WITH {_QUEUE}, due AS MATERIALIZED ({_DUE}),
-    {flow.GATE} {flow.allowance("CAST(ARRAY[] AS uuid[])")}
+    {flow.turn("CAST(ARRAY[] AS uuid[])", _DUE_COUNT, record=True)}
     taken AS MATERIALIZED ({_TAKEN}),
-    claimed AS ({_take("taken", "coalesce((SELECT at FROM stamp), now())")}),
-    {flow.FLOW}
+    claimed AS ({_take("taken", flow.STARTED)})
     SELECT {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS}, claimed.* FROM allowance LEFT JOIN claimed ON true
     """,
 )
@@ -132,7 +134,7 @@ LIMITED_CLAIM = Statement(
 # where a busy pool would spend two. The two parts touch disjoint rows (the endings' jobs
 # are processing in the statement's snapshot, the claim takes only pending ones), so
 # neither sees nor needs the other's effects (but for a limited claim's slots, which the
-# endings free: `flow.allowance`). The claimed rows are LEFT JOINed so that a claim
+# endings free: `flow.turn`). The claimed rows are LEFT JOINed so that a claim
 # finding nothing still returns one row carrying the leases that held.
 RECORD_AND_CLAIM = Statement(
     "record_endings_and_claim",
@@ -153,10 +155,9 @@ RECORD_AND_LIMITED_CLAIM = Statement(
     WITH ended AS ({ENDINGS}),
     {_QUEUE},
     due AS MATERIALIZED ({_DUE}),
-    {flow.GATE} {flow.allowance("ARRAY(SELECT id FROM ended)")}
+    {flow.turn("ARRAY(SELECT id FROM ended)", _DUE_COUNT, record=True)}
     taken AS MATERIALIZED ({_TAKEN}),
-    claimed AS ({_take("taken", "coalesce((SELECT at FROM stamp), now())")}),
-    {flow.FLOW}
+    claimed AS ({_take("taken", flow.STARTED)})
     SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS}, claimed.*
     FROM ({_HELD}) AS held
     CROSS JOIN allowance
@@ -167,15 +168,15 @@ RECORD_AND_LIMITED_CLAIM = Statement(
 
 # A queue with a per-key limit (`keys.py`): the keys visited and the head's jobs without
 # one read first, then each key's slots counted and its jobs locked. With limits on the
-# whole queue too, the queue's turn is taken before the keys' (`flow.gate`), and those
-# limits cap the whole; without them, the queue's row is only read, no stamp is taken
-# and none written, and the claim refuses a queue that has them since.
+# whole queue too, the queue's turn is taken before the keys' (`flow.turn`), those limits
+# cap the whole, and the starts are written last (`flow.RECORD`); without them, the
+# queue's row is only read, and the claim refuses a queue that has them since.
 def _keyed(ending: str, limited: bool) -> str:
     if limited:
-        gate = f"{flow.gate(keys.LIMITED, keys.DUE, keys.UNLOCKED)} {flow.allowance(ending)}"
-        started, after = "coalesce((SELECT at FROM stamp), now())", f", {flow.FLOW}"
+        gate = f"{keys.gate(limited=True)} {flow.turn(ending, keys.GATED, record=False)}"
+        started, after = flow.STARTED, f", {flow.RECORD}"
     else:
-        gate, started, after = keys.gate(), "now()", ""
+        gate, started, after = keys.gate(limited=False), "now()", ""
     return f"""
     {keys.KEYS} {keys.HEAD} {gate} {keys.picked(ending)}
     taken AS MATERIALIZED ({keys.TAKEN}),
@@ -183,8 +184,12 @@ def _keyed(ending: str, limited: bool) -> str:
     """
 
 
+# The turn's answer, with the starts written once the claim is known (`flow.RECORD`).
+_RECORDED = "(allowance LEFT JOIN recorded ON true)"
+
+
 def _keyed_claim(name: str, limited: bool) -> Statement:
-    left, limits = (_LEFT, "allowance") if limited else (_NO_LEFT, "(SELECT) AS one")
+    left, limits = (_LEFT, _RECORDED) if limited else (_NO_LEFT, "(SELECT) AS one")
     return Statement(
         name,
         f"""
@@ -196,7 +201,7 @@ def _keyed_claim(name: str, limited: bool) -> Statement:
 
 
 def _record_and_keyed_claim(name: str, limited: bool) -> Statement:
-    left, limits = (_LEFT, "CROSS JOIN allowance") if limited else (_NO_LEFT, "")
+    left, limits = (_LEFT, f"CROSS JOIN {_RECORDED}") if limited else (_NO_LEFT, "")
     return Statement(
         name,
         f"""

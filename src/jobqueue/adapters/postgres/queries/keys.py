@@ -16,8 +16,8 @@ take turns per key, not per queue: visiting a key, a claim takes the key's advis
 through `jobqueue_free_slots` (migration 0019), then locks at most the key's free slots
 of its due jobs; a key whose turn another claim holds is passed over, as SKIP LOCKED
 passes a locked job, so claims of different keys never wait for each other. The queue's
-row is locked only for its own limits, when it has any (`flow.allowance`), which then
-bound the whole.
+row is locked only for its own limits, when it has any (`flow.turn`), which then bound
+the whole.
 
 Jobs without a key in such a queue share no slot. They are not in the index of keys; a
 claim looks for them among the next `SWEEP_PROBE` due jobs of each (priority, type)
@@ -121,17 +121,27 @@ HEAD_ENDS = """
 """
 
 # A queue with a per-key limit, not paused, when it has keys or jobs without one to
-# visit; its row is locked only when it has limits on the whole queue too (each key's
-# turn is its own). Without that row (`flow.gate`), nothing is visited nor locked.
+# visit. Without that row (`gate`), nothing is visited nor locked.
 LIMITED = "key_concurrency IS NOT NULL AND paused_at IS NULL"
+# Without limits of the whole queue (a claim of keys alone refuses a queue that has them).
 UNLOCKED = "concurrency IS NULL AND rate_limit IS NULL"
 DUE = "EXISTS (SELECT FROM keys) OR EXISTS (SELECT FROM head)"
+# Whether the claim has a queue to visit, as `flow.turn` is told what is due.
+GATED = "(SELECT count(*) FROM gate)"
 
 
-def gate() -> str:
-    """The queue's row, read (not locked), for a claim of a queue whose only limit is
-    per key (`flow.gate`'s place): none when the queue has limits of the whole queue
-    now, which this claim does not count; and all the claim asks for allowed."""
+def gate(*, limited: bool) -> str:
+    """The queue's row, read (its turn is `flow.turn`'s, when `limited`: the queue also
+    has limits of the whole queue); none when the claim may not visit it. Without
+    `limited`, none either when the queue has limits of the whole queue now, which this
+    claim does not count, and then all the claim asks for is allowed."""
+    if limited:
+        return f"""
+    gate AS MATERIALIZED (
+        SELECT name, key_concurrency FROM queues
+        WHERE name = :queue AND {LIMITED} AND ({DUE})
+    ),
+    """
     return f"""
     gate AS MATERIALIZED (
         SELECT name, key_concurrency FROM queues
@@ -192,7 +202,7 @@ def picked(ending: str) -> str:
 """
 
 
-# Of the jobs picked, those the queue's own limits allow (`flow.allowance`): the jobs
+# Of the jobs picked, those the queue's own limits allow (`flow.turn`): the jobs
 # without a key the sweep found first (they are found only now and then), then the keys
 # in the order visited.
 TAKEN = """
