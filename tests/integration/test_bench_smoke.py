@@ -36,6 +36,7 @@ THROUGHPUTS = {
     "enqueue.http_batch.c4",
     "drain.empty.1pool",
     "drain.empty.2pools",
+    "drain.plain.2pools",
     "drain.limits.2pools",
     "drain.keys.2pools",
     "drain.scheduled.1pool",
