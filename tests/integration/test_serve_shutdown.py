@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.schema import jobs
-from tests.support.processes import Service, free_port, run, start
+from tests.support.processes import Service, free_port, run, start, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
@@ -124,11 +124,12 @@ def test_a_second_signal_exits_at_once_with_130(launch: Any) -> None:
     wait_until_processing(service, job_id)
 
     service.send(signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if any(line["message"].startswith("SIGTERM received") for line in service.log()):
-            break
-        time.sleep(0.05)
+    # The second signal only after the first is handled: sent before, it would be the
+    # first, and begin the 10-minute drain.
+    until(
+        lambda: any(line["message"].startswith("SIGTERM received") for line in service.log()),
+        "serve handled SIGTERM",
+    )
     service.send(signal.SIGINT)
 
     assert service.wait(timeout=60) == 130
