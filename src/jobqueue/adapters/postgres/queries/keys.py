@@ -123,8 +123,6 @@ HEAD_ENDS = """
 # A queue with a per-key limit, not paused, when it has keys or jobs without one to
 # visit. Without that row (`gate`), nothing is visited nor locked.
 LIMITED = "key_concurrency IS NOT NULL AND paused_at IS NULL"
-# Without limits of the whole queue (a claim of keys alone refuses a queue that has them).
-UNLOCKED = "concurrency IS NULL AND rate_limit IS NULL"
 DUE = "EXISTS (SELECT FROM keys) OR EXISTS (SELECT FROM head)"
 # Whether the claim has a queue to visit, as `flow.turn` is told what is due.
 GATED = "(SELECT count(*) FROM gate)"
@@ -134,20 +132,22 @@ def gate(*, limited: bool) -> str:
     """The queue's row, read (its turn is `flow.turn`'s, when `limited`: the queue also
     has limits of the whole queue); none when the claim may not visit it. Without
     `limited`, none either when the queue has limits of the whole queue now, which this
-    claim does not count, and then all the claim asks for is allowed."""
-    if limited:
-        return f"""
-    gate AS MATERIALIZED (
-        SELECT name, key_concurrency FROM queues
-        WHERE name = :queue AND {LIMITED} AND ({DUE})
-    ),
-    """
+    claim does not count (it refuses such a queue), and all the claim asks for is
+    allowed."""
+    whole_queue, allowance = (
+        ("", "")
+        if limited
+        else (
+            "AND concurrency IS NULL AND rate_limit IS NULL",
+            "allowance AS MATERIALIZED (SELECT CAST(:limit AS integer) AS n),",
+        )
+    )
     return f"""
     gate AS MATERIALIZED (
         SELECT name, key_concurrency FROM queues
-        WHERE name = :queue AND {LIMITED} AND {UNLOCKED} AND ({DUE})
+        WHERE name = :queue AND {LIMITED} {whole_queue} AND ({DUE})
     ),
-    allowance AS MATERIALIZED (SELECT CAST(:limit AS integer) AS n),
+    {allowance}
     """
 
 
