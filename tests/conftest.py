@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.database import create_engine
@@ -108,13 +109,30 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     """An engine on this module's database, emptied before each test."""
     url, pooler = pgbouncer.routed_url(database_url)
     engine = create_engine(url, pool_size=5, pooler=pooler)
-    async with engine.begin() as connection:
-        # Not `processes`: a module's running services keep their heartbeats in it.
-        await connection.execute(
-            text("TRUNCATE jobs, queues, job_types, periodic_slots, job_rollup")
-        )
+    await _emptied(engine)
     yield engine
     await engine.dispose()
+
+
+# A module's running services claim from its database meanwhile: a claim locks `queues`
+# (its pause probe) before `jobs`, TRUNCATE the other way round, and PostgreSQL then
+# breaks the deadlock by failing one of them. The claim is retried by its service; the
+# TRUNCATE is retried here.
+_TRUNCATE_TRIES = 5
+
+
+async def _emptied(engine: AsyncEngine) -> None:
+    for tried in range(1, _TRUNCATE_TRIES + 1):
+        try:
+            async with engine.begin() as connection:
+                # Not `processes`: a module's running services keep their heartbeats in it.
+                await connection.execute(
+                    text("TRUNCATE jobs, queues, job_types, periodic_slots, job_rollup")
+                )
+            return
+        except DBAPIError as error:
+            if "deadlock detected" not in str(error) or tried == _TRUNCATE_TRIES:
+                raise
 
 
 @pytest.fixture(scope="session")
