@@ -226,8 +226,10 @@ class InMemoryJobStore:
             ),
             key=lambda job: (position[job.priority, job.type], job.run_at, self._sequence[job.id]),
         )
-        if self._limits.limits(queue).key_concurrency is not None:
-            due, headroom = self._limits.rotation(queue, due, running, max(allowed, 0), headroom)
+        if self._limits.limits(queue).keyed:
+            due, headroom = self._limits.rotation(
+                queue, due, running, max(allowed, 0), headroom, now
+            )
         due = due[: max(allowed, 0)]
         self._limits.started(queue, len(due), now)
         taken = [
@@ -468,6 +470,10 @@ class InMemoryJobStore:
             )
             for job in expired
         ]
+
+    async def prune_key_starts(self, limit: int) -> int:
+        await self._enter()
+        return self._limits.forget_key_starts(self.clock(), limit)
 
     async def prune_finished(self, older_than: Mapping[Status, timedelta], limit: int) -> int:
         await self._enter()

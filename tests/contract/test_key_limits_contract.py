@@ -2,16 +2,18 @@
 (its running jobs are its slots, freed by their endings, also those the same call
 writes), claims take from key after key what each key's slots allow and resume after
 the last key they took from, so a key with few jobs is not starved by one with many; jobs
-without a key are claimed beside them; the queue's own limits still cap the whole."""
+without a key are claimed beside them; the queue's own limits still cap the whole. A
+rate per key caps each key's starts within its period, whatever ends."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
 from dataclasses import replace
+from datetime import timedelta
 
 from jobqueue.adapters.postgres.queries.keys import SWEEP_EVERY, SWEEP_PROBE
-from jobqueue.domain.flow import NO_LIMITS, Limit, QueueLimits
+from jobqueue.domain.flow import NO_LIMITS, Limit, QueueLimits, Rate
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
 from tests.contract.steps import LEASE, new_job
@@ -121,3 +123,72 @@ async def test_claims_made_at_once_by_a_process_that_has_not_claimed_yet(
     claims = await asyncio.gather(*(store.claim(2, LEASE, "q", types=TEST_TYPES) for _ in range(4)))
     taken = Counter(job.partition_key for claimed in claims for job in claimed)
     assert taken == {"a": 2, "b": 2}
+
+
+async def test_a_key_rate_caps_each_key_s_starts_and_says_when_a_window_opens(
+    store: JobStore,
+) -> None:
+    await _fill(store, "a", 5)
+    await _fill(store, "b", 1)
+    period = timedelta(minutes=10)
+    await store.set_queue_limits("q", QueueLimits(key_rate=Rate(2, period)))
+    claimed = await store.claim(10, LEASE, "q", types=TEST_TYPES)
+    assert Counter(job.partition_key for job in claimed) == {"a": 2, "b": 1}
+    assert claimed.held_back == {Limit.KEY_RATE}
+    assert claimed.keys_open_in is not None
+    assert period - timedelta(seconds=30) < claimed.keys_open_in <= period
+
+    # Its jobs' endings free no start: the window does, not the slots.
+    endings = [(job.lease, Decision.complete()) for job in claimed]
+    held, more = await store.record_and_claim(endings, 10, LEASE, "q", types=TEST_TYPES)
+    assert held == {job.lease for job in claimed}
+    assert list(more) == []
+    assert more.held_back == {Limit.KEY_RATE}
+
+    # A new key starts at once; the rate is per key.
+    await _fill(store, "c", 3)
+    fresh = await store.claim(10, LEASE, "q", types=TEST_TYPES)
+    assert [job.partition_key for job in fresh] == ["c", "c"]
+
+    # Lifted: the rest at once.
+    await store.set_queue_limits("q", NO_LIMITS)
+    rest = await store.claim(10, LEASE, "q", types=TEST_TYPES)
+    assert Counter(job.partition_key for job in rest) == {"a": 3, "c": 1}
+
+
+async def test_a_key_rate_and_a_key_concurrency_each_hold(store: JobStore) -> None:
+    await _fill(store, "a", 6)
+    limits = QueueLimits(key_concurrency=1, key_rate=Rate(2, timedelta(minutes=10)))
+    await store.set_queue_limits("q", limits)
+    first = await store.claim(10, LEASE, "q", types=TEST_TYPES)
+    assert len(first) == 1
+    assert first.held_back == {Limit.KEY_CONCURRENCY}
+    # Its ending frees the slot, and the window has one start left.
+    _, second = await store.record_and_claim(
+        [(first[0].lease, Decision.complete())], 10, LEASE, "q", types=TEST_TYPES
+    )
+    assert len(second) == 1
+    _, third = await store.record_and_claim(
+        [(second[0].lease, Decision.complete())], 10, LEASE, "q", types=TEST_TYPES
+    )
+    assert list(third) == []
+    assert third.held_back == {Limit.KEY_RATE}
+    state = (await store.queue_summary("q")).state
+    assert state.limits == limits
+
+
+async def test_retention_forgets_the_windows_of_keys_whose_starts_left_the_period(
+    store: JobStore,
+) -> None:
+    await _fill(store, "a", 2)
+    await _fill(store, "b", 2)
+    await store.set_queue_limits("q", QueueLimits(key_rate=Rate(1, timedelta(minutes=10))))
+    assert len(await store.claim(10, LEASE, "q", types=TEST_TYPES)) == 2
+    # Within the period, the windows hold: forgetting them would let the keys start more.
+    assert await store.prune_key_starts(10) == 0
+    assert list(await store.claim(10, LEASE, "q", types=TEST_TYPES)) == []
+    # Without a key rate, no window holds anything.
+    await store.set_queue_limits("q", QueueLimits(key_concurrency=5))
+    assert await store.prune_key_starts(1) == 1
+    assert await store.prune_key_starts(10) == 1
+    assert await store.prune_key_starts(10) == 0

@@ -1,6 +1,7 @@
 """A handler module for the flow-control tests: `held` jobs take a while (a slot each, on
 the `limited` queue), `paced` ones nothing (a start each, on the `paced` queue), `tenant`
-jobs a while, each in the partition of its payload's tenant (on the `tenants` queue)."""
+jobs a while, each in the partition of its payload's tenant (on the `tenants` queue),
+`paced_tenant` ones nothing, in their tenant's partition (on the `paced_keys` queue)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,8 @@ async def paced(ctx: JobContext, payload: object) -> None:
 @registry.handler("tenant", queue="tenants", partition_by=("tenant",))
 async def tenant(ctx: JobContext, payload: object) -> None:
     await asyncio.sleep(HELD_SECONDS)
+
+
+@registry.handler("paced_tenant", queue="paced_keys", partition_by=("tenant",))
+async def paced_tenant(ctx: JobContext, payload: object) -> None:
+    return None

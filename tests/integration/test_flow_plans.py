@@ -79,19 +79,26 @@ KEYS = 200
 
 @pytest.mark.parametrize(
     "limits",
-    [QueueLimits(key_concurrency=2), QueueLimits(concurrency=10_000, key_concurrency=2)],
+    [
+        QueueLimits(key_concurrency=2),
+        QueueLimits(concurrency=10_000, key_concurrency=2),
+        QueueLimits(key_rate=Rate(2, timedelta(hours=1))),
+        QueueLimits(rate=Rate(10_000, timedelta(hours=1)), key_rate=Rate(2, timedelta(hours=1))),
+    ],
     ids=str,
 )
 async def test_a_claim_with_a_per_key_limit_reads_the_keys_it_visits_not_their_backlogs(
     engine: AsyncEngine, limits: QueueLimits
 ) -> None:
-    """One key's flood of 20,000 jobs and 200 keys of 5 each, at most 2 running per key:
+    """One key's flood of 20,000 jobs and 200 keys of 5 each, at most 2 running (or
+    started within the hour) per key:
     a claim visits a bounded number of keys (one index descent each), locks no more of a
     key's jobs than its free slots, and sweeps a bounded number of due jobs for jobs
     without a key; the flood's size never shows, even with the statistics of an empty
     table, as after a deployment's first ANALYZE."""
     async with engine.begin() as connection:
         await connection.execute(text("DELETE FROM jobs"))
+        await connection.execute(text("DELETE FROM key_starts"))
         await connection.execute(text("ANALYZE jobs"))
     await _seed(engine, "keyed", BACKLOG, "'a'", analyze=False)
     await _seed(engine, "keyed", 5 * KEYS, f"'k' || (n % {KEYS})", analyze=False)
@@ -109,3 +116,36 @@ async def test_a_claim_with_a_per_key_limit_reads_the_keys_it_visits_not_their_b
         assert len(claimed) == CLAIM
     later = await _read(engine, store.claim(CLAIM, lease, "keyed", types=TYPES))
     assert later <= bound + 2 * visited, later
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [QueueLimits(key_concurrency=2), QueueLimits(key_rate=Rate(2, timedelta(hours=1)))],
+    ids=str,
+)
+async def test_a_claim_takes_the_turns_of_the_keys_it_takes_from_and_no_more(
+    engine: AsyncEngine, limits: QueueLimits
+) -> None:
+    """Each key visited is a turn held to the claim's commit (an advisory lock), which
+    other claims pass over: a claim that got all it asked for from the first keys must
+    not have visited the rest, nor one that reports what held it back."""
+    keys = 30
+    await _seed(engine, "keyed", 2 * keys, f"'k' || lpad(CAST(n % {keys} AS text), 2, '0')")
+    store = PostgresJobStore(engine)
+    await store.set_queue_limits("keyed", limits)
+    lease = timedelta(minutes=5)
+    await store.claim(CLAIM, lease, "keyed", types=TYPES)  # the statement chosen
+    with capture_statements(engine) as sent:
+        await store.claim(CLAIM, lease, "keyed", types=TYPES)
+    statement, parameters = [(s, p) for s, p in sent if "jobqueue_key_turn" in s][-1]
+    async with engine.connect() as connection:
+        claimed = (await connection.exec_driver_sql(statement, tuple(parameters))).all()
+        turns = await connection.scalar(
+            text(
+                "SELECT count(*) FROM pg_locks"
+                " WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+            )
+        )
+        await connection.rollback()
+    assert len(claimed) == CLAIM
+    assert turns == CLAIM // 2

@@ -3,9 +3,10 @@ database's own count of running jobs, sampled every 20 ms, across three worker p
 of 20 workers each: 10 s undisturbed, then 30 s while one of them is SIGKILLed every few
 seconds (the undisturbed part only shows the limit reached and held: the killing part
 asks everything of it, for the 30 s the issue names); a rate holds in every one-second
-window of the jobs' start times; a limit changed through the API is obeyed within a
-second; with a per-key limit, a key submitting ten jobs behind another's ten thousand
-has them all started within a few job durations."""
+window of the jobs' start times, and a rate per key in every window of each key's; a
+limit changed through the API is obeyed within a second; with a per-key limit, a key
+submitting ten jobs behind another's ten thousand has them all started within a few job
+durations."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ LIMIT = 5
 PROCESSES = 3
 SETTINGS = {
     "WORKERS": "20",
-    "QUEUES": "limited,paced,tenants",
+    "QUEUES": "limited,paced,tenants,paced_keys",
     "POLL_INTERVAL": "200ms",
     "RECOVERY_INTERVAL": "500ms",
     # A killed process's slots come back about a lease after the kill.
@@ -180,15 +181,61 @@ async def test_a_rate_holds_in_every_second_across_processes(
             )
         )
         assert len(starts) == PACED_JOBS
-        # Every window of one second: the most starts any holds is in one that begins
-        # at a start.
-        busiest = max(
-            sum(1 for other in starts[index:] if other < start + 1.0)
-            for index, start in enumerate(starts)
-        )
-        assert busiest <= RATE
-        rate = (len(starts) - 1) / (starts[-1] - starts[0])
-        assert rate >= 0.9 * RATE, f"{rate:.1f} starts a second"
+        _assert_paced(starts, RATE)
+    finally:
+        await connection.close()
+
+
+def _assert_paced(starts: list[float], rate: int) -> None:
+    """No window of one second holds more than `rate` of the sorted `starts` (the most
+    any holds is in one that begins at a start), and they came at 90 % of it at least."""
+    busiest = max(
+        sum(1 for other in starts[index:] if other < start + 1.0)
+        for index, start in enumerate(starts)
+    )
+    assert busiest <= rate
+    came = (len(starts) - 1) / (starts[-1] - starts[0])
+    assert came >= 0.9 * rate, f"{came:.1f} starts a second"
+
+
+KEY_RATE = 10
+PACED_KEYS = ("t1", "t2", "t3")
+PACED_PER_KEY = 50
+
+
+@pytest.mark.timeout(120)
+async def test_a_rate_per_key_holds_in_every_second_of_each_key(
+    database_url: str, tmp_path: Path
+) -> None:
+    connection = await asyncpg.connect(dsn(database_url))
+    try:
+        for key in PACED_KEYS:
+            await connection.execute(
+                "INSERT INTO jobs (type, queue, max_attempts, partition_key)"
+                " SELECT 'paced_tenant', 'paced_keys', 25, $1 FROM generate_series(1, $2::int)",
+                key,
+                PACED_PER_KEY,
+            )
+        with _fleet() as services:
+            limits = {"QUEUE_LIMITS": f"paced_keys key_rate={KEY_RATE}/s"}
+            for slot in range(2):
+                services.append(_worker(database_url, tmp_path / f"w{slot}", **limits))
+            deadline = time.monotonic() + 3 * PACED_PER_KEY / KEY_RATE
+            while await connection.fetchval(
+                "SELECT count(*) FROM jobs WHERE queue = 'paced_keys' AND status <> 'completed'"
+            ):
+                assert time.monotonic() < deadline, "the keys' jobs did not drain"
+                await asyncio.sleep(0.2)
+        for key in PACED_KEYS:
+            starts = sorted(
+                row[0].timestamp()
+                for row in await connection.fetch(
+                    "SELECT started_at FROM jobs WHERE partition_key = $1 AND attempts = 1",
+                    key,
+                )
+            )
+            assert len(starts) == PACED_PER_KEY
+            _assert_paced(starts, KEY_RATE)
     finally:
         await connection.close()
 

@@ -23,6 +23,7 @@ from jobqueue.adapters.postgres.schema import (
     job_rollup,
     job_types,
     jobs,
+    key_starts,
     metadata,
     periodic_slots,
     processes,
@@ -580,6 +581,7 @@ def test_drift_check_notices_a_column_the_migrations_lack(database_url: str) -> 
     periodic_slots.to_metadata(changed)
     processes.to_metadata(changed)
     job_rollup.to_metadata(changed)
+    key_starts.to_metadata(changed)
     jobs.to_metadata(changed).append_column(Column("colour", Text))
     drift = _drift(database_url, changed)
     assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "colour")]

@@ -18,6 +18,7 @@ class FakeLimits:
     def __init__(self) -> None:
         self._limits: dict[str, tuple[QueueLimits, LimitsSource]] = {}
         self._starts: defaultdict[str, list[datetime]] = defaultdict(list)
+        self._key_starts: defaultdict[tuple[str, str], list[datetime]] = defaultdict(list)
         # The key each queue's rotation resumes after, as a process keeps it.
         self._after_key: defaultdict[str, str] = defaultdict(str)
 
@@ -52,14 +53,20 @@ class FakeLimits:
         return Headroom(concurrency, limits.rate.limit - len(recent), opens_at - now)
 
     def rotation(
-        self, queue: str, due: list[Job], running: list[Job], limit: int, headroom: Headroom
+        self,
+        queue: str,
+        due: list[Job],
+        running: list[Job],
+        limit: int,
+        headroom: Headroom,
+        now: datetime,
     ) -> tuple[list[Job], Headroom]:
         """`due` (in claim order) as a claim with a per-key limit takes them
         (`queries/keys.py`): the jobs without a key first (PostgreSQL finds those by a
         sweep of the queue; here, all at once), then key after key from the one after the
-        last taken from, wrapping round, each up to its free slots, until `limit`."""
-        cap = self.limits(queue).key_concurrency
-        assert cap is not None
+        last taken from, wrapping round, each up to its free slots (its running jobs and
+        its rate's window), until `limit`; their starts are recorded per key."""
+        limits = self.limits(queue)
         keys = sorted({job.partition_key for job in due if job.partition_key is not None})
         after = self._after_key[queue]
         keys = ([key for key in keys if key > after] + [key for key in keys if key <= after])[
@@ -67,24 +74,68 @@ class FakeLimits:
         ]
         busy = Counter(job.partition_key for job in running)
         order = [job for job in due if job.partition_key is None][:limit]
-        visited: list[str] = []
+        visited: dict[str, tuple[int, int | None, datetime | None]] = {}
         for key in keys:
             if len(order) >= limit:
                 break
-            visited.append(key)
+            slots, rate_left, opens_at = self._key_turn(queue, key, busy[key], now)
+            visited[key] = (slots, rate_left, opens_at)
             own = sorted(
                 (job for job in due if job.partition_key == key),
                 key=lambda job: (job.priority, job.run_at),
             )
-            order += own[: max(0, min(cap - busy[key], limit - len(order)))]
+            order += own[: max(0, min(slots, limit - len(order)))]
         order = order[:limit]
         taken = [job.partition_key for job in order if job.partition_key is not None]
         if taken or visited:
-            self._after_key[queue] = str(taken[-1] if taken else visited[-1])
+            self._after_key[queue] = str(taken[-1] if taken else list(visited)[-1])
         took = Counter(taken)
-        full = sum(1 for key in visited if cap - busy[key] <= took[key])
-        held = full if len(order) < limit else None
-        return order, replace(headroom, keys_full=held)
+        for key, count in took.items():
+            if limits.key_rate is not None:
+                self._key_starts[queue, str(key)] += [now] * count
+        if len(order) >= limit:
+            return order, replace(headroom, keys_full=None)
+        full = [key for key, (slots, _, _) in visited.items() if slots <= took[key]]
+        spent = [
+            opens_at
+            for key, (_, rate_left, opens_at) in visited.items()
+            if rate_left is not None and opens_at is not None and rate_left <= took[key]
+        ]
+        return order, replace(
+            headroom,
+            keys_full=len(full),
+            keys_rate_spent=len(spent),
+            key_rate_opens_in=min(spent) - now if spent else None,
+        )
+
+    def _key_turn(
+        self, queue: str, key: str, running: int, now: datetime
+    ) -> tuple[int, int | None, datetime | None]:
+        """A key's free slots, what its rate has left and when its window opens (None
+        without a key rate), as `jobqueue_key_turn` counts them."""
+        limits = self.limits(queue)
+        slots = None if limits.key_concurrency is None else limits.key_concurrency - running
+        if limits.key_rate is None:
+            return max(0, slots or 0), None, None
+        period = limits.key_rate.period
+        recent = sorted(at for at in self._key_starts[queue, key] if at > now - period)
+        self._key_starts[queue, key] = recent
+        rate_left = limits.key_rate.limit - len(recent)
+        slots = rate_left if slots is None else min(slots, rate_left)
+        return max(0, slots), rate_left, (recent[0] if recent else now) + period
+
+    def forget_key_starts(self, now: datetime, limit: int) -> int:
+        """Forget up to `limit` keys' windows whose last start left their period."""
+        stale = [
+            (queue, key)
+            for (queue, key), starts in self._key_starts.items()
+            if (rate := self.limits(queue).key_rate) is None
+            or not starts
+            or max(starts) <= now - rate.period
+        ][:limit]
+        for each in stale:
+            del self._key_starts[each]
+        return len(stale)
 
     def started(self, queue: str, count: int, now: datetime) -> None:
         if self.limits(queue).rate is not None:

@@ -5,7 +5,8 @@
 - rate: at most so many starts within any window of a period (`Rate`), on the database's
   clock;
 - key concurrency: at most so many running jobs of one partition key (`partition.py`),
-  claims rotating between keys.
+  claims rotating between keys;
+- key rate: at most so many starts of one partition key within any window of a period.
 
 Limits are kept with the queue (`queues` row) and enforced by the claim statement itself,
 so a change holds from the claim after its commit on, in every process. A job held back
@@ -67,9 +68,11 @@ class Rate:
         return f"{self.limit}/{_duration_text(self.period)}"
 
 
-# Each limit's name, as settings, the API and the CLI spell it; those that are counts.
-_NAMES = ("concurrency", "rate", "key_concurrency")
+# Each limit's name, as settings, the API and the CLI spell it; those that are counts,
+# and those that are rates.
+_NAMES = ("concurrency", "rate", "key_concurrency", "key_rate")
 _COUNTS = ("concurrency", "key_concurrency")
+_RATES = ("rate", "key_rate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,7 @@ class QueueLimits:
     concurrency: int | None = None
     rate: Rate | None = None
     key_concurrency: int | None = None
+    key_rate: Rate | None = None
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -93,17 +97,22 @@ class QueueLimits:
     def any(self) -> bool:
         return any(getattr(self, name) is not None for name in _NAMES)
 
+    @property
+    def keyed(self) -> bool:
+        """Whether the queue has limits per partition key."""
+        return self.key_concurrency is not None or self.key_rate is not None
+
     @classmethod
     def parse(cls, text: str) -> QueueLimits:
-        """`concurrency=5 rate=100/1m key_concurrency=2`: each limit as name=value,
-        apart by spaces."""
+        """`concurrency=5 rate=100/1m key_concurrency=2 key_rate=10/1m`: each limit as
+        name=value, apart by spaces."""
         given: dict[str, str] = {}
         for part in text.split():
             name, equals, value = part.partition("=")
             if not equals or name not in _NAMES:
                 raise ValueError(
-                    f"{part!r}: a limit is concurrency=N, rate=N/PERIOD or key_concurrency=N,"
-                    " as in 'concurrency=5 rate=100/1m'"
+                    f"{part!r}: a limit is concurrency=N, rate=N/PERIOD, key_concurrency=N"
+                    " or key_rate=N/PERIOD, as in 'concurrency=5 rate=100/1m'"
                 )
             if name in given:
                 raise ValueError(f"{name} is given twice")
@@ -116,11 +125,12 @@ class QueueLimits:
             if count is not None and not count.isdigit():
                 raise ValueError(f"{name} must be a whole number, got {count!r}")
             counts[name] = None if count is None else int(count)
-        rate = given.get("rate")
+        rates = {name: Rate.parse(given[name]) for name in _RATES if name in given}
         return cls(
-            counts["concurrency"],
-            None if rate is None else Rate.parse(rate),
-            counts["key_concurrency"],
+            concurrency=counts["concurrency"],
+            rate=rates.get("rate"),
+            key_concurrency=counts["key_concurrency"],
+            key_rate=rates.get("key_rate"),
         )
 
     def __str__(self) -> str:
@@ -139,19 +149,22 @@ def limits_in_use(
     rate: str | None,
     started: int | None,
     key_concurrency: int | None = None,
+    key_rate: str | None = None,
     *,
     declared: bool = False,
 ) -> str:
     """A queue's limits with their use, as people read them ("3 of 5 running, 40 of 100/m
-    started, 2 per key"); "" without limits. `declared`: set by QUEUE_LIMITS, not an
-    operator."""
+    started, 2 running per key, 10/m started per key"); "" without limits. `declared`: set by
+    QUEUE_LIMITS, not an operator."""
     parts = []
     if concurrency is not None:
         parts.append(f"{running} of {concurrency} running")
     if rate is not None:
         parts.append(f"{started} of {rate} started")
     if key_concurrency is not None:
-        parts.append(f"{key_concurrency} per key")
+        parts.append(f"{key_concurrency} running per key")
+    if key_rate is not None:
+        parts.append(f"{key_rate} started per key")
     if parts and declared:
         parts.append("(QUEUE_LIMITS)")
     return ", ".join(parts)
@@ -163,6 +176,7 @@ class Limit(enum.StrEnum):
     CONCURRENCY = "concurrency"
     RATE = "rate"
     KEY_CONCURRENCY = "key_concurrency"
+    KEY_RATE = "key_rate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,18 +184,23 @@ class Headroom:
     """What a queue's limits had left when a claim was made: None for a limit the queue
     does not have; `rate_opens_in`: how long until the rate's window lets one more
     start, counted from the claim; `keys_full`: how many of the keys it visited had no
-    free slot (None: no per-key limit)."""
+    free slot (None: no per-key limit), `keys_rate_spent` how many of those for their
+    key rate, the soonest of whose windows lets one more start in `key_rate_opens_in`."""
 
     concurrency: int | None = None
     rate: int | None = None
     rate_opens_in: timedelta | None = None
     keys_full: int | None = None
+    keys_rate_spent: int | None = None
+    key_rate_opens_in: timedelta | None = None
 
 
 class Claimed(list[Job]):
     """The jobs a claim took, in the order to start them, and what held it back: the
-    limits that let it take fewer than it asked for (`held_back`), and, when the rate
-    was one, how long until it lets the queue start more (`retry_in`)."""
+    limits that let it take fewer than it asked for (`held_back`); when the queue's rate
+    was one, how long until it lets the queue start more (`retry_in`), and when a key's
+    rate was, until the first of those keys may start more (`keys_open_in`: other keys'
+    jobs may come sooner)."""
 
     def __init__(
         self,
@@ -189,10 +208,12 @@ class Claimed(list[Job]):
         *,
         held_back: frozenset[Limit] = frozenset(),
         retry_in: timedelta | None = None,
+        keys_open_in: timedelta | None = None,
     ) -> None:
         super().__init__(jobs)
         self.held_back = held_back
         self.retry_in = retry_in
+        self.keys_open_in = keys_open_in
 
     @classmethod
     def within(cls, jobs: list[Job], asked: int, headroom: Headroom) -> Claimed:
@@ -204,10 +225,15 @@ class Claimed(list[Job]):
         rate_spent = headroom.rate is not None and took >= headroom.rate
         if took < asked and rate_spent:
             held.add(Limit.RATE)
-        if took < asked and headroom.keys_full:
+        by_rate = headroom.keys_rate_spent or 0
+        if took < asked and (headroom.keys_full or 0) > by_rate:
             held.add(Limit.KEY_CONCURRENCY)
+        keys_open_in = None
+        if took < asked and by_rate:
+            held.add(Limit.KEY_RATE)
+            keys_open_in = headroom.key_rate_opens_in
         retry_in = headroom.rate_opens_in if rate_spent else None
-        return cls(jobs, held_back=frozenset(held), retry_in=retry_in)
+        return cls(jobs, held_back=frozenset(held), retry_in=retry_in, keys_open_in=keys_open_in)
 
 
 def _duration_text(period: timedelta) -> str:

@@ -176,6 +176,12 @@ class JobStore(PeriodicSlots, Protocol):
         """
         ...
 
+    async def prune_key_starts(self, limit: int) -> int:
+        """Forget up to `limit` partition keys' windows of starts whose last start has
+        left its queue's key rate period (or whose queue has no key rate now): a key
+        that stops getting jobs is not visited by claims again. Return how many."""
+        ...
+
     async def list_jobs(self, query: JobQuery) -> JobPage:
         """One page of the jobs `query` asks for, in its status's order (`TRAITS`), ties
         broken by id; `next` is set only when more jobs follow the page. A query's

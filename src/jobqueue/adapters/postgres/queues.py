@@ -147,8 +147,12 @@ def _summed(
 
 def state_from_row(row: Mapping[str, Any]) -> QueueState:
     """A row of `queries/queues._STATE` as the domain's `QueueState`."""
-    rate = None if row["rate_limit"] is None else Rate(row["rate_limit"], row["rate_period"])
-    limits = QueueLimits(row["concurrency"], rate, row["key_concurrency"])
+    limits = QueueLimits(
+        row["concurrency"],
+        _rate(row["rate_limit"], row["rate_period"]),
+        row["key_concurrency"],
+        _rate(row["key_rate_limit"], row["key_rate_period"]),
+    )
     source = row["limits_source"]
     return QueueState(
         row["name"],
@@ -160,13 +164,19 @@ def state_from_row(row: Mapping[str, Any]) -> QueueState:
     )
 
 
+def _rate(limit: int | None, period: timedelta | None) -> Rate | None:
+    return None if limit is None or period is None else Rate(limit, period)
+
+
 def _limit_values(name: str, limits: QueueLimits, source: LimitsSource | None) -> dict[str, object]:
-    rate = limits.rate
+    rate, key_rate = limits.rate, limits.key_rate
     return {
         "name": name,
         "concurrency": limits.concurrency,
         "rate_limit": None if rate is None else rate.limit,
         "rate_period": None if rate is None else rate.period,
         "key_concurrency": limits.key_concurrency,
+        "key_rate_limit": None if key_rate is None else key_rate.limit,
+        "key_rate_period": None if key_rate is None else key_rate.period,
         "source": None if source is None else source.value,
     }

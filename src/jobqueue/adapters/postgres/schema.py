@@ -240,8 +240,11 @@ queues = Table(
     Column("concurrency", Integer, nullable=True),
     Column("rate_limit", Integer, nullable=True),
     Column("rate_period", Interval, nullable=True),
-    # At most so many running jobs per partition key (`domain/partition.py`).
+    # At most so many running jobs, and starts per period, per partition key
+    # (`domain/partition.py`); each key's starts are in `key_starts`.
     Column("key_concurrency", Integer, nullable=True),
+    Column("key_rate_limit", Integer, nullable=True),
+    Column("key_rate_period", Interval, nullable=True),
     Column("limits_source", Text, nullable=True),
     # The starts within its rate's window, a time and a count per claim (`queries/flow.py`).
     Column("starts", ARRAY(DateTime(timezone=True)), nullable=False, server_default="{}"),
@@ -255,6 +258,24 @@ queues = Table(
     ),
     CheckConstraint(f"limits_source IN ({_quoted(LimitsSource)})", name="limits_source"),
     CheckConstraint("(rate_limit IS NULL) = (rate_period IS NULL)", name="rate"),
+    CheckConstraint(f"key_rate_limit BETWEEN 1 AND {MAX_RATE}", name="key_rate_limit"),
+    CheckConstraint(
+        f"key_rate_period BETWEEN {_interval(MIN_PERIOD)} AND {_interval(MAX_PERIOD)}",
+        name="key_rate_period",
+    ),
+    CheckConstraint("(key_rate_limit IS NULL) = (key_rate_period IS NULL)", name="key_rate"),
+)
+
+
+# The starts of a partition key within the window of its queue's key rate, as a queue's
+# row keeps its own (`queries/keys.py`); a row per key that started jobs lately.
+key_starts = Table(
+    "key_starts",
+    metadata,
+    Column("queue", Text, primary_key=True),
+    Column("partition_key", Text, primary_key=True),
+    Column("starts", ARRAY(DateTime(timezone=True)), nullable=False),
+    Column("start_counts", ARRAY(Integer), nullable=False),
 )
 
 

@@ -25,6 +25,7 @@ from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.listing import key_statement, page_from_rows, page_statement
 from jobqueue.adapters.postgres.periodic import PostgresPeriodicSlots
 from jobqueue.adapters.postgres.queries import jobs as q
+from jobqueue.adapters.postgres.queries.keys import PRUNE_KEY_STARTS
 from jobqueue.adapters.postgres.queries.listing import count_selected, prune
 from jobqueue.adapters.postgres.queues import PostgresQueues
 from jobqueue.adapters.postgres.rows import job_from_row
@@ -230,6 +231,9 @@ class PostgresJobStore:
         values: dict[str, object] = {"limit": limit}
         values |= {f"age_{status}": older_than[status] for status in statuses}
         return len(await self._fetch(prune(statuses), values))
+
+    async def prune_key_starts(self, limit: int) -> int:
+        return len(await self._fetch(PRUNE_KEY_STARTS, {"limit": limit}))
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         statement, values = page_statement(query)

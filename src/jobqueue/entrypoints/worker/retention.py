@@ -76,12 +76,18 @@ class RetentionLoop:
             # Also when a batch failed: what the batches before it deleted is gone.
             _log_pruned(pruned)
         await self._prune_rollup()
+        await self._prune_key_starts()
         return pruned
 
     async def _prune_rollup(self) -> None:
         while self._rollup is not None and not self._periodic.stopping:
             count = await self._rollup.prune(ROLLUP_KEPT, self._batch_size)
             if count < self._batch_size:
+                return
+
+    async def _prune_key_starts(self) -> None:
+        while not self._periodic.stopping:
+            if await self._store.prune_key_starts(self._batch_size) < self._batch_size:
                 return
 
     async def _prune(self, status: Status, age: timedelta, pruned: dict[Status, int]) -> None:

@@ -25,11 +25,11 @@ from jobqueue.adapters.postgres.statement import Statement
 # whether it has limits on the whole queue (`limited`), and a per-key limit (`keyed`):
 # the claim of a queue without limits takes nothing of one that has them, and every
 # claim answers which it found.
-_QUEUE = """
+_QUEUE = f"""
     queue AS MATERIALIZED (
         SELECT paused_at IS NOT NULL AS paused,
             concurrency IS NOT NULL OR rate_limit IS NOT NULL AS limited,
-            key_concurrency IS NOT NULL AS keyed
+            {keys.KEYED} AS keyed
         FROM queues WHERE name = :queue
     )
 """
@@ -98,7 +98,10 @@ _LIMITED_NOW = (
     " EXISTS (SELECT FROM queue WHERE keyed) AS keyed"
 )
 _LEFT = "allowance.concurrency_left, allowance.rate_left, allowance.rate_opens_in"
-_NO_KEYS = "CAST(NULL AS text) AS next_after_key, CAST(NULL AS integer) AS keys_full"
+_NO_KEYS = (
+    "CAST(NULL AS text) AS next_after_key, CAST(NULL AS integer) AS keys_full,"
+    " CAST(NULL AS integer) AS keys_rate_spent, CAST(NULL AS interval) AS key_rate_opens_in"
+)
 _NO_LEFT = (
     "CAST(NULL AS integer) AS concurrency_left, CAST(NULL AS integer) AS rate_left,"
     " CAST(NULL AS interval) AS rate_opens_in"
@@ -174,18 +177,21 @@ RECORD_AND_LIMITED_CLAIM = Statement(
 def _keyed(ending: str, limited: bool) -> str:
     if limited:
         gate = f"{keys.gate(limited=True)} {flow.turn(ending, keys.GATED, record=False)}"
-        started, after = flow.STARTED, f", {flow.RECORD}"
+        started, after = flow.STARTED, f", {flow.record(keys.LATEST_STAMP)}"
     else:
         gate, started, after = keys.gate(limited=False), "now()", ""
     return f"""
     {keys.KEYS} {keys.HEAD} {gate} {keys.picked(ending)}
     taken AS MATERIALIZED ({keys.TAKEN}),
-    claimed AS ({_take("taken", started)}) {after}
+    claimed AS ({_take("taken", keys.started(started))}),
+    {keys.RECORD} {after}
     """
 
 
-# The turn's answer, with the starts written once the claim is known (`flow.RECORD`).
+# The turn's answer, with the starts written once the claim is known (`flow.record`),
+# and the keys' (`keys.RECORD`).
 _RECORDED = "(allowance LEFT JOIN recorded ON true)"
+_KEYS_RECORDED = f"{keys.FULL} LEFT JOIN claimed ON {keys.RECORDED} >= 0"
 
 
 def _keyed_claim(name: str, limited: bool) -> Statement:
@@ -195,7 +201,7 @@ def _keyed_claim(name: str, limited: bool) -> Statement:
         f"""
         WITH RECURSIVE {_QUEUE}, {_keyed("CAST(ARRAY[] AS uuid[])", limited)}
         SELECT {_LIMITED_NOW}, {left}, {keys.NEXT_KEY}, {keys.HEAD_ENDS}, claimed.*
-        FROM {limits} LEFT JOIN claimed ON true
+        FROM {limits} {_KEYS_RECORDED}
         """,
     )
 
@@ -211,7 +217,7 @@ def _record_and_keyed_claim(name: str, limited: bool) -> Statement:
             {keys.HEAD_ENDS}, claimed.*
         FROM ({_HELD}) AS held
         {limits}
-        LEFT JOIN claimed ON true
+        {_KEYS_RECORDED}
         """,
     )
 

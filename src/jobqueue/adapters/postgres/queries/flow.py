@@ -58,14 +58,19 @@ def turn(ending: str, due: str, *, record: bool) -> str:
 # a turn.
 STARTED = "coalesce((SELECT stamp FROM allowance), now())"
 
-# The starts of the jobs claimed, written into the rate's window after the claim, for a
-# statement that knew them only then (`turn(record=False)`); joined into its answer, as a
-# CTE that is not read is not run.
-RECORD = """
+
+def record(latest: str) -> str:
+    """The starts of the jobs claimed, written into the rate's window after the claim,
+    for a statement that knew them only then (`turn(record=False)`); joined into its
+    answer, as a CTE that is not read is not run. Stamped at the turn's stamp, or
+    `latest`, the latest time a job it took started at, if later (a key rate's stamp:
+    a window must not let a start out before the job's `started_at` leaves it)."""
+    return f"""
     recorded AS MATERIALIZED (
         SELECT jobqueue_record_starts(
-            :queue, allowance.stamp, CAST((SELECT count(*) FROM claimed) AS integer)
+            :queue, greatest(allowance.stamp, {latest}),
+            CAST((SELECT count(*) FROM claimed) AS integer)
         )
         FROM allowance WHERE allowance.stamp IS NOT NULL
     )
-"""
+    """

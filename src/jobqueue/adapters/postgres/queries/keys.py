@@ -31,6 +31,7 @@ matters.
 from __future__ import annotations
 
 from jobqueue.adapters.postgres.queries.sql import in_ranges
+from jobqueue.adapters.postgres.statement import Statement
 
 # How many keys a claim visits at most, however few jobs it asks for: enough that a claim
 # finds keys with free slots past a few full ones (it visits twice as many as it asks
@@ -122,7 +123,8 @@ HEAD_ENDS = """
 
 # A queue with a per-key limit, not paused, when it has keys or jobs without one to
 # visit. Without that row (`gate`), nothing is visited nor locked.
-LIMITED = "key_concurrency IS NOT NULL AND paused_at IS NULL"
+KEYED = "(key_concurrency IS NOT NULL OR key_rate_limit IS NOT NULL)"
+LIMITED = f"{KEYED} AND paused_at IS NULL"
 DUE = "EXISTS (SELECT FROM keys) OR EXISTS (SELECT FROM head)"
 # Whether the claim has a queue to visit, as `flow.turn` is told what is due.
 GATED = "(SELECT count(*) FROM gate)"
@@ -144,7 +146,7 @@ def gate(*, limited: bool) -> str:
     )
     return f"""
     gate AS MATERIALIZED (
-        SELECT name, key_concurrency FROM queues
+        SELECT name, key_concurrency, key_rate_limit, key_rate_period FROM queues
         WHERE name = :queue AND {LIMITED} {whole_queue} AND ({DUE})
     ),
     {allowance}
@@ -160,14 +162,15 @@ def picked(ending: str) -> str:
     visited nor jobs locked than it needs. Then the jobs without a key the sweep found."""
     return f"""
     visits AS MATERIALIZED (
-        SELECT keys.key, keys.visited,
-            coalesce(
-                jobqueue_free_slots(gate.name, keys.key, {ending}, gate.key_concurrency), 0
-            ) AS slots
-        FROM gate CROSS JOIN keys
+        SELECT keys.key, keys.visited, coalesce(turn.slots, 0) AS slots, turn.rate_left,
+            turn.opens_in, turn.stamp
+        FROM gate CROSS JOIN keys CROSS JOIN LATERAL jobqueue_key_turn(
+            gate.name, keys.key, {ending}, gate.key_concurrency, gate.key_rate_limit,
+            gate.key_rate_period
+        ) AS turn
     ),
     keyed AS MATERIALIZED (
-        SELECT job.id, visits.visited, visits.key
+        SELECT job.id, visits.visited, visits.key, visits.stamp
         FROM visits JOIN LATERAL (
             SELECT each.id
             FROM unnest(CAST(:key_priorities AS smallint[])) AS priorities (priority)
@@ -195,9 +198,9 @@ def picked(ending: str) -> str:
         FOR UPDATE OF jobs SKIP LOCKED
     ),
     picked AS MATERIALIZED (
-        SELECT id, visited, key, 0 AS position FROM keyed
+        SELECT id, visited, key, stamp, 0 AS position FROM keyed
         UNION ALL
-        SELECT id, 0, NULL, position FROM unkeyed
+        SELECT id, 0, NULL, NULL, position FROM unkeyed
     ),
 """
 
@@ -206,14 +209,64 @@ def picked(ending: str) -> str:
 # without a key the sweep found first (they are found only now and then), then the keys
 # in the order visited.
 TAKEN = """
-    SELECT id FROM picked ORDER BY visited, position LIMIT (SELECT n FROM allowance)
+    SELECT id, key, stamp FROM picked
+    ORDER BY visited, position
+    LIMIT (SELECT n FROM allowance)
 """
+
+
+# When a claimed job starts: with a key rate, at its key's turn's stamp, the window's
+# clock (`jobqueue_key_turn`); else at `started`.
+def started(started: str) -> str:
+    return f"coalesce(taken.stamp, {started})"
+
+
+# The starts of each key the claim took from, written into the key's window
+# (`jobqueue_record_key_starts`) under the turn it holds; joined into the statement's
+# answer, as a CTE that is not read is not run. None without a key rate.
+RECORD = """
+    key_recorded AS MATERIALIZED (
+        SELECT jobqueue_record_key_starts(
+            gate.name, taken.key, gate.key_rate_period, taken.stamp,
+            CAST(count(*) AS integer)
+        )
+        FROM gate JOIN taken ON taken.stamp IS NOT NULL
+        GROUP BY gate.name, taken.key, gate.key_rate_period, taken.stamp
+    )
+"""
+RECORDED = "(SELECT count(*) FROM key_recorded)"
+
+# The latest of the claim's keys' stamps, when the queue's own rate records its starts
+# (`flow.RECORD`): no job started before it.
+LATEST_STAMP = "(SELECT max(stamp) FROM taken)"
+
+
+# Retention: up to `:limit` keys' windows whose last start has left the queue's key rate
+# period, deleted by their row addresses. SKIP LOCKED: a window being written is not.
+# A claim that counted a window deleted meanwhile counted nothing in it either.
+PRUNE_KEY_STARTS = Statement(
+    "prune_key_starts",
+    """
+    DELETE FROM key_starts
+    WHERE ctid = ANY(ARRAY(
+        SELECT key_starts.ctid FROM key_starts
+        LEFT JOIN queues ON queues.name = key_starts.queue
+        WHERE key_starts.starts[cardinality(key_starts.starts)]
+            <= now() - coalesce(queues.key_rate_period, interval '0')
+        LIMIT :limit
+        FOR UPDATE OF key_starts SKIP LOCKED
+    ))
+    RETURNING 1
+    """,
+)
 
 
 # Where the process's next claim of the queue starts: after the last key this one took
 # from, or, having taken nothing the queue's own limits allowed, after the last it visited
 # (those were full; where it is when they allowed nothing); and, when the keys left it
-# short, how many of those it visited, each with jobs waiting, have no free slot now.
+# short, how many of those it visited, each with jobs waiting, have no free slot now, how
+# many of those its rate held back, and when the soonest of their windows lets one more
+# start.
 NEXT_KEY = """
     coalesce(
         (SELECT key FROM picked WHERE id IN (SELECT id FROM taken) AND key IS NOT NULL
@@ -222,11 +275,25 @@ NEXT_KEY = """
             (SELECT key FROM keys ORDER BY visited DESC LIMIT 1)
         END
     ) AS next_after_key,
-    CASE WHEN (SELECT count(*) FROM taken) < (SELECT n FROM allowance) THEN (
-        SELECT CAST(count(*) AS integer) FROM visits
-        WHERE visits.slots <= (
-            SELECT count(*) FROM picked
-            WHERE picked.key = visits.key AND picked.id IN (SELECT id FROM taken)
-        )
-    ) END AS keys_full
+    key_use.keys_full, key_use.keys_rate_spent, key_use.key_rate_opens_in
+"""
+
+# The keys a claim left short visited with no free slot left (`NEXT_KEY`), counted. Only
+# for a claim left short (a condition PostgreSQL tests once, before reading `visits`):
+# reading them all otherwise would visit, and lock, every key the claim could have.
+FULL = """
+    LEFT JOIN LATERAL (
+        SELECT CAST(count(*) AS integer) AS keys_full,
+            CAST(count(*) FILTER (WHERE spent.rate_left <= spent.took) AS integer)
+                AS keys_rate_spent,
+            min(spent.opens_in) FILTER (WHERE spent.rate_left <= spent.took)
+                AS key_rate_opens_in
+        FROM (
+            SELECT visits.slots, visits.rate_left, visits.opens_in,
+                (SELECT count(*) FROM taken WHERE taken.key = visits.key) AS took
+            FROM visits
+            WHERE (SELECT count(*) FROM taken) < (SELECT n FROM allowance)
+        ) AS spent
+        WHERE spent.slots <= spent.took
+    ) AS key_use ON true
 """

@@ -20,7 +20,7 @@ PAUSES_CHANNEL = "jobqueue_queues"
 _STATE = f"""
     queues.name, queues.paused_at,
     queues.concurrency, queues.rate_limit, queues.rate_period, queues.limits_source,
-    queues.key_concurrency,
+    queues.key_concurrency, queues.key_rate_limit, queues.key_rate_period,
     CASE WHEN queues.concurrency IS NOT NULL OR queues.key_concurrency IS NOT NULL THEN (
         SELECT count(*) FROM (
             SELECT FROM jobs WHERE jobs.queue = queues.name AND jobs.status = 'processing'
@@ -74,16 +74,19 @@ def _limits_written(condition: str) -> str:
     return f"""
     WITH written AS (
         INSERT INTO queues (
-            name, concurrency, rate_limit, rate_period, key_concurrency, limits_source,
-            updated_at
+            name, concurrency, rate_limit, rate_period, key_concurrency, key_rate_limit,
+            key_rate_period, limits_source, updated_at
         )
         VALUES (
             :name, :concurrency, :rate_limit, CAST(:rate_period AS interval),
-            :key_concurrency, :source, now()
+            :key_concurrency, :key_rate_limit, CAST(:key_rate_period AS interval), :source,
+            now()
         )
         ON CONFLICT (name) DO UPDATE
         SET concurrency = excluded.concurrency,
             key_concurrency = excluded.key_concurrency,
+            key_rate_limit = excluded.key_rate_limit,
+            key_rate_period = excluded.key_rate_period,
             rate_limit = excluded.rate_limit,
             rate_period = excluded.rate_period,
             limits_source = excluded.limits_source,
@@ -113,7 +116,8 @@ UNDECLARE_LIMITS = Statement(
     """
     UPDATE queues
     SET concurrency = NULL, rate_limit = NULL, rate_period = NULL, key_concurrency = NULL,
-        limits_source = NULL, updated_at = now()
+        key_rate_limit = NULL, key_rate_period = NULL, limits_source = NULL,
+        updated_at = now()
     WHERE name = :name AND limits_source = 'settings'
     """,
 )
