@@ -20,9 +20,10 @@ async def client(engine: AsyncEngine, database_url: str) -> AsyncIterator[AsyncT
         yield client
 
 
-async def test_a_per_key_limit_is_set_shown_and_lifted(client: AsyncTestClient[Any]) -> None:
+async def test_per_key_limits_are_set_shown_and_lifted(client: AsyncTestClient[Any]) -> None:
     answer = await client.put(
-        "/queues/reports/limits", json={"concurrency": 4, "key_concurrency": 2}
+        "/queues/reports/limits",
+        json={"concurrency": 4, "key_concurrency": 2, "key_rate": "10/1m"},
     )
     assert answer.status_code == 200, answer.text
     assert answer.json()["limits"] == {
@@ -32,13 +33,26 @@ async def test_a_per_key_limit_is_set_shown_and_lifted(client: AsyncTestClient[A
         "started": None,
         "set_by": "operator",
         "key_concurrency": 2,
+        "key_rate": "10/m",
     }
     listed = {queue["name"]: queue for queue in (await client.get("/queues")).json()["queues"]}
-    assert listed["reports"]["limits"]["key_concurrency"] == 2
+    assert (
+        listed["reports"]["limits"]["key_concurrency"],
+        listed["reports"]["limits"]["key_rate"],
+    ) == (2, "10/m")
+
+    # A key rate alone is a limit of its own; the body replaces the others.
+    alone = await client.put("/queues/reports/limits", json={"key_rate": " 2 / 500ms "})
+    assert alone.status_code == 200, alone.text
+    assert {name: value for name, value in alone.json()["limits"].items() if value is not None} == {
+        "set_by": "operator",
+        "key_rate": "2/500ms",
+    }
 
     lifted = await client.delete("/queues/reports/limits")
     assert lifted.status_code == 200, lifted.text
     assert lifted.json()["limits"]["key_concurrency"] is None
+    assert lifted.json()["limits"]["key_rate"] is None
 
 
 @pytest.mark.parametrize(
@@ -47,17 +61,26 @@ async def test_a_per_key_limit_is_set_shown_and_lifted(client: AsyncTestClient[A
         ({"key_concurrency": 0}, "key_concurrency"),
         ({"key_concurrency": "two"}, "key_concurrency"),
         ({"key_concurrency": 10_001}, "key_concurrency"),
+        ({"key_rate": "fast"}, "invalid limits: key_rate: a rate is starts per period"),
+        ({"key_rate": "0/1m"}, "invalid limits: key_rate: a rate limit must be between 1 and"),
+        ({"key_rate": "5/2d"}, "invalid limits: key_rate: invalid duration '2d'"),
+        ({"key_rate": "5/25h"}, "invalid limits: key_rate: a rate's period must be between"),
+        ({"key_rate": 10}, "at `$.key_rate`"),
+        ({"key_rates": "10/1m"}, "key_rates"),
+        # Which of the two rates is wrong is named.
+        ({"rate": "0/1m", "key_rate": "10/1m"}, "invalid limits: rate: a rate limit must be"),
     ],
 )
 async def test_a_bad_per_key_limit_is_refused_and_changes_nothing(
     client: AsyncTestClient[Any], body: dict[str, Any], says: str
 ) -> None:
-    await client.put("/queues/reports/limits", json={"key_concurrency": 3})
+    await client.put("/queues/reports/limits", json={"key_concurrency": 3, "key_rate": "4/s"})
     answer = await client.put("/queues/reports/limits", json=body)
     assert answer.status_code == 400, answer.text
     assert says in answer.json()["error"]
     listed = {queue["name"]: queue for queue in (await client.get("/queues")).json()["queues"]}
-    assert listed["reports"]["limits"]["key_concurrency"] == 3
+    limits = listed["reports"]["limits"]
+    assert (limits["key_concurrency"], limits["key_rate"]) == (3, "4/s")
 
 
 async def test_a_job_s_partition_key_is_stored_and_shown(client: AsyncTestClient[Any]) -> None:

@@ -241,6 +241,35 @@ def test_queues_from_the_command_line(service: Service, client: Client) -> None:
     assert (code, json.loads(out)["paused"]) == (0, False)
 
 
+def test_a_queue_is_limited_per_key_by_the_client_and_the_command_line(
+    service: Service, client: Client
+) -> None:
+    queue = f"cq{uuid.uuid4().hex[:8]}"
+    limited = client.set_limits(queue, key_concurrency=2, key_rate="10/1m")
+    assert (limited.limits.key_concurrency, limited.limits.key_rate) == (2, "10/m")
+    with pytest.raises(BadRequest) as bad:
+        client.set_limits(queue, key_rate="0/1m")
+    assert bad.value.message.startswith("invalid limits: key_rate: a rate limit must be")
+
+    code, out, err = _cli(service, "queues", "limit", queue, "--key-rate", "3/s")
+    assert code == 0, err
+    assert "3/s per key" in out
+    code, out, _ = _cli(service, "queues", "list")
+    [row] = [line for line in out.splitlines() if line.startswith(queue)]
+    # The command replaced every limit: the per-key concurrency is lifted.
+    assert row.endswith(" 3/s per key")
+    code, out, _ = _cli(service, "queues", "limit", queue, "--key-rate", "2/1m", "--json")
+    assert (code, json.loads(out)["limits"]["key_rate"]) == (0, "2/m")
+
+    code, _, err = _cli(service, "queues", "limit", queue, "--key-rate", "fast")
+    assert code == 1
+    assert "400: invalid limits: key_rate: a rate is starts per period" in err
+    code, _, err = _cli(service, "queues", "limit", queue)
+    assert code == 1
+    assert "give --concurrency, --rate, --key-concurrency, --key-rate" in err
+    assert client.lift_limits(queue).limits.key_rate is None
+
+
 def test_the_queue_list_says_who_consumes_each_queue(service: Service, client: Client) -> None:
     orphan = f"cq{uuid.uuid4().hex[:8]}"
     client.submit("sleep", {"duration": "1ms"}, queue=orphan)

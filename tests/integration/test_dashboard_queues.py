@@ -160,9 +160,10 @@ def test_a_person_limits_a_queue_from_its_page_and_sees_the_limits_in_use(
     page.find('form.limits [name="concurrency"]').send_keys("3")
     page.find('form.limits [name="rate"]').send_keys("100/1m")
     page.find('form.limits [name="key_concurrency"]').send_keys("2")
+    page.find('form.limits [name="key_rate"]').send_keys("10/1m")
     page.follow(page.find("#set-limits"))
 
-    shown = "0 of 3 running, 0 of 100/m started, 2 per key"
+    shown = "0 of 3 running, 0 of 100/m started, 2 running per key, 10/m started per key"
     assert page.text("#limits") == shown
     assert _limits(dashboard_service, "browser-limits") == {
         "concurrency": 3,
@@ -171,6 +172,7 @@ def test_a_person_limits_a_queue_from_its_page_and_sees_the_limits_in_use(
         "started": 0,
         "set_by": "operator",
         "key_concurrency": 2,
+        "key_rate": "10/m",
     }
     page.screenshots("queue-limits")
     page.visit("/ui")
@@ -186,11 +188,21 @@ def test_a_person_limits_a_queue_from_its_page_and_sees_the_limits_in_use(
     page.follow(page.find("#set-limits"))
     assert "invalid duration '2d'" in page.text(".message")
     assert _limits(dashboard_service, "browser-limits")["rate"] == "100/m"
+    # So is a key rate, naming its field.
+    page.visit("/ui/queues/browser-limits")
+    page.expect_console_error(r"400 \(Bad Request\)")
+    key_rate = page.find('form.limits [name="key_rate"]')
+    key_rate.clear()
+    key_rate.send_keys("0/1m")
+    page.follow(page.find("#set-limits"))
+    assert "starts per key: a rate limit must be between 1 and" in page.text(".message")
+    assert _limits(dashboard_service, "browser-limits")["key_rate"] == "10/m"
 
     # Every field emptied: the limits are lifted.
     page.visit("/ui/queues/browser-limits")
-    for field in ("concurrency", "rate", "key_concurrency"):
+    for field in ("concurrency", "rate", "key_concurrency", "key_rate"):
         page.find(f'form.limits [name="{field}"]').clear()
     page.follow(page.find("#set-limits"))
     assert page.text("#limits").startswith("None")
     assert _limits(dashboard_service, "browser-limits")["concurrency"] is None
+    assert _limits(dashboard_service, "browser-limits")["key_rate"] is None

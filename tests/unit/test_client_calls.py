@@ -3,6 +3,7 @@ long it waits, which exception each status is, and what a submission sends."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,7 @@ from jobqueue.client import (
     job_request,
 )
 from jobqueue.client import calls as calls_module
+from jobqueue.wire.queue_requests import QueueLimitsRequest
 from jobqueue.wire.requests import BatchJob, SubmitOptions, UniqueRequest
 
 NOW = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
@@ -278,6 +280,40 @@ def test_the_client_s_keywords_are_the_request_s_options() -> None:
     # A field added to the request is a keyword of `submit` too (or this fails).
     fields = set(BatchJob.__struct_fields__) - {"type", "payload"}
     assert set(SubmitOptions.__annotations__) == fields
+
+
+@pytest.mark.parametrize("client_class", [Client, AsyncClient])
+def test_set_limits_takes_every_limit_the_request_has(client_class: type) -> None:
+    # A limit added to the request is a keyword of `set_limits` too (or this fails).
+    keywords = set(inspect.signature(client_class.set_limits).parameters) - {"self", "queue"}
+    assert keywords == set(QueueLimitsRequest.__struct_fields__)
+
+
+async def test_set_limits_sends_each_limit_and_reads_the_queue_back() -> None:
+    state = {"name": "reports", "paused": False, "paused_at": None}
+    limits = {"key_concurrency": 2, "key_rate": "10/m", "set_by": "operator"}
+    # An older service's answer, without a key rate, still reads.
+    older = {**state, "limits": {"concurrency": 3, "set_by": "operator"}}
+    script = Script(ok({**state, "limits": limits}), ok(older))
+    with client(script) as jobs:
+        answer = jobs.set_limits("reports", key_concurrency=2, key_rate="10/1m")
+        assert jobs.set_limits("reports", concurrency=3).limits.key_rate is None
+    assert (answer.limits.key_concurrency, answer.limits.key_rate) == (2, "10/m")
+    sent = script.requests[0]
+    assert (sent.method, sent.url.path) == ("PUT", "/queues/reports/limits")
+    assert json.loads(sent.content) == {
+        "concurrency": None,
+        "rate": None,
+        "key_concurrency": 2,
+        "key_rate": "10/1m",
+    }
+
+    script = Script(ok({**state, "limits": limits}))
+    async with AsyncClient(
+        "http://jobs.test", transport=httpx.MockTransport(script), retries=FAST
+    ) as async_jobs:
+        await async_jobs.set_limits("reports", key_rate="10/1m")
+    assert json.loads(script.requests[0].content)["key_rate"] == "10/1m"
 
 
 def test_a_job_request_sends_durations_as_text_and_uniqueness_as_its_request() -> None:

@@ -4,6 +4,7 @@ and every file it serves shipped with the package."""
 
 from __future__ import annotations
 
+import html
 from datetime import timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.http.ui.frame import SECURITY_POLICY
 from jobqueue.entrypoints.http.ui.overview import Count, QueueRow, age, listing_href
 from jobqueue.entrypoints.http.ui.pages import STATIC_DIRECTORY, template_config, trace_href
+from jobqueue.entrypoints.http.ui.session import CSRF_COOKIE
 from tests.fakes import InMemoryJobStore
 from tests.support.api import build_api
 
@@ -156,3 +158,37 @@ def test_a_trace_links_under_the_configured_template(
     template: str | None, trace_id: str | None, href: str | None
 ) -> None:
     assert trace_href(template, trace_id) == href
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("key_rate", "fast", "invalid limits: starts per key: a rate is starts per period"),
+        ("key_rate", "0/1m", "invalid limits: starts per key: a rate limit must be between 1"),
+        ("rate", "0/1m", "invalid limits: rate: a rate limit must be between 1"),
+        ("key_concurrency", "0", "invalid limits: running per key: a key concurrency limit"),
+    ],
+)
+def test_the_queue_page_sets_per_key_limits_and_refuses_a_bad_one_saying_which(
+    field: str, value: str, says: str
+) -> None:
+    with TestClient(build_api(store=InMemoryJobStore()).app) as client:
+        client.get("/ui/queues/mail")
+        csrf = client.cookies.get(CSRF_COOKIE)
+        form = {"csrf": csrf, "concurrency": "", "key_concurrency": "2", "key_rate": " 10/1m "}
+        set_limits = client.post("/ui/queues/mail/limits", data=form, follow_redirects=False)
+        page = client.get("/ui/queues/mail").text
+        refused = client.post(
+            "/ui/queues/mail/limits", data={**form, field: value}, follow_redirects=False
+        )
+        listed = client.get("/queues").json()["queues"]
+
+    assert (set_limits.status_code, set_limits.headers["location"]) == (303, "/ui/queues/mail")
+    assert '<p id="limits">2 running per key, 10/m started per key</p>' in page
+    assert 'name="key_rate" value="10/m"' in page
+    assert refused.status_code == 400
+    assert refused.headers["content-type"].startswith("text/html")
+    assert says in html.unescape(refused.text)
+    # Refused, it changed nothing.
+    [limits] = [queue["limits"] for queue in listed if queue["name"] == "mail"]
+    assert (limits["key_concurrency"], limits["key_rate"]) == (2, "10/m")

@@ -7,7 +7,15 @@ from datetime import timedelta
 
 import pytest
 
-from jobqueue.domain.flow import NO_LIMITS, Claimed, Headroom, Limit, QueueLimits, Rate
+from jobqueue.domain.flow import (
+    NO_LIMITS,
+    Claimed,
+    Headroom,
+    Limit,
+    QueueLimits,
+    Rate,
+    limits_in_use,
+)
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.config.rules import ConfigError
 from jobqueue.entrypoints.config.settings import Settings
@@ -55,14 +63,22 @@ def test_limits_are_written_as_name_value_pairs() -> None:
     assert str(keyed) == "concurrency=4 key_concurrency=2"
     assert QueueLimits(key_concurrency=1).any
     assert str(NO_LIMITS) == "none"
+    key_rated = QueueLimits.parse("key_rate=10/1m key_concurrency=2")
+    assert key_rated == QueueLimits(key_concurrency=2, key_rate=Rate(10, timedelta(minutes=1)))
+    assert str(key_rated) == "key_concurrency=2 key_rate=10/m"
+    assert QueueLimits.parse(str(key_rated)) == key_rated
     for bad, says in (
         ("", "no limit given"),
-        ("speed=3", "concurrency=N, rate=N/PERIOD or key_concurrency=N"),
+        ("speed=3", "concurrency=N, rate=N/PERIOD, key_concurrency=N or key_rate=N/PERIOD"),
         ("concurrency=x", "whole number"),
         ("key_concurrency=2.5", "key_concurrency must be a whole number"),
         ("concurrency=0", "between 1 and"),
         ("key_concurrency=10001", "key concurrency limit must be between 1 and 10000"),
         ("concurrency=2 concurrency=3", "given twice"),
+        ("key_rate=fast", "a rate is starts per period"),
+        ("key_rate=0/1m", "a rate limit must be between 1 and 10000, got 0"),
+        ("key_rate=5/2d", "invalid duration"),
+        ("key_rate=1/s key_rate=2/s", "key_rate is given twice"),
     ):
         with pytest.raises(ValueError, match=says):
             QueueLimits.parse(bad)
@@ -80,20 +96,63 @@ def test_queue_limits_settings_name_each_queue() -> None:
         Settings.from_env({"QUEUE_LIMITS": "a concurrency=many"})
     with pytest.raises(ConfigError, match="listed twice"):
         Settings.from_env({"QUEUE_LIMITS": "a concurrency=1; a concurrency=2"})
+    keyed = Settings.from_env({"QUEUE_LIMITS": "tenants key_concurrency=2 key_rate=10/1m"})
+    assert keyed.queue_limits == (
+        ("tenants", QueueLimits(key_concurrency=2, key_rate=Rate(10, timedelta(minutes=1)))),
+    )
+    with pytest.raises(ConfigError, match="QUEUE_LIMITS: queue 'a': a rate is starts per"):
+        Settings.from_env({"QUEUE_LIMITS": "a key_rate=fast"})
+
+
+@pytest.mark.parametrize(
+    ("limits", "shown"),
+    [
+        (QueueLimits(), ""),
+        (QueueLimits(concurrency=5), "3 of 5 running"),
+        (
+            QueueLimits.parse("concurrency=5 rate=100/1m key_concurrency=2 key_rate=10/1m"),
+            "3 of 5 running, 40 of 100/m started, 2 running per key, 10/m started per key",
+        ),
+        (QueueLimits.parse("key_rate=2/s"), "2/s started per key"),
+    ],
+)
+def test_limits_in_use_read_as_people_say_them(limits: QueueLimits, shown: str) -> None:
+    def text(limits: QueueLimits, *, declared: bool = False) -> str:
+        return limits_in_use(
+            limits.concurrency,
+            3,
+            None if limits.rate is None else str(limits.rate),
+            40,
+            limits.key_concurrency,
+            None if limits.key_rate is None else str(limits.key_rate),
+            declared=declared,
+        )
+
+    assert text(limits) == shown
+    # Limits declared in settings say so; no limits say nothing, declared or not.
+    assert text(limits, declared=True) == (f"{shown}, (QUEUE_LIMITS)" if shown else "")
 
 
 def test_settings_override_code_queue_by_queue_and_a_consumed_queue_without_is_lifted() -> None:
     registry = Registry()
     registry.limit("emails", concurrency=10)
-    registry.limit("reports", rate="5/s", key_concurrency=1)
+    registry.limit("reports", rate="5/s", key_concurrency=1, key_rate="10/1m")
+    registry.limit("tenants", key_rate=Rate(2, timedelta(seconds=1)))
     declared = declared_limits(
         registry.queue_limits, (("emails", QueueLimits(3)),), ["default", "emails"]
     )
     assert declared == {
         "default": NO_LIMITS,
         "emails": QueueLimits(3),
-        "reports": QueueLimits(rate=Rate(5, timedelta(seconds=1)), key_concurrency=1),
+        "reports": QueueLimits(
+            rate=Rate(5, timedelta(seconds=1)),
+            key_concurrency=1,
+            key_rate=Rate(10, timedelta(minutes=1)),
+        ),
+        "tenants": QueueLimits(key_rate=Rate(2, timedelta(seconds=1))),
     }
+    with pytest.raises(ValueError, match="a rate is starts per period"):
+        registry.limit("others", key_rate="fast")
     other = Registry()
     other.limit("emails", concurrency=11)
     with pytest.raises(ValueError, match="limited twice"):
@@ -111,3 +170,23 @@ def test_a_claim_says_which_limit_held_it_back_and_when_the_rate_opens() -> None
     # rate: the next one waits for the window.
     spent = Claimed.within([], 0, Headroom(rate=0, rate_opens_in=opens))
     assert (spent.held_back, spent.retry_in) == (frozenset(), opens)
+
+
+def test_a_claim_held_back_by_keys_says_which_of_their_limits_and_when_a_key_opens() -> None:
+    opens = timedelta(seconds=3)
+    # Every full key was full for its rate: the key rate alone held the claim back, and
+    # the first of those keys may start more in `opens`.
+    by_key_rate = Claimed.within(
+        [], 5, Headroom(keys_full=2, keys_rate_spent=2, key_rate_opens_in=opens)
+    )
+    assert by_key_rate.held_back == {Limit.KEY_RATE}
+    assert (by_key_rate.keys_open_in, by_key_rate.retry_in) == (opens, None)
+    # More keys full than spent their rate: the others were full of running jobs.
+    both = Claimed.within([], 5, Headroom(keys_full=3, keys_rate_spent=1, key_rate_opens_in=opens))
+    assert both.held_back == {Limit.KEY_CONCURRENCY, Limit.KEY_RATE}
+    assert both.keys_open_in == opens
+    by_slots = Claimed.within([], 5, Headroom(keys_full=2, keys_rate_spent=0))
+    assert (by_slots.held_back, by_slots.keys_open_in) == ({Limit.KEY_CONCURRENCY}, None)
+    # A claim that took all it asked for was held back by no key.
+    full = Claimed.within([], 0, Headroom(keys_full=2, keys_rate_spent=2, key_rate_opens_in=opens))
+    assert (full.held_back, full.keys_open_in) == (frozenset(), None)

@@ -197,12 +197,15 @@ class AsyncClient:
         concurrency: int | None = None,
         rate: str | None = None,
         key_concurrency: int | None = None,
+        key_rate: str | None = None,
     ) -> QueueStateView:
         """Set `queue`'s limits, replacing every one it had (None: no such limit): at most
         `concurrency` running at once, at most `rate` starts (such as "100/1m"), at most
-        `key_concurrency` running at once per partition key, across every process, from
-        the moment this returns."""
-        return await self._send(calls.set_limits(queue, concurrency, rate, key_concurrency))
+        `key_concurrency` running at once and `key_rate` starts ("10/1m") per partition
+        key, across every process, from the moment this returns."""
+        return await self._send(
+            calls.set_limits(queue, concurrency, rate, key_concurrency, key_rate)
+        )
 
     async def lift_limits(self, queue: str) -> QueueStateView:
         """Lift every limit of `queue`."""

@@ -289,9 +289,15 @@ def resume(name: str) -> Call[QueueStateView]:
 
 
 def set_limits(
-    name: str, concurrency: int | None, rate: str | None, key_concurrency: int | None
+    name: str,
+    concurrency: int | None,
+    rate: str | None,
+    key_concurrency: int | None,
+    key_rate: str | None,
 ) -> Call[QueueStateView]:
-    body = QueueLimitsRequest(concurrency=concurrency, rate=rate, key_concurrency=key_concurrency)
+    body = QueueLimitsRequest(
+        concurrency=concurrency, rate=rate, key_concurrency=key_concurrency, key_rate=key_rate
+    )
     return Call("PUT", f"/queues/{_segment(name)}/limits", QueueStateView, body=body)
 
 

@@ -1,6 +1,7 @@
 """Partition keys: which share of a queue a job belongs to (a tenant, an account, a
-customer), so that a queue's per-key limit (`flow.QueueLimits.key_concurrency`) caps how
-many of one key's jobs run at once and claims rotate between keys (`docs/flow-control.md`).
+customer), so that a queue's per-key limits (`flow.QueueLimits.key_concurrency` and
+`key_rate`) cap how many of one key's jobs run at once and start within a period, and
+claims rotate between keys (`docs/flow-control.md`).
 
 A key is given with a submission, or derived from payload fields its type's handler
 names (`partition_by=("tenant_id",)`), as unique keys are. A job without one is in no

@@ -250,15 +250,17 @@ class Registry:
         concurrency: int | None = None,
         rate: str | Rate | None = None,
         key_concurrency: int | None = None,
+        key_rate: str | Rate | None = None,
     ) -> None:
         """Limit `queue` across every process (`domain/flow.py`): at most `concurrency`
         of its jobs running at once, at most `rate` starts ("100/1m"), at most
-        `key_concurrency` running at once per partition key. Written as a worker process
-        starts, unless an operator set the queue's limits; QUEUE_LIMITS overrides them
-        queue by queue."""
+        `key_concurrency` running at once and `key_rate` starts ("10/1m") per partition
+        key. Written as a worker process starts, unless an operator set the queue's
+        limits; QUEUE_LIMITS overrides them queue by queue."""
         check_queue_name(queue)
-        parsed = Rate.parse(rate) if isinstance(rate, str) else rate
-        self._limits[queue] = QueueLimits(concurrency, parsed, key_concurrency)
+        self._limits[queue] = QueueLimits(
+            concurrency, _rate(rate), key_concurrency, _rate(key_rate)
+        )
 
     @property
     def queue_limits(self) -> dict[str, QueueLimits]:
@@ -343,3 +345,7 @@ def _is_async(func: Handler) -> bool:
     # A callable object with `async def __call__` is a coroutine function to the worker
     # too; run in a thread it would only create a coroutine that is never awaited.
     return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
+
+
+def _rate(rate: str | Rate | None) -> Rate | None:
+    return Rate.parse(rate) if isinstance(rate, str) else rate

@@ -47,8 +47,35 @@ class QueueLimitsRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True
         ]
         | None
     ) = None
+    key_rate: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                description="At most this many starts of one partition key within any "
+                "window of a period, as starts/period: 10/1m, 2/s.",
+                examples=["10/1m"],
+            ),
+        ]
+        | None
+    ) = None
 
     def limits(self) -> QueueLimits:
-        """The limits asked for; raises `ValueError` saying what is wrong with the rate."""
-        rate = None if self.rate is None else Rate.parse(self.rate)
-        return QueueLimits(self.concurrency, rate, self.key_concurrency)
+        """The limits asked for; raises `ValueError` naming the rate that is wrong and
+        saying why."""
+        return QueueLimits(
+            self.concurrency,
+            _rate("rate", self.rate),
+            self.key_concurrency,
+            _rate("key_rate", self.key_rate),
+        )
+
+
+def _rate(name: str, text: str | None) -> Rate | None:
+    # Named: with two rates in a body, "a rate limit must be between 1 and …" alone would
+    # not say which one is wrong.
+    if text is None:
+        return None
+    try:
+        return Rate.parse(text)
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None

@@ -78,7 +78,8 @@ class JobRecord(msgspec.Struct, frozen=True):
     # How long one attempt may run ("1m30s"); null: the worker's JOB_TIMEOUT. With a
     # default, as every field added later: a client decodes an older service's answers.
     timeout: str | None = None
-    # The share of its queue it belongs to (a queue's key_concurrency counts per key).
+    # The share of its queue it belongs to (a queue's key_concurrency and key_rate count
+    # per key).
     partition_key: str | None = None
 
     @classmethod
@@ -140,8 +141,10 @@ class QueueLimitsView(msgspec.Struct, frozen=True):
     started: int | None = None
     # "operator" (held until an operator changes them) or "settings" (QUEUE_LIMITS).
     set_by: str | None = None
-    # At most this many running at once per partition key.
+    # At most this many running at once per partition key; at most so many starts of one
+    # key within any window of a period ("10/m").
     key_concurrency: int | None = None
+    key_rate: str | None = None
 
     @classmethod
     def of(cls, state: QueueState) -> QueueLimitsView:
@@ -153,6 +156,7 @@ class QueueLimitsView(msgspec.Struct, frozen=True):
             started=state.started,
             set_by=None if source is None else source.value,
             key_concurrency=limits.key_concurrency,
+            key_rate=None if limits.key_rate is None else str(limits.key_rate),
         )
 
 

@@ -213,9 +213,9 @@ class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
                 min_length=1,
                 max_length=MAX_PARTITION_KEY_LENGTH,
                 description="The share of its queue the job belongs to (a tenant, an "
-                "account): a queue's key_concurrency limit caps each key's running jobs, "
-                "and claims rotate between keys. Absent: made of the payload fields the "
-                "type's partition_by names, else none.",
+                "account): a queue's key_concurrency and key_rate limits cap each key's "
+                "running jobs and starts, and claims rotate between keys. Absent: made of "
+                "the payload fields the type's partition_by names, else none.",
             ),
         ]
         | msgspec.UnsetType

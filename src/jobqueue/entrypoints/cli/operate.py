@@ -100,16 +100,18 @@ def _refused(args: argparse.Namespace, answers: TextIO, errors: TextIO) -> bool:
 
 
 def _set_limits(client: Client, args: argparse.Namespace) -> Any:
-    if args.concurrency is None and args.rate is None and args.key_concurrency is None:
+    given = (args.concurrency, args.rate, args.key_concurrency, args.key_rate)
+    if all(limit is None for limit in given):
         raise SystemExit(
-            "jobqueue queues limit: give --concurrency, --rate, --key-concurrency or more "
-            "than one (`jobqueue queues unlimit QUEUE` lifts every limit)"
+            "jobqueue queues limit: give --concurrency, --rate, --key-concurrency, "
+            "--key-rate or more than one (`jobqueue queues unlimit QUEUE` lifts every limit)"
         )
     return client.set_limits(
         args.name,
         concurrency=args.concurrency,
         rate=args.rate,
         key_concurrency=args.key_concurrency,
+        key_rate=args.key_rate,
     )
 
 

@@ -146,6 +146,11 @@ def add_commands(commands: Any, epilog: str) -> None:
         metavar="K",
         help="at most K running at once per partition key, claims rotating between keys",
     )
+    limit.add_argument(
+        "--key-rate",
+        metavar="N/PERIOD",
+        help="at most N starts of one partition key within any PERIOD: 10/1m, 2/s",
+    )
 
     types = command("types", "list the job types the API accepts")
     action(

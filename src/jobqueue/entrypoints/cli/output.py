@@ -224,6 +224,7 @@ def limits_text(limits: QueueLimitsView) -> str:
         limits.rate,
         limits.started,
         limits.key_concurrency,
+        limits.key_rate,
         declared=limits.set_by == "settings",
     )
 

@@ -56,6 +56,7 @@ class QueueRow:
     concurrency: int | None = None
     rate: str | None = None
     key_concurrency: int | None = None
+    key_rate: str | None = None
 
     @property
     def href(self) -> str:
@@ -81,6 +82,7 @@ def _row(summary: QueueSummary) -> QueueRow:
     state = summary.state
     name, limits = state.name, state.limits
     rate = None if limits.rate is None else str(limits.rate)
+    key_rate = None if limits.key_rate is None else str(limits.key_rate)
     return QueueRow(
         name=name,
         counts=tuple(
@@ -98,11 +100,13 @@ def _row(summary: QueueSummary) -> QueueRow:
             rate,
             state.started,
             limits.key_concurrency,
+            key_rate,
             declared=state.limits_source is LimitsSource.SETTINGS,
         ),
         concurrency=limits.concurrency,
         rate=rate,
         key_concurrency=limits.key_concurrency,
+        key_rate=key_rate,
     )
 
 

@@ -1,5 +1,5 @@
 """A queue's page (`/ui/queues/{name}`), pausing and resuming a queue from it or from the
-overview, and setting its limits from it (both fields empty lift them).
+overview, and setting its limits from it (every field empty lifts them).
 
 A queue exists as soon as a job names it, so a valid name nothing has named yet is a
 running queue of no jobs, not a 404; a name no queue may have is a 400. Pausing is not
@@ -21,7 +21,7 @@ from litestar.exceptions import ClientException
 from litestar.response import Redirect, Template
 from litestar.status_codes import HTTP_303_SEE_OTHER
 
-from jobqueue.domain.flow import NO_LIMITS, QueueLimits
+from jobqueue.domain.flow import QueueLimits
 from jobqueue.domain.processes import LiveProcess
 from jobqueue.domain.status import BY_QUEUE, COUNTED, Status
 from jobqueue.entrypoints.http.middleware import DASHBOARD
@@ -138,15 +138,27 @@ class QueuePagesController(Controller):
         return Redirect(queue_href(queue), status_code=HTTP_303_SEE_OTHER)
 
 
+# The limits form's fields (`queue.html`), each named as its limit, and their labels.
+_LIMIT_FIELDS: Final = {
+    "concurrency": "concurrency",
+    "rate": "rate",
+    "key_concurrency": "running per key",
+    "key_rate": "starts per key",
+}
+
+
 def _limits_from(form: Mapping[str, str]) -> QueueLimits:
     """The limits a queue page's form asks for (an empty field: no such limit), or a 400
-    saying what is wrong."""
-    given = " ".join(
-        f"{field}={value}"
-        for field in ("concurrency", "rate", "key_concurrency")
-        if (value := "".join(form.get(field, "").split()))
-    )
-    try:
-        return QueueLimits.parse(given) if given else NO_LIMITS
-    except ValueError as error:
-        raise ClientException(detail=f"invalid limits: {error}") from None
+    saying which field is wrong and why."""
+    limits: dict[str, Any] = {}
+    for field, label in _LIMIT_FIELDS.items():
+        value = "".join(form.get(field, "").split())
+        if not value:
+            continue
+        # Parsed one by one, so that the refusal names the field: "a rate limit must be
+        # between …" alone would not say which of the two rates.
+        try:
+            limits[field] = getattr(QueueLimits.parse(f"{field}={value}"), field)
+        except ValueError as error:
+            raise ClientException(detail=f"invalid limits: {label}: {error}") from None
+    return QueueLimits(**limits)
