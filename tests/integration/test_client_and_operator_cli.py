@@ -253,11 +253,11 @@ def test_a_queue_is_limited_per_key_by_the_client_and_the_command_line(
 
     code, out, err = _cli(service, "queues", "limit", queue, "--key-rate", "3/s")
     assert code == 0, err
-    assert "3/s per key" in out
+    assert "3/s started per key" in out
     code, out, _ = _cli(service, "queues", "list")
     [row] = [line for line in out.splitlines() if line.startswith(queue)]
     # The command replaced every limit: the per-key concurrency is lifted.
-    assert row.endswith(" 3/s per key")
+    assert row.endswith(" 3/s started per key")
     code, out, _ = _cli(service, "queues", "limit", queue, "--key-rate", "2/1m", "--json")
     assert (code, json.loads(out)["limits"]["key_rate"]) == (0, "2/m")
 
