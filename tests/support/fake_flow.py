@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from jobqueue.adapters.postgres.queries.keys import KEYS_VISITED
-from jobqueue.domain.flow import NO_LIMITS, Headroom, LimitsSource, QueueLimits
+from jobqueue.domain.flow import NO_LIMITS, Headroom, LimitsSource, QueueLimits, Rate
 from jobqueue.domain.job import Job
 from jobqueue.domain.queues import QueueState
 
@@ -48,9 +48,8 @@ class FakeLimits:
         concurrency = None if limits.concurrency is None else limits.concurrency - running
         if limits.rate is None:
             return Headroom(concurrency)
-        recent = self._recent(queue, now)
-        opens_at = (recent[0] if recent else now) + limits.rate.period
-        return Headroom(concurrency, limits.rate.limit - len(recent), opens_at - now)
+        left, opens_at = _window(self._recent(queue, now), limits.rate, now)
+        return Headroom(concurrency, left, opens_at - now)
 
     def rotation(
         self,
@@ -120,9 +119,9 @@ class FakeLimits:
         period = limits.key_rate.period
         recent = sorted(at for at in self._key_starts[queue, key] if at > now - period)
         self._key_starts[queue, key] = recent
-        rate_left = limits.key_rate.limit - len(recent)
+        rate_left, opens_at = _window(recent, limits.key_rate, now)
         slots = rate_left if slots is None else min(slots, rate_left)
-        return max(0, slots), rate_left, (recent[0] if recent else now) + period
+        return max(0, slots), rate_left, opens_at
 
     def forget_key_starts(self, now: datetime, limit: int) -> int:
         """Forget up to `limit` keys' windows whose last start left their period."""
@@ -162,3 +161,9 @@ class FakeLimits:
         if rate is None:
             return []
         return sorted(at for at in self._starts[queue] if at > now - rate.period)
+
+
+def _window(recent: list[datetime], rate: Rate, now: datetime) -> tuple[int, datetime]:
+    """What a rate's window of `recent` starts (sorted, all within the period) has left,
+    and when it lets one more start."""
+    return rate.limit - len(recent), (recent[0] if recent else now) + rate.period

@@ -1,7 +1,7 @@
 """A pool under a queue's limits (the in-memory store keeps them as PostgreSQL does): a
-claim the rate cut short rests until the rate's window opens, not for the poll interval,
-nor until a wake-up; one that running jobs' slots cut short rests until one of the pool's
-own jobs ends; claims held back are reported to the observer."""
+claim the rate (or a key's) cut short rests until the rate's window opens, not for the
+poll interval, nor until a wake-up; one that running jobs' slots cut short rests until
+one of the pool's own jobs ends; claims held back are reported to the observer."""
 
 from __future__ import annotations
 
@@ -30,7 +30,16 @@ class HeldBack(NullObserver):
         self.seen.append((queue, limits))
 
 
-async def test_a_rate_limited_pool_claims_again_when_the_window_opens() -> None:
+@pytest.mark.parametrize(
+    ("limits", "key", "held"),
+    [
+        (QueueLimits(rate=Rate(2, PERIOD)), None, Limit.RATE),
+        (QueueLimits(key_rate=Rate(2, PERIOD)), "k", Limit.KEY_RATE),
+    ],
+)
+async def test_a_rate_limited_pool_claims_again_when_the_window_opens(
+    limits: QueueLimits, key: str | None, held: Limit
+) -> None:
     store = InMemoryJobStore(wall_clock)
     registry = Registry()
 
@@ -38,8 +47,9 @@ async def test_a_rate_limited_pool_claims_again_when_the_window_opens() -> None:
     async def work(ctx: JobContext, payload: Any) -> None:
         pass
 
-    await store.set_queue_limits("default", QueueLimits(rate=Rate(2, PERIOD)))
-    jobs = [await submit(store, "work") for _ in range(6)]
+    await store.set_queue_limits("default", limits)
+    new = NewJob(type="work", max_attempts=3, payload={}, partition_key=key)
+    jobs = [(await store.submit(new)).job for _ in range(6)]
     observer = HeldBack()
     # An hour's poll and no wake-up: only resting until the window opens finishes them.
     pool = make_pool(
@@ -53,7 +63,7 @@ async def test_a_rate_limited_pool_claims_again_when_the_window_opens() -> None:
     assert all(
         sum(1 for other in starts if start <= other < start + PERIOD) <= 2 for start in starts
     )
-    assert ("default", frozenset({Limit.RATE})) in observer.seen
+    assert ("default", frozenset({held})) in observer.seen
 
 
 async def test_a_concurrency_limit_caps_a_pool_with_more_workers() -> None:

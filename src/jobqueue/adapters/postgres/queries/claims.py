@@ -172,7 +172,7 @@ RECORD_AND_LIMITED_CLAIM = Statement(
 # A queue with a per-key limit (`keys.py`): the keys visited and the head's jobs without
 # one read first, then each key's slots counted and its jobs locked. With limits on the
 # whole queue too, the queue's turn is taken before the keys' (`flow.turn`), those limits
-# cap the whole, and the starts are written last (`flow.RECORD`); without them, the
+# cap the whole, and the starts are written last (`flow.record`); without them, the
 # queue's row is only read, and the claim refuses a queue that has them since.
 def _keyed(ending: str, limited: bool) -> str:
     if limited:
@@ -188,9 +188,11 @@ def _keyed(ending: str, limited: bool) -> str:
     """
 
 
-# The turn's answer, with the starts written once the claim is known (`flow.record`),
-# and the keys' (`keys.RECORD`).
+# The turn's answer, with the starts written once the claim is known (`flow.record`).
 _RECORDED = "(allowance LEFT JOIN recorded ON true)"
+# What held the keys back (`keys.FULL`), and the claimed jobs joined on a condition that
+# reads the keys' windows written (`keys.RECORD`): always true, it makes every claim
+# run that CTE, once.
 _KEYS_RECORDED = f"{keys.FULL} LEFT JOIN claimed ON {keys.RECORDED} >= 0"
 
 

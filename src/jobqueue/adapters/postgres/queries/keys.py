@@ -1,6 +1,6 @@
-"""The parts of a claim of a queue with a per-key limit (`queues.key_concurrency`:
-`claims.KEYED_CLAIM`, `claims.RECORD_AND_KEYED_CLAIM`): which keys it visits, and how
-many of each key's jobs it may take.
+"""The parts of a claim of a queue with per-key limits (`queues.key_concurrency`,
+`key_rate_limit`: `claims.KEYED_CLAIM`, `claims.RECORD_AND_KEYED_CLAIM`): which keys it
+visits, and how many of each key's jobs it may take.
 
 Fair shares: the claim visits the keys with pending jobs in key order, starting after the
 last key the process's previous claim of the queue took from (`:after_key`) and wrapping
@@ -13,11 +13,16 @@ however many jobs another key has. Within a key, jobs go by priority, then due t
 Per-key limit: like the queue's concurrency (`flow.py`), a slot is a running job. Claims
 take turns per key, not per queue: visiting a key, a claim takes the key's advisory lock
 (till its commit) and counts the key's running jobs with a snapshot taken after it,
-through `jobqueue_free_slots` (migration 0019), then locks at most the key's free slots
+through `jobqueue_key_turn` (migration 0021), then locks at most the key's free slots
 of its due jobs; a key whose turn another claim holds is passed over, as SKIP LOCKED
 passes a locked job, so claims of different keys never wait for each other. The queue's
 row is locked only for its own limits, when it has any (`flow.turn`), which then bound
 the whole.
+
+Per-key rate: like the queue's rate, each key's starts within the period are kept, in
+`key_starts`; the same turn reads the key's window (its slots are the lesser of the
+two), and the claim writes what it took from the key after the visits (`RECORD`),
+under the turn it still holds.
 
 Jobs without a key in such a queue share no slot. They are not in the index of keys; a
 claim looks for them among the next `SWEEP_PROBE` due jobs of each (priority, type)
@@ -209,7 +214,7 @@ def picked(ending: str) -> str:
 # without a key the sweep found first (they are found only now and then), then the keys
 # in the order visited.
 TAKEN = """
-    SELECT id, key, stamp FROM picked
+    SELECT id, key, stamp, visited FROM picked
     ORDER BY visited, position
     LIMIT (SELECT n FROM allowance)
 """
@@ -237,7 +242,7 @@ RECORD = """
 RECORDED = "(SELECT count(*) FROM key_recorded)"
 
 # The latest of the claim's keys' stamps, when the queue's own rate records its starts
-# (`flow.RECORD`): no job started before it.
+# (`flow.record`): no job started before it.
 LATEST_STAMP = "(SELECT max(stamp) FROM taken)"
 
 
@@ -269,8 +274,7 @@ PRUNE_KEY_STARTS = Statement(
 # start.
 NEXT_KEY = """
     coalesce(
-        (SELECT key FROM picked WHERE id IN (SELECT id FROM taken) AND key IS NOT NULL
-         ORDER BY visited DESC LIMIT 1),
+        (SELECT key FROM taken WHERE key IS NOT NULL ORDER BY visited DESC LIMIT 1),
         CASE WHEN (SELECT n FROM allowance) > 0 THEN
             (SELECT key FROM keys ORDER BY visited DESC LIMIT 1)
         END
