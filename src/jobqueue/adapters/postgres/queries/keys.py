@@ -223,7 +223,7 @@ TAKEN = """
 # When a claimed job starts: with a key rate, at its key's turn's stamp, the window's
 # clock (`jobqueue_key_turn`); else at `started`.
 def started(started: str) -> str:
-    return f"coalesce(taken.stamp, {started})"
+    return f"coalesce((SELECT stamp FROM taken WHERE taken.id = jobs.id), {started})"
 
 
 # The starts of each key the claim took from, written into the key's window
