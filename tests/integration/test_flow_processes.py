@@ -163,17 +163,7 @@ async def test_a_rate_holds_in_every_second_across_processes(
             limits = {"QUEUE_LIMITS": f"paced rate={RATE}/s"}
             for slot in range(2):
                 services.append(_worker(database_url, tmp_path / f"w{slot}", **limits))
-
-            async def drained() -> bool:
-                left = await connection.fetchval(
-                    "SELECT count(*) FROM jobs WHERE queue = 'paced' AND status <> 'completed'"
-                )
-                return left == 0
-
-            deadline = time.monotonic() + 3 * PACED_JOBS / RATE
-            while not await drained():
-                assert time.monotonic() < deadline, "the paced jobs did not drain"
-                await asyncio.sleep(0.2)
+            await _drained(connection, "paced", within=3 * PACED_JOBS / RATE)
         starts = sorted(
             row[0].timestamp()
             for row in await connection.fetch(
@@ -184,6 +174,16 @@ async def test_a_rate_holds_in_every_second_across_processes(
         _assert_paced(starts, RATE)
     finally:
         await connection.close()
+
+
+async def _drained(connection: asyncpg.Connection, queue: str, *, within: float) -> None:
+    """Until every job of `queue` completed, `within` seconds at most."""
+    deadline = time.monotonic() + within
+    while await connection.fetchval(
+        "SELECT count(*) FROM jobs WHERE queue = $1 AND status <> 'completed'", queue
+    ):
+        assert time.monotonic() < deadline, f"the jobs of {queue} did not drain"
+        await asyncio.sleep(0.2)
 
 
 def _assert_paced(starts: list[float], rate: int) -> None:
@@ -220,12 +220,7 @@ async def test_a_rate_per_key_holds_in_every_second_of_each_key(
             limits = {"QUEUE_LIMITS": f"paced_keys key_rate={KEY_RATE}/s"}
             for slot in range(2):
                 services.append(_worker(database_url, tmp_path / f"w{slot}", **limits))
-            deadline = time.monotonic() + 3 * PACED_PER_KEY / KEY_RATE
-            while await connection.fetchval(
-                "SELECT count(*) FROM jobs WHERE queue = 'paced_keys' AND status <> 'completed'"
-            ):
-                assert time.monotonic() < deadline, "the keys' jobs did not drain"
-                await asyncio.sleep(0.2)
+            await _drained(connection, "paced_keys", within=3 * PACED_PER_KEY / KEY_RATE)
         for key in PACED_KEYS:
             starts = sorted(
                 row[0].timestamp()

@@ -12,14 +12,35 @@ from typing import Any
 import pytest
 
 from jobqueue.domain.flow import Limit, QueueLimits, Rate
-from jobqueue.domain.job import NewJob
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.observer import NullObserver
+from jobqueue.entrypoints.worker.pool import WorkerPool
 from tests.fakes import InMemoryJobStore, wall_clock
 from tests.unit.pool_harness import config, eventually, make_pool, running, settled, submit
 
 PERIOD = timedelta(milliseconds=200)
+
+
+async def _limited(
+    store: InMemoryJobStore, limits: QueueLimits, key: str | None, count: int
+) -> list[Job]:
+    """`count` jobs of type "work" with partition key `key`, in a queue under `limits`."""
+    await store.set_queue_limits("default", limits)
+    new = NewJob(type="work", max_attempts=3, payload={}, partition_key=key)
+    return [(await store.submit(new)).job for _ in range(count)]
+
+
+def _hour_poll_pool(
+    store: InMemoryJobStore, registry: Registry, workers: int, observer: NullObserver
+) -> WorkerPool:
+    return make_pool(
+        store,
+        registry,
+        config(workers=workers, poll_interval=timedelta(hours=1)),
+        observer=observer,
+    )
 
 
 class HeldBack(NullObserver):
@@ -47,14 +68,10 @@ async def test_a_rate_limited_pool_claims_again_when_the_window_opens(
     async def work(ctx: JobContext, payload: Any) -> None:
         pass
 
-    await store.set_queue_limits("default", limits)
-    new = NewJob(type="work", max_attempts=3, payload={}, partition_key=key)
-    jobs = [(await store.submit(new)).job for _ in range(6)]
+    jobs = await _limited(store, limits, key, 6)
     observer = HeldBack()
     # An hour's poll and no wake-up: only resting until the window opens finishes them.
-    pool = make_pool(
-        store, registry, config(workers=4, poll_interval=timedelta(hours=1)), observer=observer
-    )
+    pool = _hour_poll_pool(store, registry, 4, observer)
     async with running(pool):
         done = [await settled(store, job) for job in jobs]
 
@@ -105,13 +122,9 @@ async def test_a_pool_held_back_by_slots_claims_again_as_its_own_jobs_end(
     async def work(ctx: JobContext, payload: Any) -> None:
         await release.wait()
 
-    await store.set_queue_limits("default", limits)
-    new = NewJob(type="work", max_attempts=3, payload={}, partition_key=key)
-    jobs = [(await store.submit(new)).job for _ in range(8)]
+    jobs = await _limited(store, limits, key, 8)
     observer = HeldBack()
-    pool = make_pool(
-        store, registry, config(workers=8, poll_interval=timedelta(hours=1)), observer=observer
-    )
+    pool = _hour_poll_pool(store, registry, 8, observer)
     async with running(pool):
         # Two start; the claim behind them comes back short and the pool rests.
         await eventually(lambda: bool(observer.seen), "a claim was held back")
