@@ -127,7 +127,10 @@ async def _emptied(engine: AsyncEngine) -> None:
             async with engine.begin() as connection:
                 # Not `processes`: a module's running services keep their heartbeats in it.
                 await connection.execute(
-                    text("TRUNCATE jobs, queues, key_starts, job_types, periodic_slots, job_rollup")
+                    text(
+                        "TRUNCATE jobs, queues, key_starts, type_rates, job_types, periodic_slots,"
+                        " job_rollup"
+                    )
                 )
             return
         except DBAPIError as error:

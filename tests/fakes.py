@@ -230,6 +230,7 @@ class InMemoryJobStore:
             due, headroom = self._limits.rotation(
                 queue, due, running, max(allowed, 0), headroom, now
             )
+        due, turns = self._limits.by_type_rates(queue, due, types, now)
         due = due[: max(allowed, 0)]
         self._limits.started(queue, len(due), now)
         taken = [
@@ -246,6 +247,7 @@ class InMemoryJobStore:
             )
             for job in due
         ]
+        headroom = self._limits.types_started(queue, taken, turns, headroom, now)
         return Claimed.within(taken, limit, headroom)
 
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:

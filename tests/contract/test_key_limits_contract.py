@@ -135,8 +135,8 @@ async def test_a_key_rate_caps_each_key_s_starts_and_says_when_a_window_opens(
     claimed = await store.claim(10, LEASE, "q", types=TEST_TYPES)
     assert Counter(job.partition_key for job in claimed) == {"a": 2, "b": 1}
     assert claimed.held_back == {Limit.KEY_RATE}
-    assert claimed.keys_open_in is not None
-    assert period - timedelta(seconds=30) < claimed.keys_open_in <= period
+    assert claimed.windows_open_in is not None
+    assert period - timedelta(seconds=30) < claimed.windows_open_in <= period
 
     # Its jobs' endings free no start: the window does, not the slots.
     endings = [(job.lease, Decision.complete()) for job in claimed]

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.queries.keys import KEYS_VISITED, SWEEP_PROBE
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.flow import QueueLimits, Rate
+from jobqueue.domain.flow import QueueLimits, Rate, type_rates
 from jobqueue.domain.outcome import Decision
 from tests.support.plans import capture_statements, rows_read
 
@@ -23,17 +23,23 @@ TYPES = frozenset({"held"})
 
 
 async def _seed(
-    engine: AsyncEngine, queue: str, rows: int, key: str = "NULL", *, analyze: bool = True
+    engine: AsyncEngine,
+    queue: str,
+    rows: int,
+    key: str = "NULL",
+    *,
+    analyze: bool = True,
+    job_type: str = "held",
 ) -> None:
-    """`rows` due jobs in `queue`, each with the partition key `key` makes of its number
-    `n` (an SQL expression), then statistics taken unless told not to."""
+    """`rows` due jobs of `job_type` in `queue`, each with the partition key `key` makes
+    of its number `n` (an SQL expression), then statistics taken unless told not to."""
     async with engine.begin() as connection:
         await connection.execute(
             text(
                 "INSERT INTO jobs (type, queue, max_attempts, partition_key)"
-                f" SELECT 'held', :queue, 3, {key} FROM generate_series(1, :rows) AS n"
+                f" SELECT :type, :queue, 3, {key} FROM generate_series(1, :rows) AS n"
             ),
-            {"queue": queue, "rows": rows},
+            {"queue": queue, "rows": rows, "type": job_type},
         )
         if analyze:
             await connection.execute(text("ANALYZE jobs"))
@@ -72,6 +78,30 @@ async def test_a_limited_claim_reads_what_its_limit_and_size_allow(engine: Async
     # The queue's state with its limits' use.
     state = await _read(engine, store.queue_summary("limited"), "FROM queues")
     assert state <= 8, state
+
+
+async def test_a_claim_reads_none_of_a_spent_type_s_backlog(engine: AsyncEngine) -> None:
+    """A rated type with 20,000 due jobs and another type beside it, in one queue: once
+    the rated type's window is spent, a claim reads the other type's jobs, not the
+    rated one's backlog; with the window open, no more of its jobs than it has left."""
+    await _seed(engine, "typed", BACKLOG)
+    await _seed(engine, "typed", 5 * CLAIM, job_type="other")
+    store = PostgresJobStore(engine)
+    rated = type_rates({"held": Rate(CLAIM // 2, timedelta(hours=1))})
+    await store.set_queue_limits("typed", QueueLimits(concurrency=1_000, type_rates=rated))
+    lease = timedelta(minutes=5)
+    both = {"held", "other"}
+
+    first = await _read(engine, store.claim(CLAIM, lease, "typed", types=both))
+    assert first <= 3 * CLAIM, first
+    spent = await _read(engine, store.claim(CLAIM, lease, "typed", types=both))
+    assert spent <= 3 * CLAIM, spent
+    # And it takes the other type's jobs, as many as it asks for.
+    more = await store.claim(CLAIM, lease, "typed", types=both)
+    assert [job.type for job in more] == ["other"] * CLAIM
+    # The state counts the running jobs (for the concurrency limit), not the backlog.
+    state = await _read(engine, store.queue_summary("typed"), "FROM queues")
+    assert state <= 3 * CLAIM, state
 
 
 KEYS = 200

@@ -28,6 +28,7 @@ from jobqueue.adapters.postgres.schema import (
     periodic_slots,
     processes,
     queues,
+    type_rates,
 )
 from jobqueue.adapters.postgres.schema_version import head_revisions
 from jobqueue.domain.fields import MAX_PRIORITY, MIN_PRIORITY
@@ -582,6 +583,7 @@ def test_drift_check_notices_a_column_the_migrations_lack(database_url: str) -> 
     processes.to_metadata(changed)
     job_rollup.to_metadata(changed)
     key_starts.to_metadata(changed)
+    type_rates.to_metadata(changed)
     jobs.to_metadata(changed).append_column(Column("colour", Text))
     drift = _drift(database_url, changed)
     assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "colour")]

@@ -5,6 +5,7 @@ starts within the rate's window are remembered per queue."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime
 
@@ -19,6 +20,7 @@ class FakeLimits:
         self._limits: dict[str, tuple[QueueLimits, LimitsSource]] = {}
         self._starts: defaultdict[str, list[datetime]] = defaultdict(list)
         self._key_starts: defaultdict[tuple[str, str], list[datetime]] = defaultdict(list)
+        self._type_starts: defaultdict[tuple[str, str], list[datetime]] = defaultdict(list)
         # The key each queue's rotation resumes after, as a process keeps it.
         self._after_key: defaultdict[str, str] = defaultdict(str)
 
@@ -123,6 +125,52 @@ class FakeLimits:
         slots = rate_left if slots is None else min(slots, rate_left)
         return max(0, slots), rate_left, opens_at
 
+    def by_type_rates(
+        self, queue: str, due: list[Job], types: Collection[str], now: datetime
+    ) -> tuple[list[Job], dict[str, tuple[int, datetime]]]:
+        """`due` (in claim order) less each rated type's jobs past what its window has
+        left, and the turn of each rated type the claim runs (its slots, when its window
+        lets one more start), as `queries/type_rates.py` takes them."""
+        turns = {
+            name: _window(self._of_type(queue, name, rate, now), rate, now)
+            for name, rate in self.limits(queue).type_rates
+            if name in types
+        }
+        seen: Counter[str] = Counter()
+        allowed = []
+        for job in due:
+            seen[job.type] += 1
+            if job.type not in turns or seen[job.type] <= turns[job.type][0]:
+                allowed.append(job)
+        return allowed, turns
+
+    def types_started(
+        self,
+        queue: str,
+        taken: list[Job],
+        turns: dict[str, tuple[int, datetime]],
+        headroom: Headroom,
+        now: datetime,
+    ) -> Headroom:
+        """`taken`'s starts written into their types' windows; what the windows of the
+        turns had left."""
+        took = Counter(job.type for job in taken)
+        for name in turns:
+            self._type_starts[queue, name] += [now] * took[name]
+        if not turns:
+            return headroom
+        spent = [opens_at for name, (left, opens_at) in turns.items() if left <= took[name]]
+        return replace(
+            headroom,
+            types_rate_spent=len(spent),
+            type_rate_opens_in=min(spent) - now if spent else None,
+        )
+
+    def _of_type(self, queue: str, name: str, rate: Rate, now: datetime) -> list[datetime]:
+        recent = sorted(at for at in self._type_starts[queue, name] if at > now - rate.period)
+        self._type_starts[queue, name] = recent
+        return recent
+
     def forget_key_starts(self, now: datetime, limit: int) -> int:
         """Forget up to `limit` keys' windows whose last start left their period."""
         stale = [
@@ -154,6 +202,10 @@ class FakeLimits:
             source,
             running if limits.concurrency or limits.key_concurrency else None,
             len(self._recent(queue, now)) if limits.rate is not None else None,
+            tuple(
+                (name, len(self._of_type(queue, name, rate, now)))
+                for name, rate in limits.type_rates
+            ),
         )
 
     def _recent(self, queue: str, now: datetime) -> list[datetime]:

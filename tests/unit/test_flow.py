@@ -15,6 +15,7 @@ from jobqueue.domain.flow import (
     QueueLimits,
     Rate,
     limits_in_use,
+    type_rates,
 )
 from jobqueue.domain.registry import Registry
 from jobqueue.entrypoints.config.rules import ConfigError
@@ -69,7 +70,7 @@ def test_limits_are_written_as_name_value_pairs() -> None:
     assert QueueLimits.parse(str(key_rated)) == key_rated
     for bad, says in (
         ("", "no limit given"),
-        ("speed=3", "concurrency=N, rate=N/PERIOD, key_concurrency=N or key_rate=N/PERIOD"),
+        ("speed=3", "key_rate=N/PERIOD or type_rate=TYPE:N/PERIOD"),
         ("concurrency=x", "whole number"),
         ("key_concurrency=2.5", "key_concurrency must be a whole number"),
         ("concurrency=0", "between 1 and"),
@@ -82,6 +83,38 @@ def test_limits_are_written_as_name_value_pairs() -> None:
     ):
         with pytest.raises(ValueError, match=says):
             QueueLimits.parse(bad)
+
+
+def test_a_type_s_rate_is_written_type_colon_rate_once_per_type() -> None:
+    limits = QueueLimits.parse("type_rate=send_sms:10/s rate=100/1m type_rate=app.mail:2/1m")
+    assert limits.type_rates == (
+        ("app.mail", Rate(2, timedelta(minutes=1))),
+        ("send_sms", Rate(10, timedelta(seconds=1))),
+    )
+    assert limits.rate == Rate(100, timedelta(minutes=1))
+    assert limits.type_rate("send_sms") == Rate(10, timedelta(seconds=1))
+    assert limits.type_rate("other") is None
+    assert str(limits) == "rate=100/m type_rate=app.mail:2/m type_rate=send_sms:10/s"
+    assert QueueLimits.parse(str(limits)) == limits
+    # A type's name may hold colons: the rate is what follows the last one.
+    assert QueueLimits.parse("type_rate=a:b:3/s").type_rates == (
+        ("a:b", Rate(3, timedelta(seconds=1))),
+    )
+    assert QueueLimits(type_rates=type_rates({"x": Rate(1, timedelta(seconds=1))})).any
+    for bad, says in (
+        ("type_rate=10/s", "a type rate is TYPE:STARTS/PERIOD"),
+        ("type_rate=sms:fast", "type 'sms': a rate is starts per period"),
+        ("type_rate=sms:1/s type_rate=sms:2/s", "the rate of type 'sms' is given twice"),
+        ("type_rate=sms:1/s key_concurrency=2", "cannot be combined with limits per partition key"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            QueueLimits.parse(bad)
+    with pytest.raises(ValueError, match="at most 50 types"):
+        type_rates({f"t{n}": Rate(1, timedelta(seconds=1)) for n in range(51)})
+    with pytest.raises(ValueError, match="in type order"):
+        QueueLimits(
+            type_rates=(("b", Rate(1, timedelta(seconds=1))), ("a", Rate(1, timedelta(seconds=1))))
+        )
 
 
 def test_queue_limits_settings_name_each_queue() -> None:
@@ -114,6 +147,10 @@ def test_queue_limits_settings_name_each_queue() -> None:
             "3 of 5 running, 40 of 100/m started, 2 running per key, 10/m started per key",
         ),
         (QueueLimits.parse("key_rate=2/s"), "2/s started per key"),
+        (
+            QueueLimits.parse("concurrency=5 type_rate=sms:10/s type_rate=fax:1/m"),
+            "3 of 5 running, 4 of 1/m fax started, 4 of 10/s sms started",
+        ),
     ],
 )
 def test_limits_in_use_read_as_people_say_them(limits: QueueLimits, shown: str) -> None:
@@ -125,6 +162,7 @@ def test_limits_in_use_read_as_people_say_them(limits: QueueLimits, shown: str) 
             40,
             limits.key_concurrency,
             None if limits.key_rate is None else str(limits.key_rate),
+            [(name, str(rate), 4) for name, rate in limits.type_rates],
             declared=declared,
         )
 
@@ -180,13 +218,29 @@ def test_a_claim_held_back_by_keys_says_which_of_their_limits_and_when_a_key_ope
         [], 5, Headroom(keys_full=2, keys_rate_spent=2, key_rate_opens_in=opens)
     )
     assert by_key_rate.held_back == {Limit.KEY_RATE}
-    assert (by_key_rate.keys_open_in, by_key_rate.retry_in) == (opens, None)
+    assert (by_key_rate.windows_open_in, by_key_rate.retry_in) == (opens, None)
     # More keys full than spent their rate: the others were full of running jobs.
     both = Claimed.within([], 5, Headroom(keys_full=3, keys_rate_spent=1, key_rate_opens_in=opens))
     assert both.held_back == {Limit.KEY_CONCURRENCY, Limit.KEY_RATE}
-    assert both.keys_open_in == opens
+    assert both.windows_open_in == opens
     by_slots = Claimed.within([], 5, Headroom(keys_full=2, keys_rate_spent=0))
-    assert (by_slots.held_back, by_slots.keys_open_in) == ({Limit.KEY_CONCURRENCY}, None)
+    assert (by_slots.held_back, by_slots.windows_open_in) == ({Limit.KEY_CONCURRENCY}, None)
+    # A type's rate held it back: when the first of the keys' and types' windows opens.
+    by_type = Claimed.within(
+        [],
+        5,
+        Headroom(
+            keys_full=1,
+            keys_rate_spent=1,
+            key_rate_opens_in=opens,
+            types_rate_spent=1,
+            type_rate_opens_in=opens / 3,
+        ),
+    )
+    assert by_type.held_back == {Limit.KEY_RATE, Limit.TYPE_RATE}
+    assert by_type.windows_open_in == opens / 3
+    no_type = Claimed.within([], 5, Headroom(types_rate_spent=0))
+    assert (no_type.held_back, no_type.windows_open_in) == (frozenset(), None)
     # A claim that took all it asked for was held back by no key.
     full = Claimed.within([], 0, Headroom(keys_full=2, keys_rate_spent=2, key_rate_opens_in=opens))
-    assert (full.held_back, full.keys_open_in) == (frozenset(), None)
+    assert (full.held_back, full.windows_open_in) == (frozenset(), None)

@@ -6,7 +6,9 @@
   clock;
 - key concurrency: at most so many running jobs of one partition key (`partition.py`),
   claims rotating between keys;
-- key rate: at most so many starts of one partition key within any window of a period.
+- key rate: at most so many starts of one partition key within any window of a period;
+- type rates: at most so many starts of one job type within any window of its period,
+  named type by type (`type_rate=send_sms:10/s`), the queue's other types unpaced.
 
 Limits are kept with the queue (`queues` row) and enforced by the claim statement itself,
 so a change holds from the claim after its commit on, in every process. A job held back
@@ -19,10 +21,12 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
 from jobqueue.domain.durations import parse_duration
+from jobqueue.domain.fields import MAX_TYPE_LENGTH
 from jobqueue.domain.job import Job
 
 # Bounds that keep the claim's bookkeeping small: the queue's row holds a lease per
@@ -31,6 +35,8 @@ MAX_CONCURRENCY = 10_000
 MAX_RATE = 10_000
 MIN_PERIOD = timedelta(milliseconds=100)
 MAX_PERIOD = timedelta(days=1)
+# A claim takes the turn of each rated type it reads: a handful, not hundreds.
+MAX_TYPE_RATES = 50
 
 
 class LimitsSource(enum.StrEnum):
@@ -73,6 +79,39 @@ class Rate:
 _NAMES = ("concurrency", "rate", "key_concurrency", "key_rate")
 _COUNTS = ("concurrency", "key_concurrency")
 _RATES = ("rate", "key_rate")
+# A type's rate, as `type_rate=TYPE:N/PERIOD`, given once per type.
+TYPE_RATE = "type_rate"
+
+# Rates per job type, by type, in type order.
+TypeRates = tuple[tuple[str, Rate], ...]
+
+
+def type_rates(rates: Mapping[str, Rate] | Iterable[tuple[str, Rate]]) -> TypeRates:
+    """`rates` as `QueueLimits.type_rates` holds them; raises `ValueError` for a type
+    named twice or badly, or too many."""
+    pairs = list(rates.items()) if isinstance(rates, Mapping) else list(rates)
+    names = [name for name, _ in pairs]
+    for name in names:
+        if not name.strip() or len(name) > MAX_TYPE_LENGTH:
+            raise ValueError(
+                f"a type rate names a job type (1 to {MAX_TYPE_LENGTH} characters), got {name!r}"
+            )
+        if names.count(name) > 1:
+            raise ValueError(f"the rate of type {name!r} is given twice")
+    if len(pairs) > MAX_TYPE_RATES:
+        raise ValueError(f"at most {MAX_TYPE_RATES} types of a queue have rates, got {len(pairs)}")
+    return tuple(sorted(pairs, key=lambda pair: pair[0]))
+
+
+def parse_type_rate(text: str) -> tuple[str, Rate]:
+    """`send_sms:10/s`: a job type and its rate."""
+    name, colon, rate = text.rpartition(":")
+    if not colon or not name:
+        raise ValueError(f"a type rate is TYPE:STARTS/PERIOD, such as send_sms:10/s; got {text!r}")
+    try:
+        return name, Rate.parse(rate)
+    except ValueError as error:
+        raise ValueError(f"type {name!r}: {error}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +122,8 @@ class QueueLimits:
     rate: Rate | None = None
     key_concurrency: int | None = None
     key_rate: Rate | None = None
+    # The rates of some of its job types (`type_rates()`); its other types are unpaced.
+    type_rates: TypeRates = ()
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -92,10 +133,22 @@ class QueueLimits:
                     f"a {name.replace('_', ' ')} limit must be between 1 and "
                     f"{MAX_CONCURRENCY}, got {value}"
                 )
+        if type_rates(self.type_rates) != self.type_rates:
+            raise ValueError("type rates must be given in type order; use type_rates()")
+        if self.type_rates and self.keyed:
+            # A keyed claim picks jobs key by key; a type's budget would have to be shared
+            # across every key it visits. Not built: give such a type a queue of its own.
+            raise ValueError(
+                "rates per job type cannot be combined with limits per partition key in one "
+                "queue; give the rated type a queue of its own"
+            )
 
     @property
     def any(self) -> bool:
-        return any(getattr(self, name) is not None for name in _NAMES)
+        return bool(self.type_rates) or any(getattr(self, name) is not None for name in _NAMES)
+
+    def type_rate(self, job_type: str) -> Rate | None:
+        return dict(self.type_rates).get(job_type)
 
     @property
     def keyed(self) -> bool:
@@ -104,20 +157,26 @@ class QueueLimits:
 
     @classmethod
     def parse(cls, text: str) -> QueueLimits:
-        """`concurrency=5 rate=100/1m key_concurrency=2 key_rate=10/1m`: each limit as
-        name=value, apart by spaces."""
+        """`concurrency=5 rate=100/1m key_concurrency=2 key_rate=10/1m
+        type_rate=send_sms:10/s`: each limit as name=value, apart by spaces; `type_rate`
+        once per rated type."""
         given: dict[str, str] = {}
+        rated: list[tuple[str, Rate]] = []
         for part in text.split():
             name, equals, value = part.partition("=")
+            if equals and name == TYPE_RATE:
+                rated.append(parse_type_rate(value))
+                continue
             if not equals or name not in _NAMES:
                 raise ValueError(
-                    f"{part!r}: a limit is concurrency=N, rate=N/PERIOD, key_concurrency=N"
-                    " or key_rate=N/PERIOD, as in 'concurrency=5 rate=100/1m'"
+                    f"{part!r}: a limit is concurrency=N, rate=N/PERIOD, key_concurrency=N,"
+                    " key_rate=N/PERIOD or type_rate=TYPE:N/PERIOD, as in"
+                    " 'concurrency=5 rate=100/1m'"
                 )
             if name in given:
                 raise ValueError(f"{name} is given twice")
             given[name] = value
-        if not given:
+        if not given and not rated:
             raise ValueError("no limit given; use a form such as 'concurrency=5 rate=100/1m'")
         counts: dict[str, int | None] = {}
         for name in _COUNTS:
@@ -131,12 +190,14 @@ class QueueLimits:
             rate=rates.get("rate"),
             key_concurrency=counts["key_concurrency"],
             key_rate=rates.get("key_rate"),
+            type_rates=type_rates(rated),
         )
 
     def __str__(self) -> str:
         parts = [
             f"{name}={getattr(self, name)}" for name in _NAMES if getattr(self, name) is not None
         ]
+        parts += [f"{TYPE_RATE}={name}:{rate}" for name, rate in self.type_rates]
         return " ".join(parts) or "none"
 
 
@@ -150,12 +211,14 @@ def limits_in_use(
     started: int | None,
     key_concurrency: int | None = None,
     key_rate: str | None = None,
+    type_rates: Iterable[tuple[str, str, int | None]] = (),
     *,
     declared: bool = False,
 ) -> str:
     """A queue's limits with their use, as people read them ("3 of 5 running, 40 of 100/m
-    started, 2 running per key, 10/m started per key"); "" without limits. `declared`: set by
-    QUEUE_LIMITS, not an operator."""
+    started, 2 running per key, 10/m started per key, 4 of 10/s send_sms started"); ""
+    without limits. `type_rates`: each rated type, its rate and its starts in the window
+    now. `declared`: set by QUEUE_LIMITS, not an operator."""
     parts = []
     if concurrency is not None:
         parts.append(f"{running} of {concurrency} running")
@@ -165,6 +228,8 @@ def limits_in_use(
         parts.append(f"{key_concurrency} running per key")
     if key_rate is not None:
         parts.append(f"{key_rate} started per key")
+    for name, rate_text, type_started in type_rates:
+        parts.append(f"{type_started or 0} of {rate_text} {name} started")
     if parts and declared:
         parts.append("(QUEUE_LIMITS)")
     return ", ".join(parts)
@@ -177,6 +242,7 @@ class Limit(enum.StrEnum):
     RATE = "rate"
     KEY_CONCURRENCY = "key_concurrency"
     KEY_RATE = "key_rate"
+    TYPE_RATE = "type_rate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +251,9 @@ class Headroom:
     does not have; `rate_opens_in`: how long until the rate's window lets one more
     start, counted from the claim; `keys_full`: how many of the keys it visited had no
     free slot (None: no per-key limit), `keys_rate_spent` how many of those for their
-    key rate, the soonest of whose windows lets one more start in `key_rate_opens_in`."""
+    key rate, the soonest of whose windows lets one more start in `key_rate_opens_in`;
+    `types_rate_spent`: how many rated types the claim read had no start left when it
+    was done (None: no type rates), the soonest to let one more in `type_rate_opens_in`."""
 
     concurrency: int | None = None
     rate: int | None = None
@@ -193,14 +261,16 @@ class Headroom:
     keys_full: int | None = None
     keys_rate_spent: int | None = None
     key_rate_opens_in: timedelta | None = None
+    types_rate_spent: int | None = None
+    type_rate_opens_in: timedelta | None = None
 
 
 class Claimed(list[Job]):
     """The jobs a claim took, in the order to start them, and what held it back: the
     limits that let it take fewer than it asked for (`held_back`); when the queue's rate
-    was one, how long until it lets the queue start more (`retry_in`), and when a key's
-    rate was, until the first of those keys may start more (`keys_open_in`: other keys'
-    jobs may come sooner)."""
+    was one, how long until it lets the queue start more (`retry_in`), and when the rate
+    of a key or a type was, until the first of those may start more (`windows_open_in`:
+    other keys' or types' jobs may come sooner)."""
 
     def __init__(
         self,
@@ -208,12 +278,12 @@ class Claimed(list[Job]):
         *,
         held_back: frozenset[Limit] = frozenset(),
         retry_in: timedelta | None = None,
-        keys_open_in: timedelta | None = None,
+        windows_open_in: timedelta | None = None,
     ) -> None:
         super().__init__(jobs)
         self.held_back = held_back
         self.retry_in = retry_in
-        self.keys_open_in = keys_open_in
+        self.windows_open_in = windows_open_in
 
     @classmethod
     def within(cls, jobs: list[Job], asked: int, headroom: Headroom) -> Claimed:
@@ -228,12 +298,20 @@ class Claimed(list[Job]):
         by_rate = headroom.keys_rate_spent or 0
         if took < asked and (headroom.keys_full or 0) > by_rate:
             held.add(Limit.KEY_CONCURRENCY)
-        keys_open_in = None
+        opens: list[timedelta | None] = []
         if took < asked and by_rate:
             held.add(Limit.KEY_RATE)
-            keys_open_in = headroom.key_rate_opens_in
+            opens.append(headroom.key_rate_opens_in)
+        if took < asked and headroom.types_rate_spent:
+            held.add(Limit.TYPE_RATE)
+            opens.append(headroom.type_rate_opens_in)
         retry_in = headroom.rate_opens_in if rate_spent else None
-        return cls(jobs, held_back=frozenset(held), retry_in=retry_in, keys_open_in=keys_open_in)
+        return cls(
+            jobs,
+            held_back=frozenset(held),
+            retry_in=retry_in,
+            windows_open_in=min((each for each in opens if each is not None), default=None),
+        )
 
 
 def _duration_text(period: timedelta) -> str:

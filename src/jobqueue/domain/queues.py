@@ -29,6 +29,8 @@ class QueueState:
     # the rate's window (with a rate); None without such a limit.
     running: int | None = None
     started: int | None = None
+    # Each rated type's starts within its window now, by type.
+    type_started: tuple[tuple[str, int], ...] = ()
 
     @property
     def paused(self) -> bool:

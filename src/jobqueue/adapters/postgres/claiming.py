@@ -170,7 +170,7 @@ class QueueClaims:
                 claimed + more,
                 held_back=claimed.held_back | more.held_back,
                 retry_in=more.retry_in,
-                keys_open_in=more.keys_open_in,
+                windows_open_in=more.windows_open_in,
             )
         # In the order the ranges were read: the order the pool starts them in.
         position = {each: index for index, each in enumerate(ranges.ranges)}
@@ -229,6 +229,8 @@ class QueueClaims:
             first["keys_full"],
             first["keys_rate_spent"],
             first["key_rate_opens_in"],
+            first["types_rate_spent"],
+            first["type_rate_opens_in"],
         )
         jobs = [job_from_row(row) for row in rows if row["id"] is not None]
         if sent.keyed and values["sweep"]:

@@ -25,7 +25,7 @@ from jobqueue.adapters.postgres.queries.queues import (
     UNDECLARE_LIMITS,
 )
 from jobqueue.adapters.postgres.queue_counts import CountCache, Rows
-from jobqueue.domain.flow import LimitsSource, QueueLimits, Rate
+from jobqueue.domain.flow import LimitsSource, QueueLimits, Rate, type_rates
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import COUNTED, Status
 
@@ -147,11 +147,13 @@ def _summed(
 
 def state_from_row(row: Mapping[str, Any]) -> QueueState:
     """A row of `queries/queues._STATE` as the domain's `QueueState`."""
+    rated = _rated(row["type_rates"])
     limits = QueueLimits(
         row["concurrency"],
         _rate(row["rate_limit"], row["rate_period"]),
         row["key_concurrency"],
         _rate(row["key_rate_limit"], row["key_rate_period"]),
+        type_rates(rate for rate, _ in rated),
     )
     source = row["limits_source"]
     return QueueState(
@@ -161,7 +163,17 @@ def state_from_row(row: Mapping[str, Any]) -> QueueState:
         None if source is None else LimitsSource(source),
         row["running"],
         row["started"],
+        tuple((name, started) for (name, _), started in rated),
     )
+
+
+def _rated(rows: list[list[Any]] | None) -> list[tuple[tuple[str, Rate], int]]:
+    """The rated types of `queries/queues._state` ([type, limit, period in seconds, starts
+    in its window] each), with their starts in the window."""
+    return [
+        ((name, Rate(limit, timedelta(seconds=float(seconds)))), int(started))
+        for name, limit, seconds, started in rows or ()
+    ]
 
 
 def _rate(limit: int | None, period: timedelta | None) -> Rate | None:
@@ -171,6 +183,9 @@ def _rate(limit: int | None, period: timedelta | None) -> Rate | None:
 def _limit_values(name: str, limits: QueueLimits, source: LimitsSource | None) -> dict[str, object]:
     rate, key_rate = limits.rate, limits.key_rate
     return {
+        "rated_types": [name for name, _ in limits.type_rates],
+        "rated_limits": [rate.limit for _, rate in limits.type_rates],
+        "rated_periods": [rate.period for _, rate in limits.type_rates],
         "name": name,
         "concurrency": limits.concurrency,
         "rate_limit": None if rate is None else rate.limit,

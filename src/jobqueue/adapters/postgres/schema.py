@@ -14,6 +14,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 from sqlalchemy import (
     ARRAY,
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     ColumnElement,
@@ -246,6 +247,9 @@ queues = Table(
     Column("key_rate_limit", Integer, nullable=True),
     Column("key_rate_period", Interval, nullable=True),
     Column("limits_source", Text, nullable=True),
+    # Whether some of its job types have rates of their own (rows of `type_rates`): the
+    # claim learns it from this row, which it reads anyway.
+    Column("type_rated", Boolean, nullable=False, server_default=text("false")),
     # The starts within its rate's window, a time and a count per claim (`queries/flow.py`).
     Column("starts", ARRAY(DateTime(timezone=True)), nullable=False, server_default="{}"),
     Column("start_counts", ARRAY(Integer), nullable=False, server_default="{}"),
@@ -276,6 +280,25 @@ key_starts = Table(
     Column("partition_key", Text, primary_key=True),
     Column("starts", ARRAY(DateTime(timezone=True)), nullable=False),
     Column("start_counts", ARRAY(Integer), nullable=False),
+)
+
+
+# A rated job type of a queue: its rate and the starts within its window, as a queue's
+# row keeps its own (`queries/type_rates.py`).
+type_rates = Table(
+    "type_rates",
+    metadata,
+    Column("queue", Text, primary_key=True),
+    Column("type", Text, primary_key=True),
+    Column("rate_limit", Integer, nullable=False),
+    Column("rate_period", Interval, nullable=False),
+    Column("starts", ARRAY(DateTime(timezone=True)), nullable=False, server_default="{}"),
+    Column("start_counts", ARRAY(Integer), nullable=False, server_default="{}"),
+    CheckConstraint(f"rate_limit BETWEEN 1 AND {MAX_RATE}", name="rate_limit"),
+    CheckConstraint(
+        f"rate_period BETWEEN {_interval(MIN_PERIOD)} AND {_interval(MAX_PERIOD)}",
+        name="rate_period",
+    ),
 )
 
 

@@ -220,10 +220,10 @@ class Dispatcher:
             if self._rest is None and not (by_slots and self._endings > endings):
                 # Nothing more is due, or running jobs fill a limit's slots: rest for the
                 # poll interval, until a wake(), or for slots until one of ours ends; for
-                # keys' rates, until the first of their windows opens.
+                # keys' or types' rates, until the first of their windows opens.
                 rest = self._poll
-                if jobs.keys_open_in is not None:
-                    rest = min(rest, jobs.keys_open_in.total_seconds())
+                if jobs.windows_open_in is not None:
+                    rest = min(rest, jobs.windows_open_in.total_seconds())
                 self._rest = Rest(time.monotonic() + rest, on_wake=True, on_ending=by_slots)
         elif self._rest is not None and self._rest.on_wake:
             # A full claim that was on its way beside a short one: more may be due after

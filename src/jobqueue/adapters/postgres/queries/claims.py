@@ -1,8 +1,9 @@
 """The claims: a queue's due jobs taken by a process, alone or with a batch of endings in
 the same statement, for a queue without limits (`CLAIM`, `RECORD_AND_CLAIM`), for one
-with limits on the whole queue (`LIMITED_CLAIM`, `RECORD_AND_LIMITED_CLAIM`, whose extra
-parts are in `flow.py`), with a per-key limit (`KEYED_CLAIM`, `RECORD_AND_KEYED_CLAIM`,
-`keys.py`), and with both (`LIMITED_KEYED_CLAIM`, `RECORD_AND_LIMITED_KEYED_CLAIM`).
+with limits on the whole queue or rates of its types (`LIMITED_CLAIM`,
+`RECORD_AND_LIMITED_CLAIM`, whose extra parts are in `flow.py` and `type_rates.py`), with
+a per-key limit (`KEYED_CLAIM`, `RECORD_AND_KEYED_CLAIM`, `keys.py`), and with both
+(`LIMITED_KEYED_CLAIM`, `RECORD_AND_LIMITED_KEYED_CLAIM`).
 
 A statement per kind rather than one that serves all: the limits' parts cost a claim of a
 queue without limits about 0.2 ms of execution and 0.3 ms of planning (a third of the
@@ -16,19 +17,20 @@ statement at once.
 
 from __future__ import annotations
 
-from jobqueue.adapters.postgres.queries import flow, keys
+from jobqueue.adapters.postgres.queries import flow, keys, type_rates
 from jobqueue.adapters.postgres.queries.jobs import ENDINGS
 from jobqueue.adapters.postgres.queries.sql import in_ranges
 from jobqueue.adapters.postgres.statement import Statement
 
 # The queue's row as every claim reads it, once, by primary key: whether it is paused,
-# whether it has limits on the whole queue (`limited`), and a per-key limit (`keyed`):
-# the claim of a queue without limits takes nothing of one that has them, and every
-# claim answers which it found.
+# whether it has limits on the whole queue or rates of its types (`limited`, whose
+# claim counts both), and a per-key limit (`keyed`): the claim of a queue without limits
+# takes nothing of one that has them, and every claim answers which it found.
 _QUEUE = f"""
     queue AS MATERIALIZED (
         SELECT paused_at IS NOT NULL AS paused,
-            concurrency IS NOT NULL OR rate_limit IS NOT NULL AS limited,
+            concurrency IS NOT NULL OR rate_limit IS NOT NULL OR type_rated AS limited,
+            type_rated,
             {keys.KEYED} AS keyed
         FROM queues WHERE name = :queue
     )
@@ -48,26 +50,25 @@ _QUEUE = f"""
 # each other's rows instead of queueing behind them. FOR UPDATE rechecks the filter on
 # the newest row version, so every row locked here is still pending and stays so until
 # the statement commits: the UPDATE needs no guard.
-def _due(held: str) -> str:
+def _due(held: str, limit: str = ":limit") -> str:
     return f"""
-    SELECT picked.id, picked.run_at, ranges.position
-    {in_ranges("id, run_at", "after", ":limit", "FOR UPDATE SKIP LOCKED")}
+    SELECT picked.id, picked.run_at, ranges.position, ranges.type
+    {in_ranges("id, run_at", "after", limit, "FOR UPDATE SKIP LOCKED")}
     WHERE NOT EXISTS (SELECT FROM queue WHERE {held})
     LIMIT :limit
     """
 
 
-_DUE = _due("paused OR keyed")
+_DUE = _due("paused OR keyed", type_rates.RANGE_LIMIT)
 # A queue without limits, as its claim sees it: not paused, and still without limits.
 _DUE_UNLIMITED = _due("paused OR limited OR keyed")
 
-# How many jobs a limited claim locked: its turn records their starts (as many as its
-# limits allow) before it takes them.
-_DUE_COUNT = "(SELECT count(*) FROM due)"
-# Of the jobs a limited claim locked, those the queue's limits allow (`flow.py`), in the
-# order read.
+# How many jobs a limited claim locked that its types' rates allow: its turn records
+# their starts (as many as the queue's limits allow) before it takes them.
+_ALLOWED_COUNT = "(SELECT count(*) FROM allowed)"
+# Of those, the ones the queue's limits allow (`flow.py`), in the order read.
 _TAKEN = """
-    SELECT id FROM due ORDER BY position, run_at, id LIMIT (SELECT n FROM allowance)
+    SELECT id FROM allowed ORDER BY position, run_at, id LIMIT (SELECT n FROM allowance)
 """
 
 
@@ -109,7 +110,7 @@ _NO_LEFT = (
     "CAST(NULL AS integer) AS concurrency_left, CAST(NULL AS integer) AS rate_left,"
     " CAST(NULL AS interval) AS rate_opens_in"
 )
-_NONE_LEFT = f"{_NO_LEFT}, {_NO_KEYS}"
+_NONE_LEFT = f"{_NO_LEFT}, {_NO_KEYS}, {type_rates.NONE_LEFT}"
 # The leases a batch of endings held, as two arrays on every row.
 _HELD = """
     SELECT array_agg(ended.id) AS ended_ids, array_agg(ended.lease_token) AS ended_tokens
@@ -125,14 +126,27 @@ CLAIM = Statement(
     """,
 )
 
+
+def _limited(ending: str) -> str:
+    """The CTEs of a claim of a queue with limits of the whole queue or type rates:
+    the types' turns, the due jobs locked and trimmed to them, the queue's turn, the jobs
+    taken, the types' starts written."""
+    return f"""
+    {_QUEUE}, {type_rates.TURNS}
+    due AS MATERIALIZED ({_DUE}), {type_rates.ALLOWED}
+    {flow.turn(ending, _ALLOWED_COUNT, record=True)}
+    taken AS MATERIALIZED ({_TAKEN}),
+    claimed AS ({_take("taken", type_rates.started(flow.STARTED))}),
+    {type_rates.RECORDED}
+    """
+
+
 LIMITED_CLAIM = Statement(
     "limited_claim",
     f"""
-    WITH {_QUEUE}, due AS MATERIALIZED ({_DUE}),
-    {flow.turn("CAST(ARRAY[] AS uuid[])", _DUE_COUNT, record=True)}
-    taken AS MATERIALIZED ({_TAKEN}),
-    claimed AS ({_take("taken", flow.STARTED)})
-    SELECT {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS}, claimed.* FROM allowance LEFT JOIN claimed ON true
+    WITH {_limited("CAST(ARRAY[] AS uuid[])")}
+    SELECT {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS}, {type_rates.LEFT}, claimed.*
+    FROM allowance CROSS JOIN type_left LEFT JOIN claimed ON true
     """,
 )
 
@@ -159,14 +173,12 @@ RECORD_AND_LIMITED_CLAIM = Statement(
     "record_endings_and_limited_claim",
     f"""
     WITH ended AS ({ENDINGS}),
-    {_QUEUE},
-    due AS MATERIALIZED ({_DUE}),
-    {flow.turn("ARRAY(SELECT id FROM ended)", _DUE_COUNT, record=True)}
-    taken AS MATERIALIZED ({_TAKEN}),
-    claimed AS ({_take("taken", flow.STARTED)})
-    SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS}, claimed.*
+    {_limited("ARRAY(SELECT id FROM ended)")}
+    SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS},
+        {type_rates.LEFT}, claimed.*
     FROM ({_HELD}) AS held
     CROSS JOIN allowance
+    CROSS JOIN type_left
     LEFT JOIN claimed ON true
     """,
 )
@@ -205,7 +217,8 @@ def _keyed_claim(name: str, limited: bool) -> Statement:
         name,
         f"""
         WITH RECURSIVE {_QUEUE}, {_keyed("CAST(ARRAY[] AS uuid[])", limited)}
-        SELECT {_LIMITED_NOW}, {left}, {keys.NEXT_KEY}, {keys.HEAD_ENDS}, claimed.*
+        SELECT {_LIMITED_NOW}, {left}, {keys.NEXT_KEY}, {keys.HEAD_ENDS},
+            {type_rates.NONE_LEFT}, claimed.*
         FROM {limits} {_KEYS_RECORDED}
         """,
     )
@@ -219,7 +232,7 @@ def _record_and_keyed_claim(name: str, limited: bool) -> Statement:
         WITH RECURSIVE ended AS ({ENDINGS}),
         {_QUEUE}, {_keyed("ARRAY(SELECT id FROM ended)", limited)}
         SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {left}, {keys.NEXT_KEY},
-            {keys.HEAD_ENDS}, claimed.*
+            {keys.HEAD_ENDS}, {type_rates.NONE_LEFT}, claimed.*
         FROM ({_HELD}) AS held
         {limits}
         {_KEYS_RECORDED}
