@@ -1,7 +1,9 @@
 """A handler module for the flow-control tests: `held` jobs take a while (a slot each, on
 the `limited` queue), `paced` ones nothing (a start each, on the `paced` queue), `tenant`
 jobs a while, each in the partition of its payload's tenant (on the `tenants` queue),
-`paced_tenant` ones nothing, in their tenant's partition (on the `paced_keys` queue)."""
+`paced_tenant` ones nothing, in their tenant's partition (on the `paced_keys` queue);
+`paced_sms` and `paced_mail` nothing, side by side on the `paced_types` queue, where
+only the first is rated."""
 
 from __future__ import annotations
 
@@ -33,4 +35,14 @@ async def tenant(ctx: JobContext, payload: object) -> None:
 
 @registry.handler("paced_tenant", queue="paced_keys", partition_by=("tenant",))
 async def paced_tenant(ctx: JobContext, payload: object) -> None:
+    return None
+
+
+@registry.handler("paced_sms", queue="paced_types")
+async def paced_sms(ctx: JobContext, payload: object) -> None:
+    return None
+
+
+@registry.handler("paced_mail", queue="paced_types")
+async def paced_mail(ctx: JobContext, payload: object) -> None:
     return None
