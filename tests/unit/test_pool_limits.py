@@ -1,5 +1,5 @@
 """A pool under a queue's limits (the in-memory store keeps them as PostgreSQL does): a
-claim the rate (or a key's) cut short rests until the rate's window opens, not for the
+claim the rate (or a key's, or a type's) cut short rests until the rate's window opens, not for the
 poll interval, nor until a wake-up; one that running jobs' slots cut short rests until
 one of the pool's own jobs ends; claims held back are reported to the observer."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jobqueue.domain.flow import Limit, QueueLimits, Rate
+from jobqueue.domain.flow import Limit, QueueLimits, Rate, type_rates
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
@@ -56,6 +56,7 @@ class HeldBack(NullObserver):
     [
         (QueueLimits(rate=Rate(2, PERIOD)), None, Limit.RATE),
         (QueueLimits(key_rate=Rate(2, PERIOD)), "k", Limit.KEY_RATE),
+        (QueueLimits(type_rates=type_rates({"work": Rate(2, PERIOD)})), None, Limit.TYPE_RATE),
     ],
 )
 async def test_a_rate_limited_pool_claims_again_when_the_window_opens(
