@@ -54,7 +54,17 @@ async def test_pause_and_resume_answer_the_queue_s_state_and_the_claim_obeys(
         "paused": False,
         "paused_at": None,
         "limits": dict.fromkeys(
-            ("concurrency", "running", "rate", "started", "set_by", "key_concurrency", "key_rate")
+            (
+                "concurrency",
+                "running",
+                "rate",
+                "started",
+                "set_by",
+                "key_concurrency",
+                "key_rate",
+                "type_rates",
+                "type_started",
+            )
         ),
     }
     assert [

@@ -8,6 +8,7 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from types import MappingProxyType
 from typing import Any
 
 import httpx
@@ -306,6 +307,7 @@ async def test_set_limits_sends_each_limit_and_reads_the_queue_back() -> None:
         "rate": None,
         "key_concurrency": 2,
         "key_rate": "10/1m",
+        "type_rates": None,
     }
 
     script = Script(ok({**state, "limits": limits}))
@@ -314,6 +316,38 @@ async def test_set_limits_sends_each_limit_and_reads_the_queue_back() -> None:
     ) as async_jobs:
         await async_jobs.set_limits("reports", key_rate="10/1m")
     assert json.loads(script.requests[0].content)["key_rate"] == "10/1m"
+
+
+async def test_set_limits_sends_type_rates_by_type_and_reads_their_starts_back() -> None:
+    state = {"name": "texts", "paused": False, "paused_at": None}
+    limits = {
+        "type_rates": {"fax": "1/m", "send_sms": "10/s"},
+        "type_started": {"fax": 0, "send_sms": 4},
+        "set_by": "operator",
+    }
+    # An older service's answer, without type rates, still reads.
+    older = {**state, "limits": {"concurrency": 3, "set_by": "operator"}}
+    script = Script(ok({**state, "limits": limits}), ok(older))
+    with client(script) as jobs:
+        # Any mapping: sent as the object the API takes.
+        rates = MappingProxyType({"send_sms": "10/s", "fax": "1/m"})
+        answer = jobs.set_limits("texts", type_rates=rates)
+        lifted = jobs.set_limits("texts", concurrency=3).limits
+    assert answer.limits.type_rates == {"fax": "1/m", "send_sms": "10/s"}
+    assert answer.limits.type_started == {"fax": 0, "send_sms": 4}
+    assert (lifted.type_rates, lifted.type_started) == (None, None)
+    assert json.loads(script.requests[0].content)["type_rates"] == {
+        "send_sms": "10/s",
+        "fax": "1/m",
+    }
+    assert json.loads(script.requests[1].content)["type_rates"] is None
+
+    script = Script(ok({**state, "limits": limits}))
+    async with AsyncClient(
+        "http://jobs.test", transport=httpx.MockTransport(script), retries=FAST
+    ) as async_jobs:
+        await async_jobs.set_limits("texts", type_rates={"send_sms": "10/s"})
+    assert json.loads(script.requests[0].content)["type_rates"] == {"send_sms": "10/s"}
 
 
 def test_a_job_request_sends_durations_as_text_and_uniqueness_as_its_request() -> None:

@@ -294,9 +294,14 @@ def set_limits(
     rate: str | None,
     key_concurrency: int | None,
     key_rate: str | None,
+    type_rates: Mapping[str, str] | None,
 ) -> Call[QueueStateView]:
     body = QueueLimitsRequest(
-        concurrency=concurrency, rate=rate, key_concurrency=key_concurrency, key_rate=key_rate
+        concurrency=concurrency,
+        rate=rate,
+        key_concurrency=key_concurrency,
+        key_rate=key_rate,
+        type_rates=None if type_rates is None else dict(type_rates),
     )
     return Call("PUT", f"/queues/{_segment(name)}/limits", QueueStateView, body=body)
 

@@ -217,12 +217,16 @@ class Client:
         rate: str | None = None,
         key_concurrency: int | None = None,
         key_rate: str | None = None,
+        type_rates: Mapping[str, str] | None = None,
     ) -> QueueStateView:
         """Set `queue`'s limits, replacing every one it had (None: no such limit): at most
         `concurrency` running at once, at most `rate` starts (such as "100/1m"), at most
         `key_concurrency` running at once and `key_rate` starts ("10/1m") per partition
-        key, across every process, from the moment this returns."""
-        return self._send(calls.set_limits(queue, concurrency, rate, key_concurrency, key_rate))
+        key, at most so many starts of each job type `type_rates` names
+        ({"send_sms": "10/s"}), across every process, from the moment this returns."""
+        return self._send(
+            calls.set_limits(queue, concurrency, rate, key_concurrency, key_rate, type_rates)
+        )
 
     def lift_limits(self, queue: str) -> QueueStateView:
         """Lift every limit of `queue`."""

@@ -90,17 +90,26 @@ def type_rates(rates: Mapping[str, Rate] | Iterable[tuple[str, Rate]]) -> TypeRa
     """`rates` as `QueueLimits.type_rates` holds them; raises `ValueError` for a type
     named twice or badly, or too many."""
     pairs = list(rates.items()) if isinstance(rates, Mapping) else list(rates)
+    # Counted first: the checks below compare each name with every other.
+    check_type_rate_count(len(pairs))
     names = [name for name, _ in pairs]
     for name in names:
-        if not name.strip() or len(name) > MAX_TYPE_LENGTH:
+        # No NUL: no job type holds one (the database's text cannot).
+        if not name.strip() or len(name) > MAX_TYPE_LENGTH or "\x00" in name:
             raise ValueError(
-                f"a type rate names a job type (1 to {MAX_TYPE_LENGTH} characters), got {name!r}"
+                f"a type rate names a job type (1 to {MAX_TYPE_LENGTH} characters, without "
+                f"NUL), got {name!r}"
             )
         if names.count(name) > 1:
             raise ValueError(f"the rate of type {name!r} is given twice")
-    if len(pairs) > MAX_TYPE_RATES:
-        raise ValueError(f"at most {MAX_TYPE_RATES} types of a queue have rates, got {len(pairs)}")
     return tuple(sorted(pairs, key=lambda pair: pair[0]))
+
+
+def check_type_rate_count(count: int) -> None:
+    """Refuses rates for more than `MAX_TYPE_RATES` types: checked before they are parsed
+    too, where a request may name any number of them."""
+    if count > MAX_TYPE_RATES:
+        raise ValueError(f"at most {MAX_TYPE_RATES} types of a queue have rates, got {count}")
 
 
 def parse_type_rate(text: str) -> tuple[str, Rate]:
@@ -108,6 +117,19 @@ def parse_type_rate(text: str) -> tuple[str, Rate]:
     name, colon, rate = text.rpartition(":")
     if not colon or not name:
         raise ValueError(f"a type rate is TYPE:STARTS/PERIOD, such as send_sms:10/s; got {text!r}")
+    return type_rate_of(name, rate)
+
+
+def type_rate_text(name: str, rate: Rate) -> str:
+    """A type's rate as `parse_type_rate` reads it: `send_sms:10/s`."""
+    return f"{name}:{rate}"
+
+
+def type_rate_of(name: str, rate: str | Rate) -> tuple[str, Rate]:
+    """A job type and its rate, given as a `Rate` or as text ("10/s"); a refusal names
+    the type, as a queue's rates of several types would leave it unsaid which one."""
+    if isinstance(rate, Rate):
+        return name, rate
     try:
         return name, Rate.parse(rate)
     except ValueError as error:
@@ -197,7 +219,7 @@ class QueueLimits:
         parts = [
             f"{name}={getattr(self, name)}" for name in _NAMES if getattr(self, name) is not None
         ]
-        parts += [f"{TYPE_RATE}={name}:{rate}" for name, rate in self.type_rates]
+        parts += [f"{TYPE_RATE}={type_rate_text(name, rate)}" for name, rate in self.type_rates]
         return " ".join(parts) or "none"
 
 

@@ -6,7 +6,16 @@ from typing import Annotated
 
 import msgspec
 
-from jobqueue.domain.flow import MAX_CONCURRENCY, QueueLimits, Rate
+from jobqueue.domain.flow import (
+    MAX_CONCURRENCY,
+    MAX_TYPE_RATES,
+    QueueLimits,
+    Rate,
+    TypeRates,
+    check_type_rate_count,
+    type_rate_of,
+    type_rates,
+)
 
 
 class QueueLimitsRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -58,6 +67,19 @@ class QueueLimitsRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True
         ]
         | None
     ) = None
+    type_rates: (
+        Annotated[
+            dict[str, str],
+            msgspec.Meta(
+                description="At most so many starts of a job type within any window of a "
+                "period, type by type, as starts/period (up to "
+                f"{MAX_TYPE_RATES} types); the queue's other types are not paced. Not "
+                "combined with key_concurrency or key_rate.",
+                examples=[{"send_sms": "10/s"}],
+            ),
+        ]
+        | None
+    ) = None
 
     def limits(self) -> QueueLimits:
         """The limits asked for; raises `ValueError` naming the rate that is wrong and
@@ -67,6 +89,7 @@ class QueueLimitsRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True
             _rate("rate", self.rate),
             self.key_concurrency,
             _rate("key_rate", self.key_rate),
+            _type_rates(self.type_rates),
         )
 
 
@@ -79,3 +102,13 @@ def _rate(name: str, text: str | None) -> Rate | None:
         return Rate.parse(text)
     except ValueError as error:
         raise ValueError(f"{name}: {error}") from None
+
+
+def _type_rates(rates: dict[str, str] | None) -> TypeRates:
+    if rates is None:
+        return ()
+    try:
+        check_type_rate_count(len(rates))
+        return type_rates(type_rate_of(name, text) for name, text in rates.items())
+    except ValueError as error:
+        raise ValueError(f"type_rates: {error}") from None

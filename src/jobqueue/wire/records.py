@@ -145,6 +145,10 @@ class QueueLimitsView(msgspec.Struct, frozen=True):
     # key within any window of a period ("10/m").
     key_concurrency: int | None = None
     key_rate: str | None = None
+    # Each rated job type's rate ("10/s"), and its starts within its window now, by type;
+    # null while the queue has no type rates.
+    type_rates: dict[str, str] | None = None
+    type_started: dict[str, int] | None = None
 
     @classmethod
     def of(cls, state: QueueState) -> QueueLimitsView:
@@ -157,6 +161,8 @@ class QueueLimitsView(msgspec.Struct, frozen=True):
             set_by=None if source is None else source.value,
             key_concurrency=limits.key_concurrency,
             key_rate=None if limits.key_rate is None else str(limits.key_rate),
+            type_rates={name: str(rate) for name, rate in limits.type_rates} or None,
+            type_started=dict(state.type_started) or None,
         )
 
 

@@ -83,7 +83,7 @@ class QueuesController(Controller):
     @put(
         "/{name:str}/limits",
         status_code=HTTP_200_OK,
-        summary="Set a queue's limits: concurrency and rate, per queue and per key",
+        summary="Set a queue's limits: concurrency and rate, per queue, per key or per type",
         response_description="The queue, with its limits and their use now",
         description="Replaces every limit the queue had (absent or null: none). Obeyed by "
         "every claim from the moment this answers, in every process; jobs held back stay "
