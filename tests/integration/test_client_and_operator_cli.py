@@ -22,7 +22,7 @@ from jobqueue.client import (
     Unauthorized,
     job_request,
 )
-from tests.support.processes import Service, run, serving
+from tests.support.processes import Service, run, serving, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
@@ -268,6 +268,77 @@ def test_a_queue_is_limited_per_key_by_the_client_and_the_command_line(
     assert code == 1
     assert "give --concurrency, --rate, --key-concurrency, --key-rate" in err
     assert client.lift_limits(queue).limits.key_rate is None
+
+
+def test_a_queue_s_types_are_rated_by_the_client_and_the_command_line(
+    service: Service, client: Client
+) -> None:
+    queue = f"cq{uuid.uuid4().hex[:8]}"
+    limited = client.set_limits(queue, type_rates={"send_sms": "10/s", "fax": "1/1m"})
+    assert limited.limits.type_rates == {"fax": "1/m", "send_sms": "10/s"}
+    assert limited.limits.type_started == {"fax": 0, "send_sms": 0}
+    with pytest.raises(BadRequest) as bad:
+        client.set_limits(queue, key_concurrency=2, type_rates={"send_sms": "10/s"})
+    assert bad.value.message.startswith("invalid limits: rates per job type cannot be combined")
+
+    code, out, err = _cli(
+        service, "queues", "limit", queue, "--type-rate", "send_sms:5/s", "--type-rate", "fax:2/1m"
+    )
+    assert code == 0, err
+    assert "0 of 2/m fax started, 0 of 5/s send_sms started" in out
+    code, out, _ = _cli(service, "queues", "list")
+    [row] = [line for line in out.splitlines() if line.startswith(queue)]
+    assert row.endswith(" 0 of 2/m fax started, 0 of 5/s send_sms started")
+    code, out, _ = _cli(
+        service, "queues", "limit", queue, "--concurrency", "3", "--type-rate", "fax:1/s", "--json"
+    )
+    assert code == 0
+    assert json.loads(out)["limits"]["type_rates"] == {"fax": "1/s"}
+
+    # Read on the command line, a bad one is a usage error naming the option and the type.
+    for given, says in (
+        (["send_sms:fast"], "--type-rate: type 'send_sms': a rate is starts per period"),
+        (["10/s"], "--type-rate: a type rate is TYPE:STARTS/PERIOD"),
+        (["sms:1/s", "sms:2/s"], "--type-rate: the rate of type 'sms' is given twice"),
+    ):
+        words = [word for each in given for word in ("--type-rate", each)]
+        code, _, err = _cli(service, "queues", "limit", queue, *words)
+        assert code == 2, err
+        assert f"jobqueue queues limit: error: {says}" in err
+    code, _, err = _cli(
+        service, "queues", "limit", queue, "--type-rate", "sms:1/s", "--key-concurrency", "2"
+    )
+    assert code == 1
+    assert "400: invalid limits: rates per job type cannot be combined" in err
+    code, _, err = _cli(service, "queues", "limit", queue)
+    assert code == 1
+    assert "give --concurrency, --rate, --key-concurrency, --key-rate, --type-rate" in err
+    # Refused, none of those changed the limits last set.
+    [listed] = [each for each in client.queues() if each.name == queue]
+    assert (listed.limits.concurrency, listed.limits.type_rates) == (3, {"fax": "1/s"})
+    assert client.lift_limits(queue).limits.type_rates is None
+
+
+def test_a_rated_type_s_starts_are_shown_as_its_jobs_start(
+    service: Service, client: Client
+) -> None:
+    # The service's workers consume `default`: its `sleep` jobs start, and count.
+    client.set_limits("default", type_rates={"sleep": "5/1m"})
+    try:
+        jobs = [client.submit("sleep", {"duration": "1ms"}) for _ in range(2)]
+        until(
+            lambda: all(client.status(job.id).status == "completed" for job in jobs) or None,
+            "both sleep jobs completed",
+            within=30,
+        )
+        [default] = [queue for queue in client.queues() if queue.name == "default"]
+        assert default.limits.type_started == {"sleep": 2}
+        code, out, err = _cli(service, "queues", "list")
+        assert code == 0, err
+        [row] = [line for line in out.splitlines() if line.startswith("default ")]
+        assert row.endswith(" 2 of 5/m sleep started")
+    finally:
+        client.lift_limits("default")
 
 
 def test_the_queue_list_says_who_consumes_each_queue(service: Service, client: Client) -> None:

@@ -100,11 +100,12 @@ def _refused(args: argparse.Namespace, answers: TextIO, errors: TextIO) -> bool:
 
 
 def _set_limits(client: Client, args: argparse.Namespace) -> Any:
-    given = (args.concurrency, args.rate, args.key_concurrency, args.key_rate)
+    given = (args.concurrency, args.rate, args.key_concurrency, args.key_rate, args.type_rate)
     if all(limit is None for limit in given):
         raise SystemExit(
             "jobqueue queues limit: give --concurrency, --rate, --key-concurrency, "
-            "--key-rate or more than one (`jobqueue queues unlimit QUEUE` lifts every limit)"
+            "--key-rate, --type-rate or more than one (`jobqueue queues unlimit QUEUE` "
+            "lifts every limit)"
         )
     return client.set_limits(
         args.name,
@@ -112,7 +113,21 @@ def _set_limits(client: Client, args: argparse.Namespace) -> Any:
         rate=args.rate,
         key_concurrency=args.key_concurrency,
         key_rate=args.key_rate,
+        type_rates=None if args.type_rate is None else _type_rates(args.type_rate),
     )
+
+
+def _type_rates(given: list[str]) -> dict[str, str]:
+    """The `--type-rate TYPE:N/PERIOD` options as the API takes them, by type. Read
+    here: the API's body holds one rate per type, so a type given twice would otherwise
+    lose one of its rates unsaid."""
+    from jobqueue.domain.flow import parse_type_rate, type_rates
+
+    try:
+        rated = type_rates(parse_type_rate(each) for each in given)
+    except ValueError as error:
+        raise UsageError(f"--type-rate: {error}") from None
+    return {name: str(rate) for name, rate in rated}
 
 
 _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {

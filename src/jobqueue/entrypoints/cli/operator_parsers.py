@@ -151,6 +151,13 @@ def add_commands(commands: Any, epilog: str) -> None:
         metavar="N/PERIOD",
         help="at most N starts of one partition key within any PERIOD: 10/1m, 2/s",
     )
+    limit.add_argument(
+        "--type-rate",
+        action="append",
+        metavar="TYPE:N/PERIOD",
+        help="at most N starts of job type TYPE within any PERIOD: send_sms:10/s; once "
+        "per type (not with the per-key limits)",
+    )
 
     types = command("types", "list the job types the API accepts")
     action(

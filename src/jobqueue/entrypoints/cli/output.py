@@ -218,6 +218,7 @@ def limits_text(limits: QueueLimitsView) -> str:
     """A queue's limits with their use: "3 of 5 running, 40 of 100/m started"."""
     from jobqueue.domain.flow import limits_in_use
 
+    started = limits.type_started or {}
     return limits_in_use(
         limits.concurrency,
         limits.running,
@@ -225,6 +226,7 @@ def limits_text(limits: QueueLimitsView) -> str:
         limits.started,
         limits.key_concurrency,
         limits.key_rate,
+        [(name, rate, started.get(name)) for name, rate in (limits.type_rates or {}).items()],
         declared=limits.set_by == "settings",
     )
 
