@@ -173,6 +173,8 @@ def test_a_person_limits_a_queue_from_its_page_and_sees_the_limits_in_use(
         "set_by": "operator",
         "key_concurrency": 2,
         "key_rate": "10/m",
+        "type_rates": None,
+        "type_started": None,
     }
     page.screenshots("queue-limits")
     page.visit("/ui")
@@ -206,3 +208,64 @@ def test_a_person_limits_a_queue_from_its_page_and_sees_the_limits_in_use(
     assert page.text("#limits").startswith("None")
     assert _limits(dashboard_service, "browser-limits")["concurrency"] is None
     assert _limits(dashboard_service, "browser-limits")["key_rate"] is None
+
+
+def test_a_person_rates_a_queue_s_types_from_its_page_and_sees_their_starts(
+    page: Page, dashboard_service: Service
+) -> None:
+    # The service consumes `default`: its `sleep` job starts, and counts against its rate.
+    try:
+        page.visit("/ui/queues/default")
+        page.find('form.limits [name="concurrency"]').send_keys("3")
+        page.find('form.limits [name="type_rates"]').send_keys("sleep:5/1m, fax : 1/1m")
+        page.follow(page.find("#set-limits"))
+        assert (
+            page.text("#limits") == "0 of 3 running, 0 of 1/m fax started, 0 of 5/m sleep started"
+        )
+        limits = _limits(dashboard_service, "default")
+        assert (limits["type_rates"], limits["type_started"]) == (
+            {"fax": "1/m", "sleep": "5/m"},
+            {"fax": 0, "sleep": 0},
+        )
+        page.screenshots("queue-type-rates")
+
+        body = {"type": "sleep", "payload": {"duration": "1ms"}}
+        answer = httpx.post(f"{dashboard_service.base_url}/jobs", json=body, timeout=10)
+        assert answer.status_code == 201, answer.text
+        started = "0 of 1/m fax started, 1 of 5/m sleep started"
+
+        def shown() -> bool:
+            page.visit("/ui/queues/default")
+            return page.text("#limits").endswith(started)
+
+        page.until(shown, "the queue page shows the sleep job's start")
+        page.visit("/ui")
+        row = 'tr[data-queue="default"] [data-column="limits"]'
+        assert page.text(row).endswith(started)
+
+        # A bad type's rate is refused, naming the field and the type, and changes nothing;
+        # so are rates per type beside limits per key.
+        for field, value, says in (
+            ("type_rates", "sleep:5/1m, fax:fast", "starts per type: type 'fax': a rate is"),
+            ("key_concurrency", "2", "rates per job type cannot be combined with limits per"),
+        ):
+            page.visit("/ui/queues/default")
+            page.expect_console_error(r"400 \(Bad Request\)")
+            typed = page.find(f'form.limits [name="{field}"]')
+            typed.clear()
+            typed.send_keys(value)
+            page.follow(page.find("#set-limits"))
+            assert says in page.text(".message")
+            assert _limits(dashboard_service, "default")["type_rates"] == {
+                "fax": "1/m",
+                "sleep": "5/m",
+            }
+
+        # The field emptied: the types are paced no more; the concurrency stays.
+        page.visit("/ui/queues/default")
+        page.find('form.limits [name="type_rates"]').clear()
+        page.follow(page.find("#set-limits"))
+        assert page.text("#limits") == "0 of 3 running"
+        assert _limits(dashboard_service, "default")["type_rates"] is None
+    finally:
+        httpx.delete(f"{dashboard_service.base_url}/queues/default/limits", timeout=10)

@@ -1,6 +1,6 @@
 """The dashboard's pages without a browser: user data escaped, ages as read at a glance,
 errors on its paths as HTML pages with the API's statuses, its assets open and cached,
-and every file it serves shipped with the package."""
+and every file it serves shipped with the package; a queue's limits set from its page."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from datetime import timedelta
 import pytest
 from litestar.testing import TestClient
 
+from jobqueue.domain.flow import LimitsSource, QueueLimits, Rate, type_rates
+from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import COUNTED, Status
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.http.ui.frame import SECURITY_POLICY
-from jobqueue.entrypoints.http.ui.overview import Count, QueueRow, age, listing_href
+from jobqueue.entrypoints.http.ui.overview import Count, QueueRow, age, listing_href, queue_rows
 from jobqueue.entrypoints.http.ui.pages import STATIC_DIRECTORY, template_config, trace_href
 from jobqueue.entrypoints.http.ui.session import CSRF_COOKIE
 from tests.fakes import InMemoryJobStore
@@ -192,3 +194,96 @@ def test_the_queue_page_sets_per_key_limits_and_refuses_a_bad_one_saying_which(
     # Refused, it changed nothing.
     [limits] = [queue["limits"] for queue in listed if queue["name"] == "mail"]
     assert (limits["key_concurrency"], limits["key_rate"]) == (2, "10/m")
+
+
+def test_a_queue_row_shows_each_type_s_rate_with_its_starts_and_as_the_form_takes_it() -> None:
+    rated = type_rates({"send_sms": Rate.parse("10/s"), "fax": Rate.parse("1/1m")})
+    state = QueueState(
+        "texts",
+        None,
+        QueueLimits(concurrency=4, type_rates=rated),
+        LimitsSource.OPERATOR,
+        running=1,
+        type_started=(("fax", 0), ("send_sms", 3)),
+    )
+    [row] = queue_rows([QueueSummary(state, dict.fromkeys(COUNTED, 0), 0, None)])
+
+    assert row.limits_in_use == "1 of 4 running, 0 of 1/m fax started, 3 of 10/s send_sms started"
+    assert row.type_rates == "fax:1/m, send_sms:10/s"
+    assert _row("plain").type_rates is None
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        (
+            {"type_rates": "sms"},
+            "invalid limits: starts per type: a type rate is TYPE:STARTS/PERIOD, such as "
+            "send_sms:10/s; got 'sms'",
+        ),
+        ({"type_rates": "sms:fast"}, "starts per type: type 'sms': a rate is starts per period"),
+        ({"type_rates": "fax:1/s, sms:0/1m"}, "type 'sms': a rate limit must be between 1"),
+        (
+            {"type_rates": "sms:1/s,sms:2/s"},
+            "starts per type: the rate of type 'sms' is given twice",
+        ),
+        ({"type_rates": " :1/s"}, "starts per type: a type rate is TYPE:STARTS/PERIOD"),
+        ({"type_rates": f"{'x' * 201}:1/s"}, "a type rate names a job type (1 to 200"),
+        ({"type_rates": "a\x00b:1/s"}, "starts per type: a type rate names a job type"),
+        (
+            {"type_rates": ", ".join(f"t{n}:1/s" for n in range(51))},
+            "starts per type: at most 50 types of a queue have rates, got 51",
+        ),
+        # Counted before any is parsed: the field may hold any number of them.
+        ({"type_rates": ",".join(["t:fast"] * 5000)}, "have rates, got 5000"),
+        # Each right alone, but not together.
+        (
+            {"key_concurrency": "2"},
+            "invalid limits: rates per job type cannot be combined with limits per partition key",
+        ),
+    ],
+)
+def test_the_queue_page_sets_type_rates_and_refuses_a_bad_one_saying_why(
+    given: dict[str, str], says: str
+) -> None:
+    with TestClient(build_api(store=InMemoryJobStore()).app) as client:
+        client.get("/ui/queues/texts")
+        csrf = client.cookies.get(CSRF_COOKIE)
+        form = {"csrf": csrf, "concurrency": "4", "type_rates": " send_sms : 10/s ,fax:1/1m, "}
+        set_limits = client.post("/ui/queues/texts/limits", data=form, follow_redirects=False)
+        page = client.get("/ui/queues/texts").text
+        refused = client.post(
+            "/ui/queues/texts/limits", data={**form, **given}, follow_redirects=False
+        )
+        listed = client.get("/queues").json()["queues"]
+
+    assert (set_limits.status_code, set_limits.headers["location"]) == (303, "/ui/queues/texts")
+    shown = "0 of 4 running, 0 of 1/m fax started, 0 of 10/s send_sms started"
+    assert f'<p id="limits">{shown}</p>' in page
+    assert 'name="type_rates" class="wide" value="fax:1/m, send_sms:10/s"' in page
+    assert refused.status_code == 400
+    assert refused.headers["content-type"].startswith("text/html")
+    assert says in html.unescape(refused.text)
+    # Refused, it changed nothing.
+    [limits] = [queue["limits"] for queue in listed if queue["name"] == "texts"]
+    assert (limits["concurrency"], limits["type_rates"]) == (4, {"fax": "1/m", "send_sms": "10/s"})
+
+
+def test_the_queue_page_escapes_a_rated_type_s_name_and_an_empty_field_lifts_the_rates() -> None:
+    with TestClient(build_api(store=InMemoryJobStore()).app) as client:
+        client.get("/ui/queues/texts")
+        csrf = client.cookies.get(CSRF_COOKIE)
+        form = {"csrf": csrf, "type_rates": f"{HOSTILE}:1/s"}
+        assert client.post("/ui/queues/texts/limits", data=form).status_code == 200
+        page = client.get("/ui/queues/texts").text
+        refused = client.post("/ui/queues/texts/limits", data={**form, "type_rates": HOSTILE})
+        client.post("/ui/queues/texts/limits", data={**form, "type_rates": " , "})
+        lifted = client.get("/ui/queues/texts").text
+
+    assert "<script>alert(1)" not in page + refused.text
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;&#34;&#39;&amp;"
+    assert f'<p id="limits">0 of 1/s {escaped} started</p>' in page
+    assert f'value="{escaped}:1/s"' in page
+    assert refused.status_code == 400
+    assert '<p id="limits">None: ' in lifted
+    assert 'name="type_rates" class="wide" value=""' in lifted

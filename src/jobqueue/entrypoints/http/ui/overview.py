@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Final
 from urllib.parse import quote, urlencode
 
-from jobqueue.domain.flow import LimitsSource, limits_in_use
+from jobqueue.domain.flow import LimitsSource, limits_in_use, type_rate_text
 from jobqueue.domain.queues import QueueSummary
 from jobqueue.domain.status import COUNTED, Status
 from jobqueue.entrypoints.http.ui.frame import UI_PATH
@@ -22,6 +22,8 @@ from jobqueue.entrypoints.http.ui.jobs import JOBS_PATH
 LISTING_PATH = JOBS_PATH
 # A queue's own page (`queues.py`).
 QUEUES_PATH = f"{UI_PATH}/queues"
+# What sets types' rates apart in the queue page's field: "fax:1/m, send_sms:10/s".
+TYPE_RATES_APART: Final = ", "
 
 
 # How often the overview's table asks for itself again.
@@ -57,6 +59,8 @@ class QueueRow:
     rate: str | None = None
     key_concurrency: int | None = None
     key_rate: str | None = None
+    # "fax:1/m, send_sms:10/s", as the form's field takes them (`queues.py`).
+    type_rates: str | None = None
 
     @property
     def href(self) -> str:
@@ -83,6 +87,7 @@ def _row(summary: QueueSummary) -> QueueRow:
     name, limits = state.name, state.limits
     rate = None if limits.rate is None else str(limits.rate)
     key_rate = None if limits.key_rate is None else str(limits.key_rate)
+    started = dict(state.type_started)
     return QueueRow(
         name=name,
         counts=tuple(
@@ -101,12 +106,15 @@ def _row(summary: QueueSummary) -> QueueRow:
             state.started,
             limits.key_concurrency,
             key_rate,
+            [(each, str(rate), started.get(each)) for each, rate in limits.type_rates],
             declared=state.limits_source is LimitsSource.SETTINGS,
         ),
         concurrency=limits.concurrency,
         rate=rate,
         key_concurrency=limits.key_concurrency,
         key_rate=key_rate,
+        type_rates=TYPE_RATES_APART.join(type_rate_text(*each) for each in limits.type_rates)
+        or None,
     )
 
 

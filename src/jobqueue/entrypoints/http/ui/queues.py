@@ -21,7 +21,13 @@ from litestar.exceptions import ClientException
 from litestar.response import Redirect, Template
 from litestar.status_codes import HTTP_303_SEE_OTHER
 
-from jobqueue.domain.flow import QueueLimits
+from jobqueue.domain.flow import (
+    QueueLimits,
+    TypeRates,
+    check_type_rate_count,
+    parse_type_rate,
+    type_rates,
+)
 from jobqueue.domain.processes import LiveProcess
 from jobqueue.domain.status import BY_QUEUE, COUNTED, Status
 from jobqueue.entrypoints.http.middleware import DASHBOARD
@@ -33,6 +39,7 @@ from jobqueue.entrypoints.http.ui.frame import PAGE_HEADERS, UI_PATH, DashboardA
 from jobqueue.entrypoints.http.ui.overview import (
     COUNTS_MAX_AGE,
     QUEUES_PATH,
+    TYPE_RATES_APART,
     QueueRow,
     queue_href,
     queue_rows,
@@ -138,13 +145,15 @@ class QueuePagesController(Controller):
         return Redirect(queue_href(queue), status_code=HTTP_303_SEE_OTHER)
 
 
-# The limits form's fields (`queue.html`), each named as its limit, and their labels.
+# The limits form's fields (`queue.html`), each named as its limit, and their labels;
+# the types' rates are one field of their own, `type_rates`.
 _LIMIT_FIELDS: Final = {
     "concurrency": "concurrency",
     "rate": "rate",
     "key_concurrency": "running per key",
     "key_rate": "starts per key",
 }
+_TYPE_RATES_LABEL: Final = "starts per type"
 
 
 def _limits_from(form: Mapping[str, str]) -> QueueLimits:
@@ -161,4 +170,21 @@ def _limits_from(form: Mapping[str, str]) -> QueueLimits:
             limits[field] = getattr(QueueLimits.parse(f"{field}={value}"), field)
         except ValueError as error:
             raise ClientException(detail=f"invalid limits: {label}: {error}") from None
-    return QueueLimits(**limits)
+    try:
+        limits["type_rates"] = _type_rates_from(form.get("type_rates", ""))
+    except ValueError as error:
+        raise ClientException(detail=f"invalid limits: {_TYPE_RATES_LABEL}: {error}") from None
+    try:
+        return QueueLimits(**limits)
+    except ValueError as error:
+        # Each right alone, but not together: rates per type with limits per key.
+        raise ClientException(detail=f"invalid limits: {error}") from None
+
+
+def _type_rates_from(text: str) -> TypeRates:
+    """`send_sms:10/s, fax:1/m`: each type's rate, apart by commas (so a type whose name
+    holds one is rated through the API or the CLI), spaces around each part ignored."""
+    given = [each.strip() for each in text.split(TYPE_RATES_APART.strip()) if each.strip()]
+    check_type_rate_count(len(given))
+    rated = [parse_type_rate(each) for each in given]
+    return type_rates((name.strip(), rate) for name, rate in rated)
