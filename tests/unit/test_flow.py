@@ -197,6 +197,38 @@ def test_settings_override_code_queue_by_queue_and_a_consumed_queue_without_is_l
         registry.include(other)
 
 
+def test_registry_limit_takes_type_rates_as_text_or_rates_and_refuses_a_bad_one() -> None:
+    registry = Registry()
+    registry.limit(
+        "texts",
+        concurrency=4,
+        type_rates={"send_sms": "10/s", "fax": Rate(1, timedelta(minutes=1))},
+    )
+    assert registry.queue_limits["texts"] == QueueLimits(
+        concurrency=4,
+        type_rates=(
+            ("fax", Rate(1, timedelta(minutes=1))),
+            ("send_sms", Rate(10, timedelta(seconds=1))),
+        ),
+    )
+    assert str(registry.queue_limits["texts"]) == (
+        "concurrency=4 type_rate=fax:1/m type_rate=send_sms:10/s"
+    )
+    for rates, says in (
+        # Which type's rate is wrong is named.
+        ({"fax": "1/m", "send_sms": "fast"}, "type 'send_sms': a rate is starts per period"),
+        ({"send_sms": "0/s"}, "type 'send_sms': a rate limit must be between 1 and"),
+        ({"": "1/s"}, "a type rate names a job type"),
+        ({"a\x00b": "1/s"}, "without NUL"),
+        ({f"t{n}": "1/s" for n in range(51)}, "at most 50 types of a queue have rates"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            registry.limit("others", type_rates=rates)
+    with pytest.raises(ValueError, match="cannot be combined with limits per partition key"):
+        registry.limit("others", key_concurrency=2, type_rates={"send_sms": "10/s"})
+    assert "others" not in registry.queue_limits
+
+
 def test_a_claim_says_which_limit_held_it_back_and_when_the_rate_opens() -> None:
     opens = timedelta(seconds=3)
     assert Claimed.within([], 5, Headroom()).held_back == frozenset()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -15,7 +15,8 @@ from uuid import UUID
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue, check_queue_name
-from jobqueue.domain.flow import QueueLimits, Rate
+from jobqueue.domain.flow import QueueLimits, Rate, type_rate_of
+from jobqueue.domain.flow import type_rates as rated_types
 from jobqueue.domain.job import NO_OPTIONS, TypeOptions
 from jobqueue.domain.job_types import JobType
 from jobqueue.domain.periodic import PeriodicJob
@@ -251,15 +252,18 @@ class Registry:
         rate: str | Rate | None = None,
         key_concurrency: int | None = None,
         key_rate: str | Rate | None = None,
+        type_rates: Mapping[str, str | Rate] | None = None,
     ) -> None:
         """Limit `queue` across every process (`domain/flow.py`): at most `concurrency`
         of its jobs running at once, at most `rate` starts ("100/1m"), at most
         `key_concurrency` running at once and `key_rate` starts ("10/1m") per partition
-        key. Written as a worker process starts, unless an operator set the queue's
-        limits; QUEUE_LIMITS overrides them queue by queue."""
+        key, at most so many starts of each job type `type_rates` names
+        ({"send_sms": "10/s"}). Written as a worker process starts, unless an operator
+        set the queue's limits; QUEUE_LIMITS overrides them queue by queue."""
         check_queue_name(queue)
+        rated = (type_rate_of(name, each) for name, each in (type_rates or {}).items())
         self._limits[queue] = QueueLimits(
-            concurrency, _rate(rate), key_concurrency, _rate(key_rate)
+            concurrency, _rate(rate), key_concurrency, _rate(key_rate), rated_types(rated)
         )
 
     @property

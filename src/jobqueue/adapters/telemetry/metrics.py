@@ -87,11 +87,11 @@ class Metrics:
             "Jobs cancelled by an operator, pending or running.",
             registry=self.registry,
         )
-        # Labelled by queue and limit: both bounded (queues workers consume, four limits).
+        # Labelled by queue and limit: both bounded (queues workers consume, five limits).
         self._held_back = Counter(
             "claims_held_back",
             "Claims that took fewer jobs than they asked for because a queue's limit "
-            "(concurrency, rate, key_concurrency or key_rate) held the rest back.",
+            "(concurrency, rate, key_concurrency, key_rate or type_rate) held the rest back.",
             ("queue", "limit"),
             registry=self.registry,
         )
