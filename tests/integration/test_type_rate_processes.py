@@ -56,7 +56,9 @@ async def test_a_type_s_rate_holds_in_every_second_and_the_other_types_run_besid
         assert (len(rated), len(other)) == (RATED_JOBS, OTHER_JOBS)
         _assert_paced(rated, TYPE_RATE)
         # Four times as many, submitted behind the rated backlog: all started while the
-        # rated type had not gone through a fifth of its own.
-        assert other[-1] < rated[RATED_JOBS // 5], (other[-1] - rated[0], rated[10] - rated[0])
+        # rated type had not gone through half of its own (about 0.3 s against 2.5 s on
+        # a quiet machine; held behind it, they would come after).
+        halfway = rated[RATED_JOBS // 2]
+        assert other[-1] < halfway, (other[-1] - rated[0], halfway - rated[0])
     finally:
         await connection.close()
