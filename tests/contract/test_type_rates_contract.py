@@ -113,3 +113,16 @@ async def test_undeclared_type_rates_pace_nothing(store: JobStore) -> None:
     assert await store.declare_queue_limits("q", NO_LIMITS) is None
     assert (await store.queue_summary("q")).state.limits == NO_LIMITS
     assert len(await store.claim(10, LEASE, "q", types=TEST_TYPES)) == 4
+
+
+async def test_rates_added_to_a_limited_queue_hold_from_the_next_claim(store: JobStore) -> None:
+    # The store claimed the queue with the statement for limits of the whole queue: that
+    # statement must refuse it once it has type rates, not take its jobs unpaced.
+    await _fill(store, "email", 6)
+    await store.set_queue_limits("q", QueueLimits(concurrency=10))
+    assert len(await store.claim(1, LEASE, "q", types=TEST_TYPES)) == 1
+    await store.set_queue_limits("q", _email_at(2, concurrency=10))
+    assert len(await store.claim(10, LEASE, "q", types=TEST_TYPES)) == 2
+    # And back: without type rates, the queue's own limit alone.
+    await store.set_queue_limits("q", QueueLimits(concurrency=10))
+    assert len(await store.claim(10, LEASE, "q", types=TEST_TYPES)) == 3

@@ -1,8 +1,8 @@
 """A process's claims of each queue (`PostgresJobStore.claim`, `record_and_claim`): where
 each range's next scan starts (`claim_cursor.py`) and the key its rotation resumes after
 (`queries/keys.py`), which statement claims it (without limits, with limits on the whole
-queue, or with a per-key limit, as its last claim found it: `queries/claims.py`), and
-what came back.
+queue, with type rates, or with a per-key limit, as its last claim found it:
+`queries/claims.py`), and what came back.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class ClaimedWith(enum.Enum):
 
     NONE = (c.CLAIM, c.RECORD_AND_CLAIM)
     QUEUE = (c.LIMITED_CLAIM, c.RECORD_AND_LIMITED_CLAIM)
+    # Type rates, with or without limits of the whole queue.
+    TYPES = (c.TYPED_CLAIM, c.RECORD_AND_TYPED_CLAIM)
     KEYS = (c.KEYED_CLAIM, c.RECORD_AND_KEYED_CLAIM)
     QUEUE_AND_KEYS = (c.LIMITED_KEYED_CLAIM, c.RECORD_AND_LIMITED_KEYED_CLAIM)
 
@@ -39,6 +41,8 @@ class ClaimedWith(enum.Enum):
     def of(cls, row: Row) -> ClaimedWith:
         if row["keyed"]:
             return cls.QUEUE_AND_KEYS if row["limited"] else cls.KEYS
+        if row["type_rated"]:
+            return cls.TYPES
         return cls.QUEUE if row["limited"] else cls.NONE
 
     @property

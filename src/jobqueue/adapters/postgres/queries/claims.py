@@ -1,18 +1,21 @@
 """The claims: a queue's due jobs taken by a process, alone or with a batch of endings in
 the same statement, for a queue without limits (`CLAIM`, `RECORD_AND_CLAIM`), for one
-with limits on the whole queue or rates of its types (`LIMITED_CLAIM`,
-`RECORD_AND_LIMITED_CLAIM`, whose extra parts are in `flow.py` and `type_rates.py`), with
-a per-key limit (`KEYED_CLAIM`, `RECORD_AND_KEYED_CLAIM`, `keys.py`), and with both
-(`LIMITED_KEYED_CLAIM`, `RECORD_AND_LIMITED_KEYED_CLAIM`).
+with limits on the whole queue (`LIMITED_CLAIM`, `RECORD_AND_LIMITED_CLAIM`, whose extra
+parts are in `flow.py`), with rates of its types as well or alone (`TYPED_CLAIM`,
+`RECORD_AND_TYPED_CLAIM`, `type_rates.py`), with a per-key limit (`KEYED_CLAIM`,
+`RECORD_AND_KEYED_CLAIM`, `keys.py`), and with both (`LIMITED_KEYED_CLAIM`,
+`RECORD_AND_LIMITED_KEYED_CLAIM`).
 
 A statement per kind rather than one that serves all: the limits' parts cost a claim of a
 queue without limits about 0.2 ms of execution and 0.3 ms of planning (a third of the
 statement), measured, and most queues have none; those of the whole queue cost a keyed
 claim a third of its planning. The store picks the statement by what the queue's last
-claim said (`limited` and `keyed` on every row); a claim refuses a queue that has limits
-its statement does not count (the same primary-key probe as the pause), so no claim ever
-takes a limited queue's jobs without counting, and the store claims again with the right
-statement at once.
+claim said (`limited`, `type_rated` and `keyed` on every row); a claim refuses a queue
+that has limits its statement does not count (the same primary-key probe as the pause),
+so no claim ever takes a limited queue's jobs without counting, and the store claims
+again with the right statement at once. Type rates have statements of their own too:
+their parts (the types' turns, the trim, the windows written) cost a limited claim of a
+queue without them about a tenth of a non-binding drain (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from jobqueue.adapters.postgres.queries.sql import in_ranges
 from jobqueue.adapters.postgres.statement import Statement
 
 # The queue's row as every claim reads it, once, by primary key: whether it is paused,
-# whether it has limits on the whole queue or rates of its types (`limited`, whose
-# claim counts both), and a per-key limit (`keyed`): the claim of a queue without limits
-# takes nothing of one that has them, and every claim answers which it found.
+# whether it has limits on the whole queue or rates of its types (`limited`), rates of
+# its types (`type_rated`), and a per-key limit (`keyed`): the claim of a queue without
+# limits takes nothing of one that has them, nor the limited claim of one with type
+# rates, and every claim answers which it found.
 _QUEUE = f"""
     queue AS MATERIALIZED (
         SELECT paused_at IS NOT NULL AS paused,
@@ -59,17 +63,20 @@ def _due(held: str, limit: str = ":limit") -> str:
     """
 
 
-_DUE = _due("paused OR keyed", type_rates.RANGE_LIMIT)
+# A queue with limits of the whole queue alone, as its claim sees it; one with type
+# rates too, read up to what each rated type's window has left (`type_rates.py`).
+_DUE = _due("paused OR keyed OR type_rated")
+_DUE_TYPED = _due("paused OR keyed", type_rates.RANGE_LIMIT)
 # A queue without limits, as its claim sees it: not paused, and still without limits.
 _DUE_UNLIMITED = _due("paused OR limited OR keyed")
 
-# How many jobs a limited claim locked that its types' rates allow: its turn records
-# their starts (as many as the queue's limits allow) before it takes them.
-_ALLOWED_COUNT = "(SELECT count(*) FROM allowed)"
-# Of those, the ones the queue's limits allow (`flow.py`), in the order read.
-_TAKEN = """
-    SELECT id FROM allowed ORDER BY position, run_at, id LIMIT (SELECT n FROM allowance)
-"""
+
+def _taken(source: str) -> str:
+    """Of the jobs a limited claim locked (in `source`), those the queue's limits allow
+    (`flow.py`), in the order read."""
+    return f"""
+    SELECT id FROM {source} ORDER BY position, run_at, id LIMIT (SELECT n FROM allowance)
+    """
 
 
 # The claim itself: each job of `source` becomes this attempt's, its lease and fencing
@@ -99,6 +106,7 @@ def _take(source: str, started: str) -> str:
 # for its next claim), and what the limits had left (NULL without them, `flow.py`).
 _LIMITED_NOW = (
     "EXISTS (SELECT FROM queue WHERE limited) AS limited,"
+    " EXISTS (SELECT FROM queue WHERE type_rated) AS type_rated,"
     " EXISTS (SELECT FROM queue WHERE keyed) AS keyed"
 )
 _LEFT = "allowance.concurrency_left, allowance.rate_left, allowance.rate_opens_in"
@@ -127,28 +135,45 @@ CLAIM = Statement(
 )
 
 
-def _limited(ending: str) -> str:
-    """The CTEs of a claim of a queue with limits of the whole queue or type rates:
-    the types' turns, the due jobs locked and trimmed to them, the queue's turn, the jobs
-    taken, the types' starts written."""
+def _limited(ending: str, *, typed: bool) -> str:
+    """The CTEs of a claim of a queue with limits of the whole queue: the due jobs
+    locked, the queue's turn, the jobs taken. `typed`, for a queue with type rates: the
+    types' turns first, the due jobs trimmed to them, the types' starts written last."""
+    if not typed:
+        return f"""
+        {_QUEUE}, due AS MATERIALIZED ({_DUE}),
+        {flow.turn(ending, "(SELECT count(*) FROM due)", record=True)}
+        taken AS MATERIALIZED ({_taken("due")}),
+        claimed AS ({_take("taken", flow.STARTED)})
+        """
     return f"""
     {_QUEUE}, {type_rates.TURNS}
-    due AS MATERIALIZED ({_DUE}), {type_rates.ALLOWED}
-    {flow.turn(ending, _ALLOWED_COUNT, record=True)}
-    taken AS MATERIALIZED ({_TAKEN}),
+    due AS MATERIALIZED ({_DUE_TYPED}), {type_rates.ALLOWED}
+    {flow.turn(ending, "(SELECT count(*) FROM allowed)", record=True)}
+    taken AS MATERIALIZED ({_taken("allowed")}),
     claimed AS ({_take("taken", type_rates.started(flow.STARTED))}),
     {type_rates.RECORDED}
     """
 
 
-LIMITED_CLAIM = Statement(
-    "limited_claim",
-    f"""
-    WITH {_limited("CAST(ARRAY[] AS uuid[])")}
-    SELECT {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS}, {type_rates.LEFT}, claimed.*
-    FROM allowance CROSS JOIN type_left LEFT JOIN claimed ON true
-    """,
-)
+def _limited_claim(name: str, *, typed: bool) -> Statement:
+    types_left, left_of = (
+        (type_rates.LEFT, "allowance CROSS JOIN type_left")
+        if typed
+        else (type_rates.NONE_LEFT, "allowance")
+    )
+    return Statement(
+        name,
+        f"""
+        WITH {_limited("CAST(ARRAY[] AS uuid[])", typed=typed)}
+        SELECT {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS}, {types_left}, claimed.*
+        FROM {left_of} LEFT JOIN claimed ON true
+        """,
+    )
+
+
+LIMITED_CLAIM = _limited_claim("limited_claim", typed=False)
+TYPED_CLAIM = _limited_claim("typed_claim", typed=True)
 
 # A batch of endings and the next claim in one statement: one round trip and one commit
 # where a busy pool would spend two. The two parts touch disjoint rows (the endings' jobs
@@ -169,19 +194,30 @@ RECORD_AND_CLAIM = Statement(
     """,
 )
 
-RECORD_AND_LIMITED_CLAIM = Statement(
-    "record_endings_and_limited_claim",
-    f"""
-    WITH ended AS ({ENDINGS}),
-    {_limited("ARRAY(SELECT id FROM ended)")}
-    SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS},
-        {type_rates.LEFT}, claimed.*
-    FROM ({_HELD}) AS held
-    CROSS JOIN allowance
-    CROSS JOIN type_left
-    LEFT JOIN claimed ON true
-    """,
+
+def _record_and_limited_claim(name: str, *, typed: bool) -> Statement:
+    types_left, type_left = (
+        (type_rates.LEFT, "CROSS JOIN type_left") if typed else (type_rates.NONE_LEFT, "")
+    )
+    return Statement(
+        name,
+        f"""
+        WITH ended AS ({ENDINGS}),
+        {_limited("ARRAY(SELECT id FROM ended)", typed=typed)}
+        SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS},
+            {types_left}, claimed.*
+        FROM ({_HELD}) AS held
+        CROSS JOIN allowance
+        {type_left}
+        LEFT JOIN claimed ON true
+        """,
+    )
+
+
+RECORD_AND_LIMITED_CLAIM = _record_and_limited_claim(
+    "record_endings_and_limited_claim", typed=False
 )
+RECORD_AND_TYPED_CLAIM = _record_and_limited_claim("record_endings_and_typed_claim", typed=True)
 
 
 # A queue with a per-key limit (`keys.py`): the keys visited and the head's jobs without
