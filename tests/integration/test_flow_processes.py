@@ -48,8 +48,10 @@ KILLING_SECONDS = 30.0
 KILL_EVERY = (2.5, 4.0)
 SAMPLE_EVERY = 0.02
 # From a kill until every slot its process held is free again: the lease, a recovery
-# pass, and slack for a loaded machine.
-SLOTS_BACK_WITHIN = 3.0 + 0.5 + 2.0
+# pass, and slack for a loaded machine (2 s was too little on a machine three times
+# slower than usual, with the rest of the suite beside it: one slot came back after
+# more than 5.5 s, its recovery pass late).
+SLOTS_BACK_WITHIN = 3.0 + 0.5 + 3.5
 
 
 def _worker(database_url: str, logs: Path, **settings: str) -> Service:
