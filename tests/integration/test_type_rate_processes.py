@@ -50,8 +50,7 @@ async def test_a_type_s_rate_holds_in_every_second_and_the_other_types_run_besid
             }
             for slot in range(2):
                 services.append(_worker(database_url, tmp_path / f"w{slot}", **settings))
-            # Five seconds of pacing; the rest is two processes starting on a busy machine.
-            await _drained(connection, "paced_types", within=6 * RATED_JOBS / TYPE_RATE)
+            await _drained(connection, "paced_types", pacing=RATED_JOBS / TYPE_RATE)
         rated = await _starts(connection, "paced_sms")
         other = await _starts(connection, "paced_mail")
         assert (len(rated), len(other)) == (RATED_JOBS, OTHER_JOBS)
