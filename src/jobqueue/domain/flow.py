@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -86,12 +86,16 @@ TYPE_RATE = "type_rate"
 TypeRates = tuple[tuple[str, Rate], ...]
 
 
-def type_rates(rates: Mapping[str, Rate] | Iterable[tuple[str, Rate]]) -> TypeRates:
-    """`rates` as `QueueLimits.type_rates` holds them; raises `ValueError` for a type
-    named twice or badly, or too many."""
+def type_rates(
+    rates: Mapping[str, str | Rate] | Iterable[tuple[str, str | Rate]],
+) -> TypeRates:
+    """`rates` (each a `Rate` or its text, "10/s") as `QueueLimits.type_rates` holds
+    them; raises `ValueError` for too many, a type named twice or badly, or a bad rate
+    (naming its type)."""
     pairs = list(rates.items()) if isinstance(rates, Mapping) else list(rates)
-    # Counted first: the checks below compare each name with every other.
-    check_type_rate_count(len(pairs))
+    # Counted first: a request may name any number of them, and the checks below compare
+    # each name with every other.
+    _check_type_rate_count(len(pairs))
     names = [name for name, _ in pairs]
     for name in names:
         # No NUL: no job type holds one (the database's text cannot).
@@ -102,22 +106,31 @@ def type_rates(rates: Mapping[str, Rate] | Iterable[tuple[str, Rate]]) -> TypeRa
             )
         if names.count(name) > 1:
             raise ValueError(f"the rate of type {name!r} is given twice")
-    return tuple(sorted(pairs, key=lambda pair: pair[0]))
+    return tuple(sorted((_type_rate_of(name, rate) for name, rate in pairs), key=_by_type))
 
 
-def check_type_rate_count(count: int) -> None:
-    """Refuses rates for more than `MAX_TYPE_RATES` types: checked before they are parsed
-    too, where a request may name any number of them."""
+def parse_type_rates(entries: Sequence[str]) -> TypeRates:
+    """`["send_sms:10/s", "fax:1/m"]`: each a job type and its rate, as settings, the CLI
+    and the dashboard write them."""
+    _check_type_rate_count(len(entries))
+    return type_rates(parse_type_rate(entry) for entry in entries)
+
+
+def parse_type_rate(text: str) -> tuple[str, str]:
+    """`send_sms:10/s`: a job type (spaces around it ignored) and its rate's text."""
+    name, colon, rate = text.rpartition(":")
+    if not colon or not name:
+        raise ValueError(f"a type rate is TYPE:STARTS/PERIOD, such as send_sms:10/s; got {text!r}")
+    return name.strip(), rate
+
+
+def _check_type_rate_count(count: int) -> None:
     if count > MAX_TYPE_RATES:
         raise ValueError(f"at most {MAX_TYPE_RATES} types of a queue have rates, got {count}")
 
 
-def parse_type_rate(text: str) -> tuple[str, Rate]:
-    """`send_sms:10/s`: a job type and its rate."""
-    name, colon, rate = text.rpartition(":")
-    if not colon or not name:
-        raise ValueError(f"a type rate is TYPE:STARTS/PERIOD, such as send_sms:10/s; got {text!r}")
-    return type_rate_of(name, rate)
+def _by_type(pair: tuple[str, Rate]) -> str:
+    return pair[0]
 
 
 def type_rate_text(name: str, rate: Rate) -> str:
@@ -125,7 +138,7 @@ def type_rate_text(name: str, rate: Rate) -> str:
     return f"{name}:{rate}"
 
 
-def type_rate_of(name: str, rate: str | Rate) -> tuple[str, Rate]:
+def _type_rate_of(name: str, rate: str | Rate) -> tuple[str, Rate]:
     """A job type and its rate, given as a `Rate` or as text ("10/s"); a refusal names
     the type, as a queue's rates of several types would leave it unsaid which one."""
     if isinstance(rate, Rate):
@@ -183,11 +196,11 @@ class QueueLimits:
         type_rate=send_sms:10/s`: each limit as name=value, apart by spaces; `type_rate`
         once per rated type."""
         given: dict[str, str] = {}
-        rated: list[tuple[str, Rate]] = []
+        rated: list[str] = []
         for part in text.split():
             name, equals, value = part.partition("=")
             if equals and name == TYPE_RATE:
-                rated.append(parse_type_rate(value))
+                rated.append(value)
                 continue
             if not equals or name not in _NAMES:
                 raise ValueError(
@@ -212,7 +225,7 @@ class QueueLimits:
             rate=rates.get("rate"),
             key_concurrency=counts["key_concurrency"],
             key_rate=rates.get("key_rate"),
-            type_rates=type_rates(rated),
+            type_rates=parse_type_rates(rated),
         )
 
     def __str__(self) -> str:

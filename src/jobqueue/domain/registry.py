@@ -15,7 +15,7 @@ from uuid import UUID
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue, check_queue_name
-from jobqueue.domain.flow import QueueLimits, Rate, type_rate_of
+from jobqueue.domain.flow import QueueLimits, Rate
 from jobqueue.domain.flow import type_rates as rated_types
 from jobqueue.domain.job import NO_OPTIONS, TypeOptions
 from jobqueue.domain.job_types import JobType
@@ -261,9 +261,9 @@ class Registry:
         ({"send_sms": "10/s"}). Written as a worker process starts, unless an operator
         set the queue's limits; QUEUE_LIMITS overrides them queue by queue."""
         check_queue_name(queue)
-        rated = (type_rate_of(name, each) for name, each in (type_rates or {}).items())
+        rated = rated_types(type_rates or {})
         self._limits[queue] = QueueLimits(
-            concurrency, _rate(rate), key_concurrency, _rate(key_rate), rated_types(rated)
+            concurrency, _rate(rate), key_concurrency, _rate(key_rate), rated
         )
 
     @property

@@ -12,8 +12,6 @@ from jobqueue.domain.flow import (
     QueueLimits,
     Rate,
     TypeRates,
-    check_type_rate_count,
-    type_rate_of,
     type_rates,
 )
 
@@ -108,7 +106,6 @@ def _type_rates(rates: dict[str, str] | None) -> TypeRates:
     if rates is None:
         return ()
     try:
-        check_type_rate_count(len(rates))
-        return type_rates(type_rate_of(name, text) for name, text in rates.items())
+        return type_rates(rates)
     except ValueError as error:
         raise ValueError(f"type_rates: {error}") from None

@@ -153,7 +153,7 @@ def state_from_row(row: Mapping[str, Any]) -> QueueState:
         _rate(row["rate_limit"], row["rate_period"]),
         row["key_concurrency"],
         _rate(row["key_rate_limit"], row["key_rate_period"]),
-        type_rates(rate for rate, _ in rated),
+        type_rates(pair for pair, _ in rated),
     )
     source = row["limits_source"]
     return QueueState(
@@ -183,9 +183,9 @@ def _rate(limit: int | None, period: timedelta | None) -> Rate | None:
 def _limit_values(name: str, limits: QueueLimits, source: LimitsSource | None) -> dict[str, object]:
     rate, key_rate = limits.rate, limits.key_rate
     return {
-        "rated_types": [name for name, _ in limits.type_rates],
-        "rated_limits": [rate.limit for _, rate in limits.type_rates],
-        "rated_periods": [rate.period for _, rate in limits.type_rates],
+        "rated_types": [job_type for job_type, _ in limits.type_rates],
+        "rated_limits": [each.limit for _, each in limits.type_rates],
+        "rated_periods": [each.period for _, each in limits.type_rates],
         "name": name,
         "concurrency": limits.concurrency,
         "rate_limit": None if rate is None else rate.limit,

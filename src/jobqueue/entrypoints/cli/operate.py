@@ -121,10 +121,10 @@ def _type_rates(given: list[str]) -> dict[str, str]:
     """The `--type-rate TYPE:N/PERIOD` options as the API takes them, by type. Read
     here: the API's body holds one rate per type, so a type given twice would otherwise
     lose one of its rates unsaid."""
-    from jobqueue.domain.flow import parse_type_rate, type_rates
+    from jobqueue.domain.flow import parse_type_rates
 
     try:
-        rated = type_rates(parse_type_rate(each) for each in given)
+        rated = parse_type_rates(given)
     except ValueError as error:
         raise UsageError(f"--type-rate: {error}") from None
     return {name: str(rate) for name, rate in rated}

@@ -4,13 +4,12 @@ It sends a claim whenever the pool wants jobs (`ClaimSizing.wanted`), one at a t
 second beside the first under a backlog; it rests after a claim that came back short
 until the poll interval passes or a wake-up arrives (nothing more due), or also one of
 the pool's own jobs ends (a limit on running jobs held it back: that job's slot is
-free), until the rate's window opens (the queue's rate held it back; a key's: or a
-wake-up), and after a claim that
-failed for the poll interval. Each claim is a task of its own; the loop wakes
-on one event (`nudge`: a worker freed, a write settled, a claim back, a wake-up, a stop)
-rather than waiting on several. A claim carries the endings waiting to be written
-(`OutcomeWriter.claim`), and between claims the writer is flushed, so no ending waits
-past the loop's next turn.
+free), until the rate's window opens (the queue's rate held it back; a key's or a
+type's: that, or a wake-up), and after a claim that failed for the poll interval. Each
+claim is a task of its own; the loop wakes on one event (`nudge`: a worker freed, a
+write settled, a claim back, a wake-up, a stop) rather than waiting on several. A claim
+carries the endings waiting to be written (`OutcomeWriter.claim`), and between claims the
+writer is flushed, so no ending waits past the loop's next turn.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The parts of a limited claim (`claims.LIMITED_CLAIM`, `claims.RECORD_AND_LIMITED_CLAIM`)
-that pace a queue's rated job types (`type_rates`, migration 0022), each at most so many
-starts within any window of its period, across every process.
+"""The parts of a typed claim (`claims.TYPED_CLAIM`, `claims.RECORD_AND_TYPED_CLAIM`: a
+limited claim with these) that pace a queue's rated job types (`type_rates`, migration
+0022), each at most so many starts within any window of its period, across every process.
 
 Before it reads a due job, the claim takes the turn of each rated type it runs
 (`jobqueue_type_turn`): the type's advisory lock, tried, so that claims of one type take
@@ -15,8 +15,8 @@ written last (`RECORDED`), still under the turns.
 The jobs of a rated type start at the later of their type's turn and the queue's
 (`started`), and are written into the window at that time: a window must never hold a
 start earlier than the job's `started_at`, nor can a turn be counted later than when it
-read the window. A queue without type rates (`queues.type_rated` false) takes no turn:
-the turns' CTE is empty, each range's limit the claim's.
+read the window. A queue without type rates (`queues.type_rated` false) is not claimed
+with these parts at all (`claims.LIMITED_CLAIM` refuses one that has them).
 """
 
 from __future__ import annotations

@@ -21,13 +21,7 @@ from litestar.exceptions import ClientException
 from litestar.response import Redirect, Template
 from litestar.status_codes import HTTP_303_SEE_OTHER
 
-from jobqueue.domain.flow import (
-    QueueLimits,
-    TypeRates,
-    check_type_rate_count,
-    parse_type_rate,
-    type_rates,
-)
+from jobqueue.domain.flow import QueueLimits, TypeRates, parse_type_rates
 from jobqueue.domain.processes import LiveProcess
 from jobqueue.domain.status import BY_QUEUE, COUNTED, Status
 from jobqueue.entrypoints.http.middleware import DASHBOARD
@@ -185,6 +179,4 @@ def _type_rates_from(text: str) -> TypeRates:
     """`send_sms:10/s, fax:1/m`: each type's rate, apart by commas (so a type whose name
     holds one is rated through the API or the CLI), spaces around each part ignored."""
     given = [each.strip() for each in text.split(TYPE_RATES_APART.strip()) if each.strip()]
-    check_type_rate_count(len(given))
-    rated = [parse_type_rate(each) for each in given]
-    return type_rates((name.strip(), rate) for name, rate in rated)
+    return parse_type_rates(given)
