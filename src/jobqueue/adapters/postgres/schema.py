@@ -69,6 +69,27 @@ def _interval(duration: timedelta) -> str:
     return f"interval '{duration // timedelta(milliseconds=1)} milliseconds'"
 
 
+def _rate_checks(prefix: str = "") -> list[CheckConstraint]:
+    """The bounds of a rate (`domain/flow.Rate`) kept as `<prefix>rate_limit` starts per
+    `<prefix>rate_period`."""
+    return [
+        CheckConstraint(f"{prefix}rate_limit BETWEEN 1 AND {MAX_RATE}", name=f"{prefix}rate_limit"),
+        CheckConstraint(
+            f"{prefix}rate_period BETWEEN {_interval(MIN_PERIOD)} AND {_interval(MAX_PERIOD)}",
+            name=f"{prefix}rate_period",
+        ),
+    ]
+
+
+def _window(*, default: bool) -> list[Column[Any]]:
+    """A rate's window: its starts within the period, a time and a count per claim."""
+    empty = "{}" if default else None
+    return [
+        Column("starts", ARRAY(DateTime(timezone=True)), nullable=False, server_default=empty),
+        Column("start_counts", ARRAY(Integer), nullable=False, server_default=empty),
+    ]
+
+
 _STATUSES = _quoted(Status)
 
 
@@ -251,22 +272,13 @@ queues = Table(
     # claim learns it from this row, which it reads anyway.
     Column("type_rated", Boolean, nullable=False, server_default=text("false")),
     # The starts within its rate's window, a time and a count per claim (`queries/flow.py`).
-    Column("starts", ARRAY(DateTime(timezone=True)), nullable=False, server_default="{}"),
-    Column("start_counts", ARRAY(Integer), nullable=False, server_default="{}"),
+    *_window(default=True),
     CheckConstraint(f"concurrency BETWEEN 1 AND {MAX_CONCURRENCY}", name="concurrency"),
-    CheckConstraint(f"rate_limit BETWEEN 1 AND {MAX_RATE}", name="rate_limit"),
     CheckConstraint(f"key_concurrency BETWEEN 1 AND {MAX_CONCURRENCY}", name="key_concurrency"),
-    CheckConstraint(
-        f"rate_period BETWEEN {_interval(MIN_PERIOD)} AND {_interval(MAX_PERIOD)}",
-        name="rate_period",
-    ),
     CheckConstraint(f"limits_source IN ({_quoted(LimitsSource)})", name="limits_source"),
+    *_rate_checks(),
     CheckConstraint("(rate_limit IS NULL) = (rate_period IS NULL)", name="rate"),
-    CheckConstraint(f"key_rate_limit BETWEEN 1 AND {MAX_RATE}", name="key_rate_limit"),
-    CheckConstraint(
-        f"key_rate_period BETWEEN {_interval(MIN_PERIOD)} AND {_interval(MAX_PERIOD)}",
-        name="key_rate_period",
-    ),
+    *_rate_checks("key_"),
     CheckConstraint("(key_rate_limit IS NULL) = (key_rate_period IS NULL)", name="key_rate"),
 )
 
@@ -278,8 +290,7 @@ key_starts = Table(
     metadata,
     Column("queue", Text, primary_key=True),
     Column("partition_key", Text, primary_key=True),
-    Column("starts", ARRAY(DateTime(timezone=True)), nullable=False),
-    Column("start_counts", ARRAY(Integer), nullable=False),
+    *_window(default=False),
 )
 
 
@@ -292,13 +303,8 @@ type_rates = Table(
     Column("type", Text, primary_key=True),
     Column("rate_limit", Integer, nullable=False),
     Column("rate_period", Interval, nullable=False),
-    Column("starts", ARRAY(DateTime(timezone=True)), nullable=False, server_default="{}"),
-    Column("start_counts", ARRAY(Integer), nullable=False, server_default="{}"),
-    CheckConstraint(f"rate_limit BETWEEN 1 AND {MAX_RATE}", name="rate_limit"),
-    CheckConstraint(
-        f"rate_period BETWEEN {_interval(MIN_PERIOD)} AND {_interval(MAX_PERIOD)}",
-        name="rate_period",
-    ),
+    *_window(default=True),
+    *_rate_checks(),
 )
 
 
