@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import json
 import math
 import uuid
 from collections import defaultdict
@@ -47,9 +48,10 @@ from jobqueue.domain.listing import JobPage, JobQuery, KeyKind, KeyLookup, page_
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.ports import Submitted
+from jobqueue.domain.progress import Progress
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
-from jobqueue.domain.status import COUNTED, Status
+from jobqueue.domain.status import COUNTED, LIVE, Status
 from jobqueue.domain.transitions import DELETABLE, DELETE, Operation, sources, targets
 from tests.fake_listing import FakeListing
 from tests.support.fake_flow import FakeLimits
@@ -98,6 +100,8 @@ class InMemoryJobStore:
         self.record_and_claim_calls = 0
         # The jobs a cancel took from a running attempt, as PostgreSQL notifies them.
         self.cancels_announced: list[UUID] = []
+        # The jobs someone waits for (`watch`), whose endings PostgreSQL announces.
+        self.watched: set[UUID] = set()
         # Claims of each queue so far: which type each one starts with (`claim_ranges`).
         self._turns: defaultdict[str, int] = defaultdict(int)
         # The last slot each periodic job ran.
@@ -276,9 +280,29 @@ class InMemoryJobStore:
                 last_error=job.last_error if decision.error is None else decision.error,
                 attempts=max(job.attempts - 1, 0) if decision.gives_back_attempt else job.attempts,
                 snoozes=job.snoozes + 1 if decision.snoozed else job.snoozes,
+                result=job.result if decision.result is None else json.loads(decision.result),
+                progress=job.progress if decision.progress is None else _at(decision.progress, now),
             )
             held.add(lease)
         return held
+
+    async def record_progress(self, reports: Sequence[tuple[Lease, Progress]]) -> set[Lease]:
+        await self._enter()
+        now = self.clock()
+        held: set[Lease] = set()
+        for lease, progress in reports:
+            job = self._jobs.get(lease.job_id)
+            if job is None or job.status is not Status.PROCESSING or job.lease_token != lease.token:
+                continue
+            self._jobs[job.id] = replace(job, progress=_at(progress, now))
+            held.add(lease)
+        return held
+
+    async def watch(self, job_id: UUID) -> None:
+        await self._enter()
+        job = self._jobs.get(job_id)
+        if job is not None and job.status in LIVE:
+            self.watched.add(job_id)
 
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
         await self._enter()
@@ -506,9 +530,9 @@ class InMemoryJobStore:
         of_status = [job for job in self._jobs.values() if job.status is query.status]
         in_range = listing.range_of(of_status)
         if query.search is None:
-            return page_of(query, [_detached(job) for job in in_range[: query.limit + 1]])
+            return page_of(query, [_listed(job) for job in in_range[: query.limit + 1]])
         read, stop = listing.searched(in_range, {job.type for job in of_status})
-        matching = [_detached(job) for job in read if query.search.matches(job)]
+        matching = [_listed(job) for job in read if query.search.matches(job)]
         return page_of(query, matching[: query.limit + 1], stop, len(read))
 
     async def find_by_key(self, lookup: KeyLookup) -> Job | None:
@@ -648,10 +672,19 @@ def _logged(
     return appended(job.attempt_log, ended)
 
 
+def _at(progress: Progress, now: datetime) -> Progress:
+    return replace(progress, at=now)
+
+
 def _detached(job: Job) -> Job:
     # Every job handed out carries its own payload, as rows read from a database do, so a
     # caller mutating it cannot change what the store holds.
     return replace(job, payload=copy.deepcopy(job.payload))
+
+
+def _listed(job: Job) -> Job:
+    # A page leaves results out, as the store's listings do (`queries/sql.listed`).
+    return replace(_detached(job), result=None)
 
 
 def _refusal(new: NewJob) -> str | None:

@@ -4,8 +4,9 @@ The public API: what handler authors and in-process producers write code with.
 Everything else in the package (`jobqueue.domain`, `jobqueue.adapters`,
 `jobqueue.entrypoints`) is internal and may change between releases.
 
-`import jobqueue` loads only the pure domain. `enqueue`, `enqueue_many` (SQLAlchemy) and
-`current_traceparent` (OpenTelemetry) load their modules the first time they are used.
+`import jobqueue` loads only the pure domain. `enqueue`, `enqueue_many`, `wait`
+(SQLAlchemy) and `current_traceparent` (OpenTelemetry) load their modules the first time
+they are used.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from jobqueue.domain.errors import (
     JobNotFound,
     JobQueueError,
     LeaseLost,
+    NotEnded,
     Permanent,
     StoreError,
     StoreUnavailable,
@@ -33,18 +35,20 @@ from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.outcome import Snooze
 from jobqueue.domain.ports import Submitted
+from jobqueue.domain.progress import Progress
 from jobqueue.domain.registry import JobContext, Registry, StopReason
 from jobqueue.domain.status import Status
 from jobqueue.domain.unique import Unique
 
 if TYPE_CHECKING:
     from jobqueue.adapters.telemetry.trace_context import current_traceparent
-    from jobqueue.entrypoints.producer import enqueue, enqueue_many
+    from jobqueue.entrypoints.producer import enqueue, enqueue_many, wait
 
 # Public names whose modules are heavy: (module, attribute), imported on first access.
 _ON_DEMAND = {
     "enqueue": ("jobqueue.entrypoints.producer", "enqueue"),
     "enqueue_many": ("jobqueue.entrypoints.producer", "enqueue_many"),
+    "wait": ("jobqueue.entrypoints.producer", "wait"),
     "current_traceparent": ("jobqueue.adapters.telemetry.trace_context", "current_traceparent"),
 }
 
@@ -72,7 +76,9 @@ __all__ = [
     "JobQueueError",
     "LeaseLost",
     "NewJob",
+    "NotEnded",
     "Permanent",
+    "Progress",
     "Registry",
     "Snooze",
     "Status",
@@ -87,4 +93,5 @@ __all__ = [
     "current_traceparent",
     "enqueue",
     "enqueue_many",
+    "wait",
 ]

@@ -20,9 +20,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.job_types import PostgresJobTypes
 from jobqueue.adapters.postgres.processes import PostgresProcesses
 from jobqueue.adapters.postgres.store import PostgresJobStore
-from jobqueue.domain.job import NewJob, TypeOptions
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.job_types import JobType
 from jobqueue.domain.processes import ProcessInfo
+from jobqueue.domain.type_options import TypeOptions
 from tests.integration import registry_handlers
 from tests.integration.registry_handlers import HOSTILE, NIGHTLY
 from tests.support.api import build_api

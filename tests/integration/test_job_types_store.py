@@ -13,9 +13,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.job_types import PostgresJobTypes
-from jobqueue.domain.job import TypeOptions
 from jobqueue.domain.job_types import JobType
 from jobqueue.domain.status import Status
+from jobqueue.domain.type_options import TypeOptions
 from jobqueue.domain.unique import Unique
 
 _SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}

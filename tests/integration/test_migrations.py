@@ -157,6 +157,9 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
         "unique_states",
         "timeout",
         "partition_key",
+        "result",
+        "progress",
+        "watched",
     }
 
     downgrade(url, "base")

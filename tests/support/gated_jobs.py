@@ -32,6 +32,8 @@ RECORD_FIELDS = {
     "unique_key",
     "timeout",
     "partition_key",
+    "result",
+    "progress",
 }
 
 

@@ -64,6 +64,7 @@ async def test_serve_with_a_metrics_listener_runs_every_component(
         ("job types", LAST),
         ("readiness", SIGNAL),
         ("http", DRAINED),
+        ("waits", SIGNAL),
         ("metrics server", LAST),
         ("queue depth", LAST),
         ("wake-up notifier", LAST),
@@ -83,8 +84,11 @@ async def test_an_api_runs_no_worker_component(
         ("job types", LAST),
         ("readiness", SIGNAL),
         ("http", DRAINED),
+        ("waits", SIGNAL),
         ("queue depth", LAST),
         ("wake-up notifier", LAST),
+        # No pool to wake: it listens for the ends of the jobs its clients wait for.
+        ("wake-up listener", LAST),
     ]
 
 

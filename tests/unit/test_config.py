@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from jobqueue.adapters.postgres.limits import Limits
 from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.adapters.telemetry.tracing_config import TRACING_ENVIRONMENT
@@ -64,6 +65,7 @@ def test_an_empty_environment_gives_the_documented_defaults() -> None:
     assert settings.shutdown_timeout == timedelta(seconds=20)
     assert settings.drain_delay == timedelta(0)
     assert settings.max_body_bytes == 1024 * 1024
+    assert settings.result_max_bytes == 1024 * 1024
     assert settings.webhook_allow_private is False
     assert settings.log_level == "INFO"
     assert settings.auto_migrate is True
@@ -87,6 +89,7 @@ def test_every_documented_variable_is_read() -> None:
         "MAX_ATTEMPTS": "7",
         "JOB_TIMEOUT": "10s",
         "MAX_SNOOZES": "12",
+        "RESULT_MAX_BYTES": "64KiB",
         "LEASE_DURATION": "20s",
         "STATEMENT_TIMEOUT": "2s",
         "DB_CLIENT_TIMEOUT": "3s",
@@ -130,6 +133,7 @@ def test_every_documented_variable_is_read() -> None:
     assert settings.job_timeout == timedelta(seconds=10)
     assert settings.max_snoozes == 12
     assert pool_config(settings).max_snoozes == 12
+    assert pool_config(settings).result_max_bytes == 64 * 1024
     assert settings.lease_duration == timedelta(seconds=20)
     assert settings.statement_timeout == timedelta(seconds=2)
     assert settings.db_client_timeout == timedelta(seconds=3)
@@ -556,12 +560,9 @@ def test_the_client_timeout_must_exceed_the_statement_timeout(client: str) -> No
     )
 
 
-def test_database_limits_carry_both_time_limits() -> None:
-    settings = Settings.from_env({"STATEMENT_TIMEOUT": "1s", "DB_CLIENT_TIMEOUT": "2s"})
+def test_database_limits_speak_the_server_s_unit() -> None:
+    limits = Limits(statement=timedelta(seconds=1), client=timedelta(seconds=2))
 
-    limits = settings.database_limits()
-
-    assert (limits.statement, limits.client) == (timedelta(seconds=1), timedelta(seconds=2))
     assert limits.statement_milliseconds == 1000
 
 

@@ -11,11 +11,11 @@ from uuid import uuid4
 import pytest
 from litestar.testing import TestClient
 
-from jobqueue.domain.job import TypeOptions
 from jobqueue.domain.job_types import JobType, KnownType, PublishedType
 from jobqueue.domain.periodic import LastSlot, PeriodicJob
 from jobqueue.domain.processes import LiveProcess, ProcessInfo
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.domain.type_options import TypeOptions
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.http.ui.frame import SECURITY_POLICY
 from jobqueue.entrypoints.http.ui.job_page import moment

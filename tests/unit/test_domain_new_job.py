@@ -18,9 +18,10 @@ from jobqueue.domain.fields import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_TYPE_LENGTH,
 )
-from jobqueue.domain.job import NO_OPTIONS, Job, NewJob, resolve
+from jobqueue.domain.job import Job, NewJob, resolve
 from jobqueue.domain.registry import Registry
 from jobqueue.domain.status import Status
+from jobqueue.domain.type_options import NO_OPTIONS
 
 DEFAULT = 5
 

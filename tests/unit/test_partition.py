@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from jobqueue.domain.errors import InvalidJob
-from jobqueue.domain.job import NewJob, TypeOptions, resolve
+from jobqueue.domain.job import NewJob, resolve
 from jobqueue.domain.partition import partition_key_of
 from jobqueue.domain.registry import Registry
+from jobqueue.domain.type_options import TypeOptions
 
 
 def _registry() -> Registry:

@@ -15,9 +15,10 @@ import pytest
 from jobqueue.adapters.payload_schemas import JsonSchemaCompiler
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.domain.errors import InvalidPayload, StoreError, StoreUnavailable, UnknownJobType
-from jobqueue.domain.job import NewJob, TypeOptions
+from jobqueue.domain.job import NewJob
 from jobqueue.domain.job_types import JobType, KnownTypes, PublishedType
 from jobqueue.domain.registry import JobContext, Registry
+from jobqueue.domain.type_options import TypeOptions
 from jobqueue.domain.unique import Unique
 from jobqueue.entrypoints.service.published_types import (
     LOOK_AGAIN_AFTER,

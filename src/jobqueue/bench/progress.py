@@ -17,7 +17,7 @@ _TERMINAL_EVERY = 0.2
 _LOG_EVERY = 5.0
 
 
-class Progress:
+class ProgressLine:
     def __init__(self, label: str, total: int | None, stream: TextIO = sys.stderr) -> None:
         self._label = label
         self._total = total
@@ -61,10 +61,10 @@ class Progress:
 
 
 @asynccontextmanager
-async def progress(label: str, total: int | None = None) -> AsyncIterator[Progress]:
+async def progress(label: str, total: int | None = None) -> AsyncIterator[ProgressLine]:
     """A progress line for a phase; for one long statement (`total` None) it ticks by
     itself, showing the time elapsed."""
-    shown = Progress(label, total)
+    shown = ProgressLine(label, total)
     ticker = asyncio.create_task(_tick(shown)) if total is None else None
     try:
         yield shown
@@ -74,7 +74,7 @@ async def progress(label: str, total: int | None = None) -> AsyncIterator[Progre
         shown.finish()
 
 
-async def _tick(shown: Progress) -> None:
+async def _tick(shown: ProgressLine) -> None:
     while True:
         await asyncio.sleep(_TERMINAL_EVERY)
         shown.update(0)

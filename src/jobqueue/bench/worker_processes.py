@@ -16,7 +16,7 @@ from jobqueue.bench import processes
 from jobqueue.bench.errors import BenchError
 from jobqueue.bench.jobs_table import drained, listening_processes, reset, unfinished
 from jobqueue.bench.processes import Spawned, total_cpu_seconds
-from jobqueue.bench.progress import Progress, progress
+from jobqueue.bench.progress import ProgressLine, progress
 from jobqueue.bench.results import Stopwatch, Throughput
 from jobqueue.bench.worker_handlers import NOOP_TYPE
 
@@ -123,7 +123,7 @@ async def _drain(
     engine: AsyncEngine,
     fleet: WorkerProcesses,
     jobs: int,
-    shown: Progress | None,
+    shown: ProgressLine | None,
     label: str,
 ) -> Throughput:
     new = NewJob.build(type=NOOP_TYPE, default_max_attempts=3, registered=[NOOP_TYPE])

@@ -37,6 +37,7 @@ from jobqueue.client.errors import (
     UnexpectedAnswer,
 )
 from jobqueue.client.sessions import Client
+from jobqueue.wire.queue_records import QueueRecord, QueueStateView
 from jobqueue.wire.records import (
     AttemptView,
     BatchItem,
@@ -45,8 +46,6 @@ from jobqueue.wire.records import (
     JobStatusView,
     JobTypeView,
     PeriodicView,
-    QueueRecord,
-    QueueStateView,
     SubmittedRecord,
     UniqueView,
     WorkerView,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -18,6 +19,7 @@ from jobqueue.client.connection import http_options
 from jobqueue.client.errors import Unavailable
 from jobqueue.client.sessions import DEFAULT_RETRIES, http_request
 from jobqueue.domain.status import Status
+from jobqueue.wire.queue_records import QueueRecord, QueueStateView
 from jobqueue.wire.records import (
     BatchItem,
     JobList,
@@ -25,8 +27,6 @@ from jobqueue.wire.records import (
     JobStatusView,
     JobTypeView,
     PeriodicView,
-    QueueRecord,
-    QueueStateView,
     SubmittedRecord,
     WorkerView,
 )
@@ -51,6 +51,7 @@ class AsyncClient:
         options = http_options(base_url, token, timeout, headers)
         self._http = httpx.AsyncClient(**options, transport=transport)
         self._base_url: str = options["base_url"]
+        self._timeout = timeout
         self._retries = retries
 
     async def __aenter__(self) -> Self:
@@ -72,7 +73,10 @@ class AsyncClient:
         while True:
             try:
                 verdict = calls.judged(
-                    call, await self._http.request(**http_request(call)), tries, self._retries
+                    call,
+                    await self._http.request(**http_request(call, self._timeout)),
+                    tries,
+                    self._retries,
                 )
             except httpx.TransportError as error:
                 verdict = calls.after_failure(call, error, tries, self._retries, self._base_url)
@@ -91,6 +95,15 @@ class AsyncClient:
 
     async def job(self, job_id: UUID | str) -> JobRecord:
         return await self._send(calls.job(job_id))
+
+    # The timeout bounds the wait itself and is answered by NotEnded, not a cancellation.
+    async def wait(self, job_id: UUID | str, timeout: float | None = 60.0) -> JobRecord:  # noqa: ASYNC109
+        """As `Client.wait`."""
+        waiting = calls.Waiting(job_id, timeout, time.monotonic)
+        record = None
+        while (call := waiting.next_call(record)) is not None:
+            record = await self._send(call)
+        return waiting.answer(record)
 
     async def status(self, job_id: UUID | str) -> JobStatusView:
         return await self._send(calls.status(job_id))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -23,7 +23,9 @@ from msgspec.structs import replace
 
 from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable, UnexpectedAnswer
 from jobqueue.domain.durations import format_duration
+from jobqueue.domain.errors import NotEnded
 from jobqueue.domain.status import Status
+from jobqueue.wire.queue_records import QueueList, QueueStateView
 from jobqueue.wire.queue_requests import QueueLimitsRequest
 from jobqueue.wire.records import (
     BatchResult,
@@ -36,8 +38,6 @@ from jobqueue.wire.records import (
     JobStatusView,
     JobTypeList,
     PeriodicList,
-    QueueList,
-    QueueStateView,
     Retried,
     SubmittedRecord,
     WorkerList,
@@ -67,6 +67,9 @@ class Call(Generic[T]):
     repeatable: bool = True
     # The statuses after which it is tried again.
     retried_on: frozenset[int] = _TRANSIENT
+    # Seconds the service may hold the answer back on purpose (a long poll's): added to
+    # the client's timeout for this request.
+    held: float = 0.0
 
     def encoded(self) -> bytes | None:
         return None if self.body is None else msgspec.json.encode(self.body)
@@ -214,6 +217,45 @@ def jobs(
     if cursor is not None:
         params["cursor"] = cursor
     return Call("GET", "/jobs", JobList, params=params)
+
+
+def wait(job_id: UUID | str, within: float) -> Call[JobRecord]:
+    timeout = format_duration(timedelta(seconds=within))
+    path = f"/jobs/{_segment(job_id)}/wait"
+    return Call("GET", path, JobRecord, params={"timeout": timeout}, held=within)
+
+
+# The longest the service holds one wait (`GET /jobs/{id}/wait`): a longer wait is several.
+LONGEST_POLL = 60.0
+# A job in any other status has ended.
+_LIVE = frozenset({Status.PENDING, Status.PROCESSING})
+
+
+class Waiting:
+    """A client's wait for a job's end, as long polls of at most `LONGEST_POLL` each;
+    `timeout` None waits as long as it takes. Both clients send `next_call` until it is
+    None, then take `answer`."""
+
+    def __init__(self, job_id: UUID | str, timeout: float | None, clock: Callable[[], float]):
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"a wait's timeout cannot be negative, got {timeout}")
+        self._job_id = job_id
+        self._timeout = timeout
+        self._clock = clock
+        self._deadline = None if timeout is None else clock() + timeout
+
+    def next_call(self, last: JobRecord | None) -> Call[JobRecord] | None:
+        left = LONGEST_POLL if self._deadline is None else self._deadline - self._clock()
+        if last is not None and (last.status not in _LIVE or left <= 0):
+            return None
+        return wait(self._job_id, round(min(max(left, 0.0), LONGEST_POLL), 3))
+
+    def answer(self, last: JobRecord | None) -> JobRecord:
+        """The ended job's record; raises `NotEnded` when time ran out first."""
+        assert last is not None, "next_call asks once at least"
+        if last.status in _LIVE:
+            raise NotEnded(last.id, last.status, self._timeout or 0.0)
+        return last
 
 
 def retry(job_id: UUID | str) -> Call[JobRecord]:

@@ -18,6 +18,7 @@ from jobqueue.client.calls import Call, Retries
 from jobqueue.client.connection import http_options
 from jobqueue.client.errors import Unavailable
 from jobqueue.domain.status import Status
+from jobqueue.wire.queue_records import QueueRecord, QueueStateView
 from jobqueue.wire.records import (
     BatchItem,
     JobList,
@@ -25,8 +26,6 @@ from jobqueue.wire.records import (
     JobStatusView,
     JobTypeView,
     PeriodicView,
-    QueueRecord,
-    QueueStateView,
     SubmittedRecord,
     WorkerView,
 )
@@ -36,18 +35,22 @@ T = TypeVar("T")
 DEFAULT_RETRIES = Retries()
 
 
-def http_request(call: Call[Any]) -> dict[str, Any]:
+def http_request(call: Call[Any], timeout: float) -> dict[str, Any]:
+    """httpx's arguments for `call`, from a client whose requests take `timeout`."""
     headers = dict(call.headers)
     content = call.encoded()
     if content is not None:
         headers["Content-Type"] = "application/json"
-    return {
+    request: dict[str, Any] = {
         "method": call.method,
         "url": call.path,
         "params": call.params,
         "headers": headers,
         "content": content,
     }
+    if call.held:
+        request["timeout"] = timeout + call.held
+    return request
 
 
 class Client:
@@ -68,6 +71,7 @@ class Client:
         options = http_options(base_url, token, timeout, headers)
         self._http = httpx.Client(**options, transport=transport)
         self._base_url: str = options["base_url"]
+        self._timeout = timeout
         self._retries = retries
 
     def __enter__(self) -> Self:
@@ -89,7 +93,10 @@ class Client:
         while True:
             try:
                 verdict = calls.judged(
-                    call, self._http.request(**http_request(call)), tries, self._retries
+                    call,
+                    self._http.request(**http_request(call, self._timeout)),
+                    tries,
+                    self._retries,
                 )
             except httpx.TransportError as error:
                 verdict = calls.after_failure(call, error, tries, self._retries, self._base_url)
@@ -111,6 +118,16 @@ class Client:
 
     def job(self, job_id: UUID | str) -> JobRecord:
         return self._send(calls.job(job_id))
+
+    def wait(self, job_id: UUID | str, timeout: float | None = 60.0) -> JobRecord:
+        """The job's record once it ended (its `result`, `status`), woken by the service
+        as it ends; raises `NotEnded` (a `TimeoutError`) when `timeout` seconds pass
+        first. None waits as long as it takes."""
+        waiting = calls.Waiting(job_id, timeout, time.monotonic)
+        record = None
+        while (call := waiting.next_call(record)) is not None:
+            record = self._send(call)
+        return waiting.answer(record)
 
     def status(self, job_id: UUID | str) -> JobStatusView:
         return self._send(calls.status(job_id))

@@ -96,6 +96,15 @@ class LeaseLost(JobQueueError):
         self.lease_token = lease_token
 
 
+class NotEnded(JobQueueError, TimeoutError):
+    """A wait for a job's end (`wait`) ran out of time first: the job is still `status`."""
+
+    def __init__(self, job_id: UUID, status: str, waited: float) -> None:
+        super().__init__(f"job {job_id} has not ended after {waited:g}s: it is {status}")
+        self.job_id = job_id
+        self.status = status
+
+
 class StoreUnavailable(JobQueueError):
     """The job store could not be reached or failed for a reason that is not the caller's."""
 

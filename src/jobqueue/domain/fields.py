@@ -188,3 +188,13 @@ def _walk_json(path: str, value: object) -> None:
                 children.append(((f".{key}", where), child, False))
         # Reversed so that siblings are checked, and reported, in document order.
         stack.extend(reversed(children))
+
+
+def storable_text(text: str, max_length: int) -> str:
+    """`text` as any store can hold it, of a readable length: a NUL character or a lone
+    surrogate would make PostgreSQL refuse the write (and lose the attempt's outcome with
+    it), so they are written as visible escapes; past `max_length` it is cut, with "…"."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+    if len(text) <= max_length:
+        return text
+    return text[: max_length - 1] + "…"

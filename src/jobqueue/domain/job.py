@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
 from uuid import UUID
 
 from jobqueue.domain.attempts import AttemptRecord, latest_attempt
@@ -36,8 +35,10 @@ from jobqueue.domain.fields import (
     check_timeout,
     check_type,
 )
-from jobqueue.domain.partition import check_partition_by, check_partition_key, partition_key_of
+from jobqueue.domain.partition import check_partition_key, partition_key_of
+from jobqueue.domain.progress import Progress
 from jobqueue.domain.status import TRAITS, Phase, Status
+from jobqueue.domain.type_options import NO_OPTIONS, OPTIONS, TypeOptions, options_of
 from jobqueue.domain.unique import Unique
 
 
@@ -84,6 +85,11 @@ class Job:
     timeout: timedelta | None = None
     # Its queue's share it belongs to (`partition.py`); None: in no partition.
     partition_key: str | None = None
+    # What its handler returned, as JSON (a completed job's, `Decision.complete`); None
+    # when it returned nothing, and in listings, which leave it out (it may be large).
+    result: JsonValue | None = None
+    # Its handler's last report of how far it got (`progress.py`), kept once it ended.
+    progress: Progress | None = None
 
     @property
     def lease(self) -> Lease:
@@ -125,46 +131,6 @@ class Job:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class TypeOptions:
-    """What a job type's handler declares for the jobs submitted without their own: the
-    queue they go to, their priority, their attempt budget and attempt timeout (None:
-    the service's), how they are unique, and the payload fields their partition key is
-    made of (`partition.py`)."""
-
-    queue: str = DEFAULT_QUEUE
-    priority: int = DEFAULT_PRIORITY
-    max_attempts: int | None = None
-    timeout: timedelta | None = None
-    unique: Unique | None = None
-    partition_by: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        """Raise `InvalidJob` saying what to change."""
-        check_partition_by(self.partition_by)
-        check_queue(self.queue)
-        check_priority(self.priority)
-        if self.max_attempts is not None:
-            check_max_attempts(self.max_attempts)
-        if self.timeout is not None:
-            check_timeout(self.timeout)
-
-
-# What a type without a handler, or one that declares nothing, gets.
-NO_OPTIONS = TypeOptions()
-
-# The options a submission may leave to its type and the service (`NewJob.left_out`):
-# `TypeOptions`' fields, `unique` standing for the three unique_ fields it resolves to,
-# `partition_by` for `partition_key`.
-OPTIONS: frozenset[str] = frozenset(TypeOptions.__dataclass_fields__)
-
-
-class OptionsSource(Protocol):
-    """What knows each job type's options: a `Registry`, or `KnownTypes`."""
-
-    def options_for(self, job_type: str) -> TypeOptions: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,15 +315,6 @@ def _left_out(
         "partition_by": partition_key,
     }
     return frozenset(name for name, value in named.items() if value is None)
-
-
-def options_of(source: object, job_type: str) -> TypeOptions:
-    """`job_type`'s options if `source` knows options (a `Registry`, `KnownTypes`); a plain
-    collection of type names declares none."""
-    if source is not None and hasattr(source, "options_for"):
-        known: OptionsSource = source
-        return known.options_for(job_type)
-    return NO_OPTIONS
 
 
 def resolve(new: NewJob, options: TypeOptions, default_max_attempts: int) -> NewJob:

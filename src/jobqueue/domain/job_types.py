@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from jobqueue.domain.errors import UnknownJobType
 from jobqueue.domain.fields import JsonValue
-from jobqueue.domain.job import NO_OPTIONS, TypeOptions
+from jobqueue.domain.type_options import NO_OPTIONS, TypeOptions
 
 if TYPE_CHECKING:
     from jobqueue.domain.ports import PayloadDecoder

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from jobqueue.domain.attempts import Outcome
 from jobqueue.domain.backoff import Backoff
-from jobqueue.domain.fields import MAX_DELAY
+from jobqueue.domain.fields import MAX_DELAY, storable_text
 from jobqueue.domain.job import Job
+from jobqueue.domain.progress import Progress
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import Operation, targets
 
@@ -26,7 +27,10 @@ MAX_ERROR_LENGTH = 4_000
 
 @dataclass(frozen=True, slots=True)
 class Succeeded:
-    pass
+    """The handler returned: what it returned, as JSON text (the worker encodes it), or
+    None when it returned nothing."""
+
+    result: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,11 @@ class Decision:
     gives_back_attempt: bool = False
     # Counted as one more of the job's snoozes (`Job.snoozes`).
     snoozed: bool = False
+    # What the handler returned, as JSON text (a completion's); None writes nothing.
+    result: str | None = None
+    # The attempt's last progress report not written yet (`with_progress`): written with
+    # the ending, so the job keeps the last one its handler made.
+    progress: Progress | None = None
 
     @property
     def status(self) -> Status:
@@ -110,8 +119,12 @@ class Decision:
         return _ENDING_TARGETS[self.operation]
 
     @classmethod
-    def complete(cls) -> Decision:
-        return cls(Operation.COMPLETE, Outcome.COMPLETED)
+    def complete(cls, result: str | None = None) -> Decision:
+        return cls(Operation.COMPLETE, Outcome.COMPLETED, result=result)
+
+    def with_progress(self, progress: Progress | None) -> Decision:
+        """This decision, writing also the attempt's last `progress` report."""
+        return self if progress is None else replace(self, progress=progress)
 
     @classmethod
     def backoff(cls, delay: timedelta, error: str) -> Decision:
@@ -181,8 +194,8 @@ def decide(
             # runs out of attempts and is dead-lettered instead of snoozing forever.
             message = f"snoozed {job.snoozes} times, the most allowed (MAX_SNOOZES)"
             return _retry_or_dead_letter(job, message, backoff, rand, delay)
-        case Succeeded():
-            return Decision.complete()
+        case Succeeded(result=result):
+            return Decision.complete(result)
         case Interrupted():
             return Decision.release()
         case Errored(error=error, permanent=True):
@@ -210,17 +223,10 @@ def _retry_or_dead_letter(
 
 
 def _storable(error: str) -> str:
-    """`error` as last_error keeps it: text any store can hold, of a readable length.
-
-    Error texts come from whatever a handler raised: a NUL character or a lone surrogate
-    (an undecodable file name, say) would make PostgreSQL refuse the write and the
-    attempt's result would be lost, so they are written as visible escapes. And
-    last_error is for people reading a dashboard: a multi-megabyte message helps nobody.
-    """
-    error = error.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
-    if len(error) <= MAX_ERROR_LENGTH:
-        return error
-    return error[: MAX_ERROR_LENGTH - 1] + "…"
+    """`error` as last_error keeps it (`storable_text`). Error texts come from whatever a
+    handler raised (an undecodable file name, say), and last_error is for people reading
+    a dashboard: a multi-megabyte message helps nobody."""
+    return storable_text(error, MAX_ERROR_LENGTH)
 
 
 # The outcomes an attempt's ending may be decided as: one per named constructor.

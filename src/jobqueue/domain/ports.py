@@ -21,6 +21,7 @@ from jobqueue.domain.listing import JobPage, JobQuery, KeyLookup
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.processes import LiveProcess, ProcessInfo, Unconsumed
+from jobqueue.domain.progress import Progress
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
 from jobqueue.domain.throughput import RollupCounts, Slot, Window
@@ -116,6 +117,18 @@ class JobStore(PeriodicSlots, Protocol):
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
         """Extend, in one write, each of `leases` that still holds its job to `lease` from
         now (the store's clock); return those that held. A lease not returned is lost."""
+        ...
+
+    async def record_progress(self, reports: Sequence[tuple[Lease, Progress]]) -> set[Lease]:
+        """Write, in one write, each running attempt's latest progress report, fenced by
+        its lease as `renew` is; return the leases that held (a report of a lost lease is
+        dropped)."""
+        ...
+
+    async def watch(self, job_id: UUID) -> None:
+        """Mark a live job as waited for: the write that ends it, whoever makes it (its
+        worker, lease recovery, an operator), or deletes it, announces it on the store's
+        channel of endings. A job that ended already, or does not exist, is left alone."""
         ...
 
     async def retry(self, job_id: UUID) -> Job:

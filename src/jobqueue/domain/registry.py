@@ -17,9 +17,10 @@ from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue, check_queue_name
 from jobqueue.domain.flow import QueueLimits, Rate
 from jobqueue.domain.flow import type_rates as rated_types
-from jobqueue.domain.job import NO_OPTIONS, TypeOptions
 from jobqueue.domain.job_types import JobType
 from jobqueue.domain.periodic import PeriodicJob
+from jobqueue.domain.progress import Progress
+from jobqueue.domain.type_options import NO_OPTIONS, TypeOptions
 from jobqueue.domain.unique import Unique
 
 if TYPE_CHECKING:
@@ -103,6 +104,26 @@ class JobContext:
     stop: StopRequest = field(default_factory=StopRequest)
     # How often the job snoozed so far (`Snooze`); those runs gave their attempts back.
     snoozes: int = 0
+    # Where `progress` reports go (the worker's progress writer); None: nowhere.
+    report_progress: Callable[[Progress], None] | None = None
+
+    def progress(
+        self,
+        fraction: float | None = None,
+        *,
+        done: int | None = None,
+        total: int | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Say how far the job got: a `fraction` from 0 to 1, counters (`done` of
+        `total`; the fraction is then theirs unless given), a `message`, or any of them.
+        Call it as often as is natural: the worker writes the latest report about once a
+        second, and the last one with the job's ending. Returns at once, from any thread
+        (a sync handler's too). A report that makes no sense raises `ValueError` or
+        `TypeError`."""
+        report = Progress.build(fraction, done=done, total=total, message=message)
+        if self.report_progress is not None:
+            self.report_progress(report)
 
     @property
     def cancelled(self) -> bool:

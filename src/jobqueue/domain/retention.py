@@ -27,6 +27,11 @@ class RetentionPolicy:
                     f"{status} jobs must be kept for a positive time (None keeps them), got {age}"
                 )
 
+    @classmethod
+    def configured(cls, completed: timedelta, failed: timedelta) -> RetentionPolicy:
+        """The policy of the RETENTION_* settings, where 0 keeps those jobs forever."""
+        return cls(completed=completed or None, failed=failed or None)
+
     @property
     def ages(self) -> Mapping[Status, timedelta]:
         """The statuses pruned, each with the age from which its jobs are deleted."""

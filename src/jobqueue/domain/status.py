@@ -133,3 +133,5 @@ PRUNABLE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].prunable)
 COUNTED: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].counted)
 BY_QUEUE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].by_queue)
 FAILURES: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].failure)
+# A job in any other status has ended (finished, or held): what a waiter waits for.
+LIVE: tuple[Status, ...] = tuple(s for s in Status if TRAITS[s].phase is Phase.LIVE)

@@ -1,4 +1,5 @@
-"""The way in of an in-process producer: `jobqueue.enqueue` and `jobqueue.enqueue_many`.
+"""The way in of an in-process producer: `jobqueue.enqueue` and `jobqueue.enqueue_many`;
+and its wait for a job's end, `jobqueue.wait`.
 
 They store jobs in the caller's own connection and transaction (or on their own, given an
 engine), resolved exactly as `POST /jobs` resolves them (`domain/new_job.resolve`): what
@@ -10,16 +11,23 @@ the service reads it. The statements and their announcing are the adapter's
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from jobqueue.adapters.postgres import enqueue as inserting
+from jobqueue.adapters.postgres.endings import MAX_WAIT
+from jobqueue.adapters.postgres.engine_waits import waits_of
+from jobqueue.domain.errors import NotEnded
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
-from jobqueue.domain.job import NewJob
+from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import Registry
+from jobqueue.domain.status import LIVE
 from jobqueue.entrypoints.config.rules import ConfigError, check
 from jobqueue.entrypoints.config.settings import SETTINGS, VARIABLES, defaults
 
@@ -94,6 +102,30 @@ async def enqueue_many(
         registry=registry,
         default_max_attempts=max_attempts_from(os.environ),
     )
+
+
+# The timeout bounds the wait itself and is answered by NotEnded, not a cancellation.
+async def wait(engine: AsyncEngine, job_id: UUID, *, timeout: float | None = 60.0) -> Job:  # noqa: ASYNC109
+    """The job once it has ended (finished, or dead-lettered): its `result`, `status`,
+    `last_error`. Woken by the database's notification as it ends, not by polling; raises
+    `NotEnded` (a `TimeoutError`) when `timeout` seconds pass first (None: as long as it
+    takes), `JobNotFound` for a job that does not exist or was deleted meanwhile.
+
+    The first wait on `engine` opens one connection of its own to listen on; it is
+    closed once no wait has been in progress for 30 seconds.
+    """
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"a wait's timeout cannot be negative, got {timeout}")
+    waits = waits_of(engine)
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while True:
+        left = MAX_WAIT if deadline is None else timedelta(seconds=max(deadline - loop.time(), 0))
+        job = await waits.wait(job_id, min(left, MAX_WAIT))
+        if job.status not in LIVE:
+            return job
+        if deadline is not None and loop.time() >= deadline:
+            raise NotEnded(job.id, job.status, timeout or 0.0)
 
 
 def max_attempts_from(environ: Mapping[str, str]) -> int:

@@ -1,5 +1,5 @@
-"""Response bodies: a job's record, its status, a page of jobs, queues, periodic jobs, job
-types, counts of a bulk action, and the one error body.
+"""Response bodies: a job's record, its status, a page of jobs, workers, periodic jobs, job
+types, counts of a bulk action, and the one error body (queues': `queue_records.py`).
 
 A record shows a job's fields by name (`_view`), so a new job field appears in it once
 declared here; times are encoded in UTC, durations as text ("1m30s").
@@ -17,7 +17,6 @@ from jobqueue.domain.durations import format_duration
 from jobqueue.domain.job import Job
 from jobqueue.domain.job_types import KnownType
 from jobqueue.domain.processes import LiveProcess
-from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.status import Status
 
 
@@ -33,6 +32,18 @@ class AttemptView(msgspec.Struct, frozen=True):
     finished_at: datetime | None
     # The process that claimed it (host:pid).
     worker: str | None
+
+
+class ProgressView(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How far a running job got, as its handler last said (`ctx.progress`)."""
+
+    # From 0 to 1; given, or done / total.
+    fraction: float | None = None
+    done: int | None = None
+    total: int | None = None
+    message: str | None = None
+    # When the worker wrote it.
+    at: datetime | None = None
 
 
 class Retried(msgspec.Struct, frozen=True):
@@ -81,11 +92,18 @@ class JobRecord(msgspec.Struct, frozen=True):
     # The share of its queue it belongs to (a queue's key_concurrency and key_rate count
     # per key).
     partition_key: str | None = None
+    # What its handler returned (JSON), once completed; null in a page of jobs, which
+    # leaves results out: read the job for it.
+    result: Any = None
+    # Its handler's last report of how far it got; kept once it ended.
+    progress: ProgressView | None = None
 
     @classmethod
     def of(cls, job: Job, **given: object) -> Self:
         """The record of `job`; `given` sets the fields a subclass adds."""
-        return _view(cls, job, history=[_view(AttemptView, each) for each in job.history], **given)
+        history = [_view(AttemptView, each) for each in job.history]
+        progress = None if job.progress is None else _view(ProgressView, job.progress)
+        return _view(cls, job, history=history, **{"progress": progress, **given})
 
 
 class SubmittedRecord(JobRecord, frozen=True):
@@ -127,99 +145,6 @@ class JobList(msgspec.Struct, frozen=True):
     jobs: list[JobRecord]
     # Pass it back as `cursor` for the next page; null on the last page.
     next_cursor: str | None
-
-
-class QueueLimitsView(msgspec.Struct, frozen=True):
-    """A queue's limits and their use now; null: no such limit."""
-
-    # At most this many running at once, across processes; `running`: running now.
-    concurrency: int | None = None
-    running: int | None = None
-    # At most so many starts within any window of a period ("100/m"); `started`: the
-    # starts within the window now.
-    rate: str | None = None
-    started: int | None = None
-    # "operator" (held until an operator changes them) or "settings" (QUEUE_LIMITS).
-    set_by: str | None = None
-    # At most this many running at once per partition key; at most so many starts of one
-    # key within any window of a period ("10/m").
-    key_concurrency: int | None = None
-    key_rate: str | None = None
-    # Each rated job type's rate ("10/s"), and its starts within its window now, by type;
-    # null while the queue has no type rates.
-    type_rates: dict[str, str] | None = None
-    type_started: dict[str, int] | None = None
-
-    @classmethod
-    def of(cls, state: QueueState) -> QueueLimitsView:
-        limits, source = state.limits, state.limits_source
-        return cls(
-            concurrency=limits.concurrency,
-            running=state.running,
-            rate=None if limits.rate is None else str(limits.rate),
-            started=state.started,
-            set_by=None if source is None else source.value,
-            key_concurrency=limits.key_concurrency,
-            key_rate=None if limits.key_rate is None else str(limits.key_rate),
-            type_rates={name: str(rate) for name, rate in limits.type_rates} or None,
-            type_started=dict(state.type_started) or None,
-        )
-
-
-class QueueStateView(msgspec.Struct, frozen=True):
-    """A queue's pause and limits, as `POST /queues/{name}/pause|resume` and
-    `PUT /queues/{name}/limits` answer them."""
-
-    name: str
-    paused: bool
-    # When it was paused, by the database's clock; null while it runs.
-    paused_at: datetime | None
-    limits: QueueLimitsView = QueueLimitsView()
-
-    @classmethod
-    def of(cls, state: QueueState) -> QueueStateView:
-        return cls(state.name, state.paused, _utc(state.paused_at), QueueLimitsView.of(state))
-
-
-class QueueRecord(msgspec.Struct, frozen=True):
-    """One queue in `GET /queues`."""
-
-    name: str
-    paused: bool
-    paused_at: datetime | None
-    # Jobs per live or held status; finished jobs are history, not counted here.
-    jobs: dict[Status, int]
-    # Of the pending jobs: due now, and scheduled for later.
-    due: int
-    scheduled: int
-    # How long the longest-waiting due job has been due; null when none is due.
-    oldest_due_age_seconds: float | None
-    # How many live worker processes consume the queue; `unconsumed`: due jobs wait and
-    # none does, so they wait until one starts. Defaults: an older service has neither.
-    consumers: int = 0
-    unconsumed: bool = False
-    # Its limits and their use; all null without limits (and from an older service).
-    limits: QueueLimitsView = QueueLimitsView()
-
-    @classmethod
-    def of(cls, summary: QueueSummary) -> QueueRecord:
-        state, age = summary.state, summary.oldest_due_age
-        return cls(
-            name=state.name,
-            paused=state.paused,
-            paused_at=_utc(state.paused_at),
-            jobs=dict(summary.counts),
-            due=summary.due,
-            scheduled=summary.scheduled,
-            oldest_due_age_seconds=None if age is None else age.total_seconds(),
-            consumers=summary.consumers,
-            unconsumed=summary.unconsumed,
-            limits=QueueLimitsView.of(state),
-        )
-
-
-class QueueList(msgspec.Struct, frozen=True):
-    queues: list[QueueRecord]
 
 
 class WorkerView(msgspec.Struct, frozen=True):
@@ -376,12 +301,12 @@ def _view(kind: type[View], source: object, **given: object) -> View:
 
 def _shown(value: object) -> object:
     if isinstance(value, datetime):
-        return _utc(value)
+        return utc(value)
     if isinstance(value, timedelta):
         return format_duration(value)
     return value
 
 
-def _utc(moment: datetime | None) -> datetime | None:
+def utc(moment: datetime | None) -> datetime | None:
     # Times are encoded as RFC 3339 with a `Z`, whatever zone the driver handed back.
     return None if moment is None else moment.astimezone(UTC)

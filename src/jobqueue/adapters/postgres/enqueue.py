@@ -45,9 +45,10 @@ from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
-from jobqueue.domain.job import NO_OPTIONS, Job, NewJob, resolve
+from jobqueue.domain.job import Job, NewJob, resolve
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import Registry
+from jobqueue.domain.type_options import NO_OPTIONS
 
 # A bulk insert is one statement; past this many jobs a call is split, so that one call
 # cannot build a statement the server must hold in memory whole (ten thousand jobs is

@@ -22,9 +22,9 @@ from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.queries.job_types import PUBLISH_TYPES, PUBLISHED_TYPES
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.fields import JsonValue
-from jobqueue.domain.job import TypeOptions
 from jobqueue.domain.job_types import JobType, PublishedType
 from jobqueue.domain.status import Status
+from jobqueue.domain.type_options import TypeOptions
 from jobqueue.domain.unique import Unique
 
 _log = logging.getLogger("jobqueue")

@@ -262,7 +262,8 @@ class Listener(_Background):
     A connection that cannot be opened or is lost is retried with capped, jittered
     backoff. After a LISTEN that follows a refusal or a loss, every callback is called
     once more, with an empty payload (`MISSED`): something may have been announced while
-    nobody was listening.
+    nobody was listening. `on_listening` is told each time it starts (True, once every
+    channel is listened to) and stops (False) hearing them.
     """
 
     def __init__(
@@ -273,10 +274,12 @@ class Listener(_Background):
         backoff: Backoff = _RECONNECT_BACKOFF,
         sleep: Sleep = asyncio.sleep,
         rand: Callable[[], float] = random.random,
+        on_listening: Callable[[bool], None] = lambda _listening: None,
     ) -> None:
         super().__init__()
         self._connect = connect
         self._on_notify = on_notify
+        self._on_listening = on_listening
         self._backoff = backoff
         self._sleep = sleep
         self._rand = rand
@@ -305,11 +308,13 @@ class Listener(_Background):
                     for callback in self._on_notify.values():
                         self._notified(callback, MISSED)
                 failures, deaf = 0, False
+                self._on_listening(True)
                 await connection.until_lost()
                 _log.warning("the connection listening for new jobs was lost; reconnecting")
             except Exception as error:
                 self._report("listening for new jobs failed", error, failures + 1)
             finally:
+                self._on_listening(False)
                 await connection.close()
             failures += 1
             deaf = True

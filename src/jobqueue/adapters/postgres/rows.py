@@ -2,17 +2,19 @@
 
 A `Job` field is the column of the same name, so a new field needs its column and
 nothing here, unless its column holds JSON the domain reads as a type of its own (the
-attempt log).
+attempt log, progress).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from jobqueue.domain.attempts import AttemptRecord, Outcome
 from jobqueue.domain.job import Job
+from jobqueue.domain.progress import Progress
 from jobqueue.domain.status import Status
 
 _FIELDS = tuple(field.name for field in fields(Job))
@@ -33,7 +35,27 @@ def job_from_row(row: Row) -> Job:
     states = values["unique_states"]
     if states is not None:
         values["unique_states"] = tuple(states)
+    progress = values["progress"]
+    if progress is not None:
+        values["progress"] = _progress(progress)
     return Job(**values)
+
+
+def progress_text(progress: Progress) -> str:
+    """A progress report as its column holds it, but for `at`, which the statement
+    writing it adds (`queries/sql.stamped`)."""
+    return json.dumps(progress.as_json(), separators=(",", ":"))
+
+
+def _progress(entry: dict[str, Any]) -> Progress:
+    # `progress_text`, and the store's time, `at`.
+    return Progress(
+        fraction=entry.get("fraction"),
+        done=entry.get("done"),
+        total=entry.get("total"),
+        message=entry.get("message"),
+        at=_instant(entry.get("at")),
+    )
 
 
 def _attempt(entry: dict[str, Any]) -> AttemptRecord:

@@ -125,6 +125,8 @@ _COLUMNS: dict[str, dict[str, Any]] = {
     "attempt_log": {"type_": JSONB, "nullable": True},
     "snoozes": {"server_default": text("0")},
     "unique_states": {"type_": ARRAY(Text)},
+    "result": {"type_": JSONB},
+    "progress": {"type_": JSONB},
 }
 _COLUMNS["id"]["server_default"] = text("gen_random_uuid()")
 
@@ -151,6 +153,9 @@ jobs = Table(
     "jobs",
     metadata,
     *_job_columns(),
+    # Someone waits for the job's end (`queries/watches.py`): the triggers of migration
+    # 0023 announce it. Not a `Job` field: no one but those triggers reads it.
+    Column("watched", Boolean, nullable=False, server_default=text("false")),
     CheckConstraint(f"status IN ({_STATUSES})", name="status"),
     # The domain's range, so that no row holds a priority no claim reads. Queue names are
     # checked where jobs are made, not here: a regular-expression CHECK cost a fifth of a
@@ -379,15 +384,9 @@ job_rollup = Table(
     metadata,
     Column("minute", DateTime(timezone=True), primary_key=True),
     Column("queue", Text, primary_key=True),
-    *(
-        Column(name, BigInteger, nullable=False, server_default=text("0"))
-        for name in ROLLUP_COUNTERS
-    ),
+    *(_counter(name) for name in ROLLUP_COUNTERS),
     Column("pickup_seconds", Double, nullable=False, server_default=text("0")),
-    *(
-        Column(name, BigInteger, nullable=False, server_default=text("0"))
-        for name in PICKUP_COLUMNS
-    ),
+    *(_counter(name) for name in PICKUP_COLUMNS),
 )
 
 

@@ -28,7 +28,7 @@ from jobqueue.adapters.postgres.queries import jobs as q
 from jobqueue.adapters.postgres.queries.keys import PRUNE_KEY_STARTS
 from jobqueue.adapters.postgres.queries.listing import count_selected, prune
 from jobqueue.adapters.postgres.queues import PostgresQueues
-from jobqueue.adapters.postgres.rows import job_from_row
+from jobqueue.adapters.postgres.rows import job_from_row, progress_text
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.bulk import (
     ACTIONABLE,
@@ -51,6 +51,7 @@ from jobqueue.domain.listing import JobPage, JobQuery, KeyLookup
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.ports import Submitted
+from jobqueue.domain.progress import Progress
 from jobqueue.domain.queues import QueueState, QueueSummary
 from jobqueue.domain.retention import check_prune_request
 from jobqueue.domain.status import Status
@@ -136,6 +137,18 @@ class PostgresJobStore:
         if not leases:
             return set()
         return await self._leases(q.RENEW_LEASES, {**_lease_values(leases), "lease": lease})
+
+    async def record_progress(self, reports: Sequence[tuple[Lease, Progress]]) -> set[Lease]:
+        if not reports:
+            return set()
+        values = {
+            **_lease_values([lease for lease, _ in reports]),
+            "progress": [progress_text(progress) for _, progress in reports],
+        }
+        return await self._leases(q.RECORD_PROGRESS, values)
+
+    async def watch(self, job_id: UUID) -> None:
+        await self._fetch(q.WATCH_JOB, {"id": job_id})
 
     async def recover_expired(self, limit: int) -> Sequence[Job]:
         if limit < 1:
@@ -323,6 +336,11 @@ def _ending_values(endings: Sequence[tuple[Lease, Decision]]) -> dict[str, list[
         "delays": [decision.delay for decision in decisions],
         "refunds": [1 if decision.gives_back_attempt else 0 for decision in decisions],
         "snoozed": [1 if decision.snoozed else 0 for decision in decisions],
+        "results": [decision.result for decision in decisions],
+        "progress": [
+            None if decision.progress is None else progress_text(decision.progress)
+            for decision in decisions
+        ],
     }
 
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from jobqueue.client import JobRecord, JobTypeView, PeriodicView, QueueRecord, WorkerView
-    from jobqueue.wire.records import QueueLimitsView
+    from jobqueue.wire.queue_records import QueueLimitsView
 
 # How much of an error a table cell shows; `show` and --json give it whole.
 _ERROR_WIDTH = 60
@@ -232,7 +232,7 @@ def limits_text(limits: QueueLimitsView) -> str:
 
 
 def _shown(value: Any) -> str:
-    from jobqueue.wire.records import QueueLimitsView
+    from jobqueue.wire.queue_records import QueueLimitsView
 
     if value is None:
         return ""

@@ -17,8 +17,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from jobqueue.adapters.postgres.limits import Limits
 from jobqueue.adapters.postgres.pooler import Pooler
+from jobqueue.adapters.results import DEFAULT_RESULT_MAX_BYTES
 from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig, TracingConfigError
 from jobqueue.domain.durations import parse_duration
@@ -162,6 +162,14 @@ class Settings:
         DEFAULT_MAX_SNOOZES,
         "how often a job may snooze (a handler's Snooze) before each snooze uses up an attempt",
         commands=WITH_WORKERS,
+    )
+    result_max_bytes: int = setting(
+        "RESULT_MAX_BYTES",
+        parse_size,
+        DEFAULT_RESULT_MAX_BYTES,
+        "the largest result a handler may return, as JSON; a larger one fails its job",
+        commands=WITH_WORKERS,
+        shown=format_size,
     )
     lease_duration: timedelta = setting(
         "LEASE_DURATION",
@@ -368,15 +376,8 @@ class Settings:
             raise ConfigError(problems)
         return cls(**values)
 
-    def database_limits(self) -> Limits:
-        return Limits(statement=self.statement_timeout, client=self.db_client_timeout)
-
     def retention_policy(self) -> RetentionPolicy:
-        # A zero duration is falsy: 0 configures "keep forever", which the policy spells None.
-        return RetentionPolicy(
-            completed=self.retention_completed or None,
-            failed=self.retention_failed or None,
-        )
+        return RetentionPolicy.configured(self.retention_completed, self.retention_failed)
 
 
 # The settings table, in declaration order.

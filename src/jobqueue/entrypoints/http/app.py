@@ -19,6 +19,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 from opentelemetry.trace import TracerProvider
 
+from jobqueue.adapters.postgres.endings import EndingWatch
 from jobqueue.domain.periodic import PeriodicJob, Schedule
 from jobqueue.domain.ports import JobStore, PayloadDecoder, ProcessRegistry, ThroughputRollup
 from jobqueue.domain.registry import Registry
@@ -99,6 +100,7 @@ def create_app(
     periodic: Sequence[tuple[PeriodicJob, Schedule]] | None = None,
     processes: ProcessRegistry | None = None,
     rollup: ThroughputRollup | None = None,
+    waits: EndingWatch | None = None,
 ) -> Litestar:
     """The HTTP API over `store`.
 
@@ -109,7 +111,9 @@ def create_app(
     `types` are the job types it accepts (default: `registry`'s only);
     `periodic` the periodic jobs it lists (default: `registry`'s, read here);
     `processes` the registry `/workers` lists (no such route without one);
-    `rollup` what the overview's charts read (no charts without one).
+    `rollup` what the overview's charts read (no charts without one);
+    `waits` what a wait for a job's end waits on (default: one that reads the job every
+    second, for an app with no listener).
     """
     if periodic is None:
         # Imported only when asked: croniter is start-up work.
@@ -125,6 +129,7 @@ def create_app(
         metrics,
         default_max_attempts=config.default_max_attempts,
         on_enqueued=on_enqueued,
+        waits=waits if waits is not None else EndingWatch(store, recheck=timedelta(seconds=1)),
     )
     resources: list[ControllerRouterHandler] = [
         JobsController,

@@ -5,6 +5,7 @@ error response. The routes parse the query string and the id themselves (`listin
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -12,6 +13,8 @@ from litestar.exceptions import ClientException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import HeaderParameter, PathParameter, QueryParameter
 
+from jobqueue.adapters.postgres.endings import MAX_WAIT
+from jobqueue.domain.durations import format_duration, parse_duration
 from jobqueue.domain.fields import MAX_QUEUE_LENGTH, MAX_TYPE_LENGTH, QUEUE_NAME
 from jobqueue.domain.listing import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MIN_LIST_LIMIT
 from jobqueue.domain.status import BY_QUEUE, TRAITS, Status
@@ -110,3 +113,34 @@ def parse_job_id(raw: str) -> UUID:
     except ValueError:
         shown = raw if len(raw) <= 64 else raw[:64] + "…"
         raise ClientException(detail=f"job id must be a UUID, got {shown!r}") from None
+
+
+# A long poll's bound: short enough for proxies that cut idle responses at a minute.
+DEFAULT_WAIT = timedelta(seconds=30)
+WaitTimeout = Annotated[
+    str | None,
+    QueryParameter(
+        name="timeout",
+        required=False,
+        description=f"How long to wait for the job's end: a duration from 0s to "
+        f"{format_duration(MAX_WAIT)} (default {format_duration(DEFAULT_WAIT)}). The answer "
+        "is the job as it is then, ended or not: look at its status.",
+    ),
+]
+
+
+def parse_wait(raw: str | None) -> timedelta:
+    """A wait's `timeout` parameter; a 400 saying what to send when it is no duration
+    from 0 to `MAX_WAIT`."""
+    if raw is None:
+        return DEFAULT_WAIT
+    try:
+        within = parse_duration(raw)
+    except ValueError as error:
+        raise ClientException(detail=f"timeout: {error}") from None
+    if within > MAX_WAIT:
+        raise ClientException(
+            detail=f"timeout: at most {format_duration(MAX_WAIT)}, got {raw!r}; wait again "
+            "for longer"
+        )
+    return within

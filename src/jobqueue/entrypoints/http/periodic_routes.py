@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from litestar import Controller, get
 from litestar.di import NamedDependency
 
-from jobqueue.domain.job import OptionsSource
 from jobqueue.domain.periodic import PeriodicJob, Schedule, next_slots
 from jobqueue.domain.ports import PeriodicSlots
+from jobqueue.domain.type_options import OptionsSource
 from jobqueue.wire.records import PeriodicList, PeriodicView
 
 

@@ -16,7 +16,7 @@ from jobqueue.domain.flow import NO_LIMITS
 from jobqueue.entrypoints.http.bodies import LimitsOperation, parse_limits
 from jobqueue.entrypoints.http.parameters import STORE_DOWN, error_spec
 from jobqueue.entrypoints.http.service import QueueService
-from jobqueue.wire.records import QueueList, QueueRecord, QueueStateView
+from jobqueue.wire.queue_records import QueueList, QueueRecord, QueueStateView
 
 QueueNameParameter = Annotated[
     str,

@@ -36,8 +36,10 @@ from jobqueue.entrypoints.http.parameters import (
     ListQueue,
     ListStatus,
     ListType,
+    WaitTimeout,
     error_spec,
     parse_job_id,
+    parse_wait,
 )
 from jobqueue.entrypoints.http.service import JobService
 from jobqueue.wire.records import (
@@ -202,6 +204,27 @@ class JobsController(Controller):
         self, job_id: JobId, jobs: NamedDependency[JobService]
     ) -> JobStatusView:
         return JobStatusView.of(await jobs.get(parse_job_id(job_id)))
+
+    @get(
+        "/{job_id:str}/wait",
+        summary="Wait for a job's end, and read it",
+        response_description="The job once it ended (finished, or dead-lettered), or as it "
+        "is when the timeout passed first",
+        description="A long poll: answers as soon as the job ends (woken by the database's "
+        "notification, not by polling), or after `timeout`. Its result is in `result`. "
+        "The answer is the same either way: a job whose status is still pending or "
+        "processing has not ended yet; ask again to wait longer.",
+        responses={
+            400: error_spec("A bad job id, or a timeout that is no duration up to 1m"),
+            404: UNKNOWN_JOB,
+            503: STORE_DOWN,
+        },
+    )
+    async def wait_for_job(
+        self, job_id: JobId, jobs: NamedDependency[JobService], within: WaitTimeout = None
+    ) -> JobRecord:
+        job_uuid = parse_job_id(job_id)
+        return JobRecord.of(await jobs.wait(job_uuid, parse_wait(within)))
 
     @post(
         "/retry",

@@ -10,6 +10,7 @@ from uuid import UUID
 
 import msgspec
 
+from jobqueue.adapters.postgres.endings import EndingWatch
 from jobqueue.adapters.telemetry.trace_context import annotate_current_span, current_traceparent
 from jobqueue.domain.bulk import Selection, SelectionCount
 from jobqueue.domain.errors import InvalidJob
@@ -66,9 +67,11 @@ class JobService:
         metrics: SubmissionMetrics,
         *,
         default_max_attempts: int,
+        waits: EndingWatch,
         on_enqueued: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
+        self._waits = waits
         self._types = types
         self._decoder = decoder
         self._metrics = metrics
@@ -163,6 +166,10 @@ class JobService:
 
     async def get(self, job_id: UUID) -> Job:
         return await self._store.get(job_id)
+
+    async def wait(self, job_id: UUID, within: timedelta) -> Job:
+        """The job once it ended, or as it is after `within` (`EndingWatch.wait`)."""
+        return await self._waits.wait(job_id, within)
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         return await self._store.list_jobs(query)

@@ -37,6 +37,7 @@ from uuid import uuid4
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
+from jobqueue.adapters.postgres.endings import EndingWatch
 from jobqueue.adapters.postgres.job_types import PostgresJobTypes
 from jobqueue.adapters.postgres.notify import (
     CHANNEL,
@@ -46,7 +47,7 @@ from jobqueue.adapters.postgres.notify import (
     pg_notify,
 )
 from jobqueue.adapters.postgres.processes import PostgresProcesses
-from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL
+from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL, ENDINGS_CHANNEL
 from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
 from jobqueue.adapters.postgres.rollup import PostgresRollup
 from jobqueue.adapters.postgres.store import PostgresJobStore
@@ -200,6 +201,9 @@ def build_components(
     components.append(Loop("queue watch", StopPhase.SIGNAL, QueueWatch(processes)))
     # Wake-ups across processes: the API side announces new jobs, workers listen.
     notifier = Notifier(pg_notify(engine)) if roles.http and settings.notify else None
+    # Waits for jobs' ends (`GET /jobs/{id}/wait`), woken by the listener below; without
+    # it they read their job every POLL_INTERVAL.
+    waits = EndingWatch(store, recheck=settings.poll_interval) if listeners.api else None
     if metrics is not None:
         from jobqueue.adapters.postgres.stats import PostgresQueueStats
         from jobqueue.adapters.telemetry.metrics import QueueDepthRefresher
@@ -221,6 +225,7 @@ def build_components(
             tracer_provider=tracer_provider,
             processes=processes,
             rollup=rollup,
+            waits=waits,
         )
         # Kept current where /metrics is served; refreshed from a loop, never a scrape.
         depth = QueueDepthRefresher(PostgresQueueStats(engine), metrics)
@@ -228,18 +233,19 @@ def build_components(
     if notifier is not None:
         components.append(Announcing(notifier))
     wake = _waking(pools)
-    if wake is not None and pauses is not None and settings.notify:
-        # Every callback is given the notification's payload; only a cancel's means
-        # anything (the job's id).
-        listener = Listener(
-            asyncpg_connect(_url_of(engine)),
-            {
-                CHANNEL: lambda _: wake(),
-                PAUSES_CHANNEL: lambda _: pauses.changed(),
-                CANCELS_CHANNEL: CancelRouter(pools).heard,
-            },
-        )
-        components.append(Listening(listener))
+    # Every callback is given the notification's payload; a cancel's and an ending's
+    # name a job, the others nothing.
+    channels: dict[str, Callable[[str], None]] = {}
+    if wake is not None and pauses is not None:
+        channels[CHANNEL] = lambda _: wake()
+        channels[PAUSES_CHANNEL] = lambda _: pauses.changed()
+        channels[CANCELS_CHANNEL] = CancelRouter(pools).heard
+    if waits is not None:
+        channels[ENDINGS_CHANNEL] = waits.heard
+    if channels and settings.notify:
+        listening = waits.listening if waits is not None else lambda _listening: None
+        connect = asyncpg_connect(_url_of(engine))
+        components.append(Listening(Listener(connect, channels, on_listening=listening)))
     return components
 
 
@@ -328,6 +334,7 @@ def _http_components(
     tracer_provider: TracerProvider | None,
     processes: ProcessRegistry,
     rollup: ThroughputRollup,
+    waits: EndingWatch | None,
 ) -> list[Component]:
     """The HTTP servers on the bound listeners, and `/readyz` turning 503 at the signal.
     Litestar and uvicorn are imported here, by processes serving HTTP only."""
@@ -352,8 +359,12 @@ def _http_components(
             periodic=periodic,
             processes=processes,
             rollup=rollup,
+            waits=waits,
         )
         components.append(HttpServer("http", StopPhase.DRAINED, app, listeners.api, config))
+        if waits is not None:
+            # At the signal, so that long polls answer before the listener closes.
+            components.append(OnStop("waits", StopPhase.SIGNAL, waits.close))
     if listeners.metrics is not None:
         ops = create_ops_app(metrics=metrics, readiness=readiness)
         # Last, so the counters of the final attempts stay scrapeable while the pool

@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from jobqueue.adapters.postgres.database import create_engine
+from jobqueue.adapters.postgres.limits import Limits
 from jobqueue.adapters.postgres.schema_version import is_current
 from jobqueue.adapters.telemetry.tracing_config import TracingConfig
 from jobqueue.domain.registry import Registry
@@ -74,7 +75,9 @@ async def _run_service(settings: Settings, roles: Roles, signals: Signals) -> in
             engine = create_engine(
                 url,
                 pool_size=min(max(10, sum(concurrency(settings).values())), 50),
-                limits=settings.database_limits(),
+                limits=Limits(
+                    statement=settings.statement_timeout, client=settings.db_client_timeout
+                ),
                 pooler=settings.database_pooler,
             )
             if not settings.database_pooler.keeps_sessions:

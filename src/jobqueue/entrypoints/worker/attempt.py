@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from jobqueue.adapters.results import UnstorableResult, encode_result
 from jobqueue.domain.errors import is_expected, is_permanent, retry_after
 from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import (
@@ -31,6 +32,7 @@ from jobqueue.domain.outcome import (
 from jobqueue.domain.ports import PayloadDecoder
 from jobqueue.domain.registry import JobContext, Registry, StopReason, StopRequest
 from jobqueue.entrypoints.worker.pool_config import PoolConfig
+from jobqueue.entrypoints.worker.progress import ProgressWriter
 from jobqueue.entrypoints.worker.threads import run_in_thread
 from jobqueue.entrypoints.worker.tracing import AttemptSpan
 
@@ -74,10 +76,17 @@ class Attempt:
 class Executor:
     """Runs handlers: async ones on the loop, plain ones in a thread of their own."""
 
-    def __init__(self, registry: Registry, decoder: PayloadDecoder, config: PoolConfig) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        decoder: PayloadDecoder,
+        config: PoolConfig,
+        progress: ProgressWriter,
+    ) -> None:
         self._registry = registry
         self._decoder = decoder
         self._config = config
+        self._progress = progress
 
     async def run(self, attempt: Attempt, span: AttemptSpan) -> Ending:
         """Run the attempt's handler under its timeout; say how it ended."""
@@ -117,7 +126,10 @@ class Executor:
         deadline.settle()
         if isinstance(returned, Snooze):
             return Snoozed(returned.delay)
-        return Succeeded()
+        try:
+            return Succeeded(encode_result(returned, self._config.result_max_bytes))
+        except UnstorableResult as error:
+            return self._errored(attempt, error, span)
 
     async def _invoke(self, attempt: Attempt, limit: timedelta) -> Any:
         """Run the handler; return what it returned (a `Snooze` says "not yet")."""
@@ -136,6 +148,7 @@ class Executor:
             logger=logging.LoggerAdapter(_handler_log, dict(attempt.fields)),
             stop=attempt.stop,
             snoozes=job.snoozes,
+            report_progress=self._progress.reporter(attempt.lease),
         )
         if spec.is_async:
             pending = spec.func(context, payload)

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
-from jobqueue.domain.job import NO_OPTIONS, NewJob, resolve
+from jobqueue.domain.job import NewJob, resolve
 from jobqueue.domain.periodic import (
     GRACE,
     LEAD,
@@ -31,6 +31,7 @@ from jobqueue.domain.periodic import (
 )
 from jobqueue.domain.ports import PeriodicSlots
 from jobqueue.domain.registry import Registry
+from jobqueue.domain.type_options import NO_OPTIONS
 
 _log = logging.getLogger("jobqueue.worker")
 

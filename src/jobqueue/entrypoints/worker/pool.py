@@ -3,16 +3,14 @@
 and records what the domain decides.
 
 A worker is free again as soon as its handler returns: the outcome goes to the
-`OutcomeWriter`, which batches it with the others, and the worker takes the next claimed
-job at once, without waiting for the write's round trip.
+`OutcomeWriter`, which batches it with the others (retried until recorded or its lease
+ran out), and the worker takes the next claimed job at once. Every lease held, from the
+claim until the outcome is written, is renewed by the `LeaseKeeper`; progress reports go
+through the `ProgressWriter`, the last one with the outcome.
 
 Under `asyncio.run`, Ctrl-C and SIGTERM reach the pool as cancellation or `stop()`, never
 as an exception out of a handler, so a handler raising them is a bug in that handler, not
 a request to stop the process.
-
-Every lease the pool holds, from the claim until the outcome is written, is renewed by
-its `LeaseKeeper`; every outcome goes through its `OutcomeWriter`, retried until
-recorded or its lease has run out.
 """
 
 from __future__ import annotations
@@ -41,6 +39,7 @@ from jobqueue.entrypoints.worker.leases import LeaseKeeper
 from jobqueue.entrypoints.worker.observer import PoolObserver, guarded
 from jobqueue.entrypoints.worker.outcomes import OutcomeWriter, WriteResult
 from jobqueue.entrypoints.worker.pool_config import PoolConfig
+from jobqueue.entrypoints.worker.progress import ProgressWriter
 from jobqueue.entrypoints.worker.shutdown import stop_attempts
 from jobqueue.entrypoints.worker.tracing import AttemptTracer, NullTracer
 
@@ -89,7 +88,8 @@ class WorkerPool:
         # Outcome writes not settled yet; shutdown waits for them.
         self._recording: set[asyncio.Future[WriteResult]] = set()
         self._sizing = ClaimSizing(config.workers)
-        self._executor = Executor(registry, decoder, config)
+        self._progress = ProgressWriter(store, config.outcome_timeout)
+        self._executor = Executor(registry, decoder, config, self._progress)
         self._writer = OutcomeWriter(store, config.outcome_timeout)
         self._keeper = LeaseKeeper(
             store, self, config.lease_duration, timeout=config.outcome_timeout
@@ -138,13 +138,10 @@ class WorkerPool:
             return
         self._paused = True
         given_back = self._give_back_ready()
+        running = len(self._attempts)
         _log.info(
             "queue paused: claiming nothing; running jobs finish",
-            extra={
-                "queue": self._config.queue,
-                "running": len(self._attempts),
-                "given_back": given_back,
-            },
+            extra={"queue": self._config.queue, "running": running, "given_back": given_back},
         )
         self._dispatcher.nudge()
 
@@ -188,6 +185,7 @@ class WorkerPool:
             # Renewing until every outcome is written: a long drain keeps its leases.
             self._keeper.stop()
             await asyncio.gather(keeper, return_exceptions=True)
+            await self._progress.aclose()
 
     # --- leases (the keeper's LeaseHolder) ------------------------------------------------
 
@@ -367,6 +365,7 @@ class WorkerPool:
         self, attempt: Attempt, decision: Decision, duration: float, *, observe: bool = True
     ) -> None:
         attempt.recording = True
+        decision = decision.with_progress(self._progress.take(attempt.lease))
         # Tried until the lease runs out, and at most one lease from now: were renewals to
         # go through while writes keep failing, the job still goes to recovery in time.
         give_up_at = time.monotonic() + self._config.lease_duration.total_seconds()

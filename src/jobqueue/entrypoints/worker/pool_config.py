@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
+from jobqueue.adapters.results import DEFAULT_RESULT_MAX_BYTES
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.fields import DEFAULT_QUEUE, check_queue_name
 from jobqueue.domain.outcome import DEFAULT_MAX_SNOOZES
@@ -28,6 +29,8 @@ class PoolConfig:
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     # The queue the pool claims from; a process runs one pool per queue it consumes.
     queue: str = DEFAULT_QUEUE
+    # The largest result (JSON, in bytes) a job may keep; a larger one fails it.
+    result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
 
     def __post_init__(self) -> None:
         check_queue_name(self.queue)
@@ -64,4 +67,5 @@ def pool_config(settings: Settings) -> PoolConfig:
         outcome_timeout=settings.db_client_timeout,
         backoff=Backoff(settings.backoff_base, settings.backoff_max),
         max_snoozes=settings.max_snoozes,
+        result_max_bytes=settings.result_max_bytes,
     )

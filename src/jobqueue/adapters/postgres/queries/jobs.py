@@ -11,12 +11,18 @@ from __future__ import annotations
 
 from functools import cache
 
-from jobqueue.adapters.postgres.queries.sql import among, appended_attempt, narrowed, quoted
+from jobqueue.adapters.postgres.queries.sql import (
+    among,
+    appended_attempt,
+    narrowed,
+    quoted,
+    stamped,
+)
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.attempts import Outcome, holds_final_attempt
 from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
-from jobqueue.domain.status import TRAITS, Status
+from jobqueue.domain.status import LIVE, TRAITS, Status
 from jobqueue.domain.transitions import DELETABLE
 
 # Never built from anything a client sent; the payload is a job id.
@@ -36,6 +42,8 @@ CANCELS_CHANNEL = "jobqueue_cancels"
 # Due times come from the database clock, the one the claim compares with. An attempt
 # the job outlives is logged (a retry: back to pending with the attempt kept); a release
 # or a snooze gives the attempt back, and a final ending stays in the row's own columns.
+# A completion writes what its handler returned; any ending writes the attempt's last
+# progress report that the progress writer had not written yet.
 ENDINGS = f"""
     UPDATE jobs
     SET status = ending.status,
@@ -49,6 +57,11 @@ ENDINGS = f"""
         -- GREATEST only guards rows written by hand: a claim always counted one.
         attempts = greatest(jobs.attempts - ending.refund, 0),
         snoozes = jobs.snoozes + ending.snoozed,
+        result = coalesce(CAST(ending.result AS jsonb), jobs.result),
+        progress = CASE
+            WHEN ending.progress IS NULL THEN jobs.progress
+            ELSE {stamped("ending.progress")}
+        END,
         locked_until = NULL,
         updated_at = now()
     FROM unnest(
@@ -58,8 +71,10 @@ ENDINGS = f"""
         CAST(:errors AS text[]),
         CAST(:delays AS interval[]),
         CAST(:refunds AS integer[]),
-        CAST(:snoozed AS integer[])
-    ) AS ending (id, token, status, error, delay, refund, snoozed)
+        CAST(:snoozed AS integer[]),
+        CAST(:results AS text[]),
+        CAST(:progress AS text[])
+    ) AS ending (id, token, status, error, delay, refund, snoozed, result, progress)
     WHERE jobs.id = ending.id
       AND jobs.lease_token = ending.token
       AND jobs.locked_until IS NOT NULL
@@ -78,6 +93,24 @@ RENEW_LEASES = Statement(
     FROM unnest(CAST(:ids AS uuid[]), CAST(:tokens AS bigint[])) AS held (id, token)
     WHERE jobs.id = held.id
       AND jobs.lease_token = held.token
+      AND jobs.locked_until IS NOT NULL
+    RETURNING jobs.id, jobs.lease_token
+    """,
+)
+
+# Running jobs' latest progress reports (`worker/progress.py`), fenced like a renewal: a
+# report of an attempt whose lease is gone is dropped. `status` and no indexed column
+# change, so the new row version can stay on its page (HOT) and no index grows.
+RECORD_PROGRESS = Statement(
+    "record_progress",
+    f"""
+    UPDATE jobs
+    SET progress = {stamped("report.progress")}
+    FROM unnest(
+        CAST(:ids AS uuid[]), CAST(:tokens AS bigint[]), CAST(:progress AS text[])
+    ) AS report (id, token, progress)
+    WHERE jobs.id = report.id
+      AND jobs.lease_token = report.token
       AND jobs.locked_until IS NOT NULL
     RETURNING jobs.id, jobs.lease_token
     """,
@@ -123,6 +156,19 @@ RECOVER_EXPIRED = Statement(
 # --- reading one job ---------------------------------------------------------------------
 
 GET_JOB = Statement("get_job", "SELECT * FROM jobs WHERE id = :id")
+
+# Someone waits for the job's end: marked on the live row, so that the statement ending
+# it (written after this one, or waiting for its lock) announces it (migration 0023's
+# triggers, on ENDINGS_CHANNEL). A job that ended already is not marked: the waiter reads
+# it. Marked once: a second waiter finds it marked and writes nothing.
+ENDINGS_CHANNEL = "jobqueue_endings"
+WATCH_JOB = Statement(
+    "watch_job",
+    f"""
+    UPDATE jobs SET watched = true
+    WHERE id = :id AND NOT watched AND status IN ({among(LIVE)})
+    """,
+)
 
 STATUS_OF = Statement("status_of", "SELECT status FROM jobs WHERE id = :id")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
-from jobqueue.adapters.postgres.queries.sql import quoted, types_of
+from jobqueue.adapters.postgres.queries.sql import listed, quoted, types_of
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.bulk import index_prefix
 from jobqueue.domain.status import COUNTED, TRAITS, Status
@@ -47,9 +47,9 @@ def list_page(
     if after and order.groups:
         # A row comparison over the index's own columns, in its order: the index seeks
         # to it (grouped orders are ascending, and read backward descending).
-        listed = ", ".join([*order.groups, column, "id"])
+        keys = ", ".join([*order.groups, column, "id"])
         position = ", ".join([*(f":after_{group}" for group in order.groups), ":after_key"])
-        conditions.append(f"({listed}) {'<' if descending else '>'} ({position}, :after_id)")
+        conditions.append(f"({keys}) {'<' if descending else '>'} ({position}, :after_id)")
     elif after:
         # Spelled out rather than as a row comparison: the bound on the sort column alone
         # is what the index can seek to; the id only settles ties at the boundary.
@@ -73,7 +73,7 @@ def list_page(
         return Statement(
             f"list_{status}",
             f"""
-            SELECT * FROM jobs
+            SELECT {listed()} FROM jobs
             WHERE {where}
             ORDER BY {ordering}
             LIMIT :limit
@@ -86,7 +86,7 @@ def list_page(
         WITH RECURSIVE {types_of(status, "listed_types")}
         SELECT each_type.* FROM listed_types
         JOIN LATERAL (
-            SELECT * FROM jobs
+            SELECT {listed()} FROM jobs
             WHERE {where}
               AND type = listed_types.type
             ORDER BY {ordering}
@@ -225,7 +225,7 @@ def _searched(
         f"search_{status}",
         f"""
         WITH RECURSIVE {scanned}
-        SELECT jobs.*, picked.scan_end, picked.scanned_rows
+        SELECT {listed()}, picked.scan_end, picked.scanned_rows
         FROM (
             SELECT matched.id, false AS scan_end, CAST(NULL AS bigint) AS scanned_rows
             FROM (

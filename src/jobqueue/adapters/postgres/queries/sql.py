@@ -1,5 +1,6 @@
 """Pieces of SQL the statements share, each written once: status lists, the attempt log's
-append, the loose scan of a status's job types, a claim's scan of its ranges.
+append, a page's columns, a progress report's stamp, the loose scan of a status's job
+types, a claim's scan of its ranges.
 
 Statuses are written into the SQL as literals, never bound: a partial index (`WHERE
 status = 'pending'`) serves a statement only when its predicate visibly implies the
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from jobqueue.adapters.postgres.schema import jobs
 from jobqueue.domain.attempts import LOGGED_ATTEMPTS
 from jobqueue.domain.status import Status
 
@@ -32,6 +34,21 @@ def narrowed(*, by_queue: bool, by_type: bool) -> str:
     return "".join(
         [" AND queue = :queue" if by_queue else "", " AND type = :type" if by_type else ""]
     )
+
+
+def listed(table: str = "jobs") -> str:
+    """The columns of `table`'s rows (`jobs`, or a subquery of its rows) a page of jobs
+    reads: every one but `result`, read as NULL. A result may be large (up to
+    RESULT_MAX_BYTES), and a page of completed jobs would carry a hundred of them; a
+    job's record (`GET_JOB`) has it."""
+    kept = (f"{table}.{column.name}" for column in jobs.columns if column.name != "result")
+    return ", ".join([*kept, "CAST(NULL AS jsonb) AS result"])
+
+
+def stamped(progress: str) -> str:
+    """A progress report (`progress`, JSON text, an SQL expression) as the row keeps it:
+    with the store's time, `at` (`rows.py` reads it)."""
+    return f"CAST({progress} AS jsonb) || jsonb_build_object('at', now())"
 
 
 def appended_attempt(outcome: str, error: str, finished_at: str) -> str:

@@ -13,10 +13,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobqueue.domain.job import OptionsSource
 from jobqueue.domain.job_types import KnownType
 from jobqueue.domain.periodic import LastSlot, PeriodicJob
 from jobqueue.domain.processes import LiveProcess
+from jobqueue.domain.type_options import OptionsSource
 from jobqueue.entrypoints.http.ui.job_page import Moment, moment
 from jobqueue.entrypoints.http.ui.job_routes import job_href
 from jobqueue.entrypoints.http.ui.overview import age
