@@ -20,6 +20,7 @@ from jobqueue.domain.bulk import Selection
 from jobqueue.domain.errors import JobNotFound
 from jobqueue.domain.job import Lease, NewJob
 from jobqueue.domain.outcome import Decision
+from jobqueue.domain.progress import Progress
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import Operation
 from jobqueue.domain.unique import Unique
@@ -39,8 +40,10 @@ PROCESS_TYPES = frozenset({"bulk", "done", "later"})
 
 async def _record_many_unknown(store: PostgresJobStore) -> None:
     # One ending of every kind in one batch, as the pool's writer sends them.
+    report = Progress.build(0.5, message="half")
     decisions = [
         Decision.complete(),
+        Decision.complete('{"rows": 3}').with_progress(report),
         Decision.backoff(timedelta(seconds=1), "flaky"),
         Decision.fail("bad input"),
         Decision.dead_letter("gave up"),
@@ -55,6 +58,11 @@ async def _record_and_claim_unknown(store: PostgresJobStore) -> None:
     endings = [(Lease(uuid4(), 1), Decision.complete()) for _ in range(8)]
     held, _ = await store.record_and_claim(endings, 5, timedelta(minutes=5), types=PROCESS_TYPES)
     assert held == set()
+
+
+async def _progress_unknown(store: PostgresJobStore) -> None:
+    reports = [(Lease(uuid4(), 1), Progress.build(done=n, total=8)) for n in range(8)]
+    assert await store.record_progress(reports) == set()
 
 
 async def _renew_unknown(store: PostgresJobStore) -> None:
@@ -79,6 +87,9 @@ HOT_PATH: dict[str, tuple[StoreCall, tuple[str, ...]]] = {
         ("ix_jobs_due_by_type", "pk_jobs", "pk_queues"),
     ),
     "renew": (_renew_unknown, ("pk_jobs",)),
+    "progress": (_progress_unknown, ("pk_jobs",)),
+    # A waiter's mark: the job by key, whatever its status.
+    "watch": (lambda store: store.watch(uuid4()), ("pk_jobs",)),
 }
 
 

@@ -82,8 +82,11 @@ def _array_item(item: object) -> str:
         return f'"{item.total_seconds()} seconds"'
     if isinstance(item, datetime):
         return f'"{item.isoformat()}"'
-    if isinstance(item, str) and not set(item) & set("\"\\{},'"):
-        return f'"{item}"'
+    if isinstance(item, str):
+        # Quoted as an array element (backslash-escaped), inside an SQL literal
+        # (quotes doubled): JSON text holds both kinds of quote.
+        escaped = item.replace("\\", "\\\\").replace('"', '\\"').replace("'", "''")
+        return f'"{escaped}"'
     raise TypeError(f"no array literal for {item!r}")
 
 
