@@ -158,3 +158,73 @@ def test_a_running_job_is_cancelled_through_the_page_and_its_worker_stops_it(
         within=30,
     )
     assert page.text('#attempts [data-column="outcome"]') == "cancelled"
+
+
+def _bar(page: Page) -> str:
+    """The progress bar's value as the page holds it now, "" without a bar; read in one
+    step, since a refresh may swap the bar out between a find and a read."""
+    value = page.driver.execute_script(
+        "const bar = document.getElementById('progress-bar');"
+        "return bar === null ? '' : String(bar.value);"
+    )
+    return str(value)
+
+
+def test_a_running_job_s_progress_moves_and_its_result_comes_without_a_reload(
+    page: Page, dashboard_service: Service, tmp_path: Path
+) -> None:
+    job_id = _submit(dashboard_service, "reports", {"directory": str(tmp_path), "note": HOSTILE})
+    until(
+        lambda: (_record(dashboard_service, job_id).get("progress") or {}).get("done") == 1,
+        "its first report is written",
+    )
+
+    page.visit(f"/ui/jobs/{job_id}")
+
+    assert page.text('[data-fact="status"]') == "processing"
+    assert _bar(page) == "0.25"
+    assert page.text('[data-fact="progress-percent"]') == "25%"
+    assert page.text('[data-fact="progress-counts"]') == "1 of 4 done"
+    assert page.text('[data-fact="progress-message"]') == f"reading {HOSTILE}"
+    assert page.text('[data-fact="progress-written"]').startswith("written ")
+    with pytest.raises(NoAlertPresentException):
+        page.driver.switch_to.alert  # noqa: B018 (raises when there is no alert)
+    page.screenshots("job-progress")
+    _dark(page, "job-progress-dark")
+    page.driver.execute_script("window.jobPageLoaded = true")
+
+    (tmp_path / "step").touch()
+
+    page.until(lambda: _bar(page) == "0.75", "the bar moved to the next report")
+    assert page.text('[data-fact="progress-percent"]') == "75%"
+    assert page.text('[data-fact="progress-message"]') == "writing"
+    (tmp_path / "go").touch()
+    page.until(
+        lambda: page.text('[data-fact="status"]') == "completed", "the page shows it completed"
+    )
+    assert page.driver.execute_script("return window.jobPageLoaded === true"), "not reloaded"
+    assert f'"note": "{HOSTILE}"' in page.text("pre.result")
+    assert page.text('[data-fact="progress-note"]') == "The last report of its last attempt."
+
+    # Opened afresh, as a person following a link to a finished job would.
+    page.visit(f"/ui/jobs/{job_id}")
+    assert '"pages": [\n    1,' in page.text("pre.result")
+    assert page.text('[data-fact="progress-percent"]') == "75%"
+    # The last report and the result, in sight together.
+    scroll = "document.getElementById('progress-heading').scrollIntoView()"
+    page.driver.execute_script(scroll)
+    page.screenshots("job-result")
+    page.driver.execute_script(scroll)
+    _dark(page, "job-result-dark")
+
+
+def _dark(page: Page, name: str) -> None:
+    """Screenshots of the page as it is, in the dark scheme."""
+    page.driver.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia",
+        {"features": [{"name": "prefers-color-scheme", "value": "dark"}]},
+    )
+    try:
+        page.screenshots(name)
+    finally:
+        page.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})

@@ -1,7 +1,8 @@
 """A job's dashboard page without a browser or a database: the actions each status
-offers (the transitions table's, no other), a payload shown escaped and cut, an attempt's
-duration as read at a glance, the trace id from the job's traceparent, and the page's
-answers for an unknown id, a malformed one and an unknown action."""
+offers (the transitions table's, no other), a payload and a result shown escaped and cut,
+a progress report as read at a glance, an attempt's duration likewise, the trace id from
+the job's traceparent, and the page's answers for an unknown id, a malformed one and an
+unknown action."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from litestar.testing import TestClient
 
 from jobqueue.domain.attempts import AttemptRecord, Outcome
 from jobqueue.domain.job import Job, NewJob
+from jobqueue.domain.progress import Progress
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import DELETABLE, TRANSITIONS, Operation
 from jobqueue.entrypoints.http.ui.job_page import (
@@ -23,6 +25,9 @@ from jobqueue.entrypoints.http.ui.job_page import (
     done_message,
     job_view,
     payload_shown,
+    percent,
+    progress_shown,
+    size_text,
     took,
 )
 from jobqueue.entrypoints.http.ui.pages import template_config
@@ -142,6 +147,12 @@ def test_the_page_escapes_the_payload_the_error_and_the_keys() -> None:
         attempt_log=(failed,),
         traceparent=TRACEPARENT,
     )
+    job = replace(
+        job,
+        status=Status.COMPLETED,
+        result={"said": HOSTILE},
+        progress=replace(Progress.build(0.5, message=HOSTILE), at=T0),
+    )
     html = engine.get_template("job.html").render(
         view=job_view(job),
         payload=payload_shown(job.payload),
@@ -152,7 +163,12 @@ def test_the_page_escapes_the_payload_the_error_and_the_keys() -> None:
     )
 
     assert "<script>" not in html
-    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 7
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 9
+    assert (
+        '<pre class="json result" tabindex="0"><code>{\n  &#34;said&#34;: &#34;&lt;script&gt;'
+        in html
+    )
+    assert 'data-fact="progress-message">&lt;script&gt;' in html
     # The error's lines stay lines.
     assert '<pre class="error">first line\n&lt;script&gt;' in html
     assert 'href="https://t.example/4bf92f3577b34da6a3ce929d0e0e4736"' in html
@@ -189,3 +205,80 @@ def test_an_unknown_action_is_a_404_page() -> None:
 
     assert answer.status_code == 404
     assert answer.headers["content-type"].startswith("text/html")
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [
+        (0, "0 bytes"),
+        (1, "1 byte"),
+        (1023, "1,023 bytes"),
+        (1024, "1 KiB"),
+        (64 * 1024, "64 KiB"),
+        (1536, "1.5 KiB"),
+        (1024**2, "1 MiB"),
+        (3 * 1024**2 // 2, "1.5 MiB"),
+    ],
+)
+def test_a_size_reads_at_a_glance(size: int, shown: str) -> None:
+    assert size_text(size) == shown
+
+
+@pytest.mark.parametrize(
+    ("fraction", "shown"),
+    [(0.0, 0), (0.29, 29), (0.5749, 57), (0.999, 99), (1.0, 100), (1 / 3, 33)],
+)
+def test_a_fraction_is_a_whole_percent_rounded_down(fraction: float, shown: int) -> None:
+    assert percent(fraction) == shown
+
+
+def test_a_report_shows_its_fraction_counts_message_and_age() -> None:
+    report = replace(Progress.build(done=1_204, total=3_000, message="rows"), at=T0)
+    job = _job(Status.PROCESSING, started_at=T0 - timedelta(seconds=1), progress=report)
+
+    shown = progress_shown(job, T0 + timedelta(seconds=3))
+
+    assert shown is not None
+    assert (shown.fraction, shown.percent, shown.counts) == (
+        1_204 / 3_000,
+        "40%",
+        "1,204 of 3,000 done",
+    )
+    assert shown.message == "rows"
+    assert shown.written_ago == "3 s"
+    assert shown.written is not None
+    assert shown.written.text == "2030-01-01 00:00:00.000 UTC"
+    assert shown.note is None
+    assert progress_shown(_job(Status.PROCESSING), T0) is None
+
+
+def test_a_report_older_than_the_running_attempt_says_so() -> None:
+    report = replace(Progress.build(0.8), at=T0)
+    later = T0 + timedelta(minutes=1)
+    running = _job(Status.PROCESSING, started_at=later, progress=report)
+    ended = _job(Status.COMPLETED, started_at=later, progress=report)
+    own = _job(Status.COMPLETED, started_at=T0 - timedelta(seconds=1), progress=report)
+
+    assert [
+        shown.note if (shown := progress_shown(job, later)) else None
+        for job in (running, ended, own)
+    ] == [
+        "From an earlier attempt; this one has not reported yet.",
+        "From an earlier attempt.",
+        "The last report of its last attempt.",
+    ]
+
+
+def test_only_a_completed_job_has_a_result_part() -> None:
+    completed = job_view(_job(Status.COMPLETED, result=[1, "two"]))
+    without = job_view(_job(Status.COMPLETED))
+    failed = job_view(_job(Status.DEAD_LETTER))
+
+    assert completed.completed
+    assert completed.result is not None
+    assert completed.result.text == '[\n  1,\n  "two"\n]'
+    assert (without.completed, without.result) == (True, None)
+    assert (failed.completed, failed.result) == (False, None)
+    html = template_config("1.0").engine_instance.get_template("fragments/job_status.html")
+    assert "None: its handler returned nothing." in html.render(view=without)
+    assert 'id="result-heading"' not in html.render(view=failed)

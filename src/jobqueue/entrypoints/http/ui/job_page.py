@@ -1,13 +1,15 @@
 """One job's page: what it shows of a job, and the actions its status allows.
 
-Built here rather than in the template so that a cut payload, a duration, and which
-actions a status offers are plain code a unit test reads; the template lays them out.
+Built here rather than in the template so that a cut payload or result, a duration, how
+a progress report reads, and which actions a status offers are plain code a unit test
+reads; the template lays them out.
 Which statuses an action starts from is the domain's table (`transitions.py`), never
 restated here: the store refuses what the table refuses, and the page offers only that.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
@@ -19,12 +21,14 @@ from jobqueue.domain.attempts import AttemptRecord, Outcome
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.job import Job
+from jobqueue.domain.progress import Progress
 from jobqueue.domain.status import TRAITS, Phase, Status
 from jobqueue.domain.transitions import DELETABLE, Operation, sources
 from jobqueue.entrypoints.http.ui.overview import age
 
-# A payload is shown up to this many bytes of its pretty JSON: a page of megabytes helps
-# nobody read it, and the whole record stays one click away (`GET /jobs/{id}`).
+# A payload or a result is shown up to this many bytes of its pretty JSON: a page of
+# megabytes helps nobody read it (a result may be RESULT_MAX_BYTES, 1 MiB by default),
+# and the whole record stays one click away (`GET /jobs/{id}`).
 PAYLOAD_SHOWN_BYTES: Final = 64 * 1024
 # How often a live job's status part asks for itself again.
 REFRESH_SECONDS: Final = 2
@@ -88,10 +92,20 @@ def done_message(done: str | None) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Payload:
+    """A JSON value as the page shows it: a job's payload, or its result."""
+
     text: str
     # Whether `text` is only the first PAYLOAD_SHOWN_BYTES of it; its whole size.
     cut: bool
     size: int
+
+    @property
+    def shown_size(self) -> str:
+        return size_text(len(self.text.encode()))
+
+    @property
+    def whole_size(self) -> str:
+        return size_text(self.size)
 
 
 def payload_shown(payload: JsonValue, limit: int = PAYLOAD_SHOWN_BYTES) -> Payload:
@@ -99,6 +113,14 @@ def payload_shown(payload: JsonValue, limit: int = PAYLOAD_SHOWN_BYTES) -> Paylo
     pretty = msgspec.json.format(msgspec.json.encode(payload), indent=2)
     shown = pretty[:limit].decode("utf-8", errors="ignore")
     return Payload(text=shown, cut=len(pretty) > limit, size=len(pretty))
+
+
+def size_text(size: int) -> str:
+    """A size in bytes as a person reads it: "812 bytes", "64 KiB", "1.5 MiB"."""
+    if size < 1024:
+        return f"{size:,} byte{'' if size == 1 else 's'}"
+    value, unit = (size / 1024, "KiB") if size < 1024 * 1024 else (size / 1024**2, "MiB")
+    return f"{value:,.1f}".removesuffix(".0") + f" {unit}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +178,71 @@ def attempt_row(record: AttemptRecord) -> AttemptRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ProgressShown:
+    """A job's last progress report, as its page lays it out."""
+
+    # The bar's value, from 0 to 1. None without a fraction: then no bar is drawn, since
+    # a <progress> without a value is the browser's "indeterminate" animation, which
+    # would say the job moves when nothing says so.
+    fraction: float | None
+    # "40%", rounded down: "100%" only once all is done.
+    percent: str | None
+    # "1,204 of 3,000 done"; "1,204 done" without a total, "3,000 in all" without done.
+    counts: str | None
+    message: str | None
+    written: Moment | None
+    # How long ago it was written ("3 s"), on this process's clock against the store's:
+    # a few seconds' skew between them at worst, and never below "0 s".
+    written_ago: str | None
+    # Said when the report is not the running attempt's own: a person watching must not
+    # read an earlier attempt's 80% as this one's.
+    note: str | None
+
+
+def progress_shown(job: Job, now: datetime) -> ProgressShown | None:
+    """`job`'s last progress report as its page shows it; None when it has none."""
+    report = job.progress
+    if report is None:
+        return None
+    at = report.at
+    earlier = at is not None and job.started_at is not None and at < job.started_at
+    return ProgressShown(
+        fraction=report.fraction,
+        percent=None if report.fraction is None else f"{percent(report.fraction)}%",
+        counts=_counts(report),
+        message=report.message,
+        written=moment(at),
+        written_ago=None if at is None else age(now - at),
+        note=_note(job.status, earlier=earlier),
+    )
+
+
+def percent(fraction: float) -> int:
+    """`fraction` in whole percent, rounded down; rounded first to a millionth, so that a
+    float a hair below a whole percent (0.29 * 100 is 28.999…) reads as that percent."""
+    return math.floor(round(fraction * 100, 6))
+
+
+def _counts(report: Progress) -> str | None:
+    if report.done is not None and report.total is not None:
+        return f"{report.done:,} of {report.total:,} done"
+    if report.done is not None:
+        return f"{report.done:,} done"
+    if report.total is not None:
+        return f"{report.total:,} in all"
+    return None
+
+
+def _note(status: Status, *, earlier: bool) -> str | None:
+    if earlier:
+        running = status is Status.PROCESSING
+        return "From an earlier attempt" + ("; this one has not reported yet." if running else ".")
+    if status is Status.PROCESSING:
+        return None
+    return "The last report of its last attempt."
+
+
+@dataclass(frozen=True, slots=True)
 class Fact:
     # Its `data-fact` (what tests find it by), label and value: text, a moment, or None.
     name: str
@@ -172,10 +259,18 @@ class JobView:
     attempts: tuple[AttemptRow, ...]
     actions: tuple[JobAction, ...]
     trace_id: str | None
+    progress: ProgressShown | None = None
+    # Whether the page has a Result part: a completed job's, whose `result` is None when
+    # its handler returned nothing.
+    completed: bool = False
+    result: Payload | None = None
     refresh_seconds: int = REFRESH_SECONDS
 
 
-def job_view(job: Job) -> JobView:
+def job_view(job: Job, now: datetime | None = None) -> JobView:
+    """`job`'s page; `now` (default: this process's clock) is what a progress report's
+    age is counted to."""
+    completed = job.status is Status.COMPLETED
     return JobView(
         job=job,
         live=TRAITS[job.status].phase is Phase.LIVE,
@@ -183,6 +278,9 @@ def job_view(job: Job) -> JobView:
         attempts=tuple(attempt_row(record) for record in job.history),
         actions=actions_for(job.status),
         trace_id=trace_id(job.traceparent),
+        progress=progress_shown(job, datetime.now(UTC) if now is None else now),
+        completed=completed,
+        result=payload_shown(job.result) if completed and job.result is not None else None,
     )
 
 

@@ -88,8 +88,9 @@ class JobPageController(Controller):
 
     @get("/{job_id:str}/fragments/status", name="ui-job-status-fragment", opt=_SIGNED_IN)
     async def status_fragment(self, job_id: JobId, jobs: NamedDependency[JobService]) -> Template:
-        """The job's status, facts, actions and attempts alone, which its page asks for
-        every few seconds while the job is pending or running."""
+        """The job's status, progress, facts, result, actions and attempts alone, which
+        its page asks for every few seconds while the job is pending or running (so its
+        progress bar moves, and its result shows once it completed)."""
         view = job_view(await jobs.get(parse_job_id(job_id)))
         return Template(template_name="fragments/job_status.html", context={"view": view})
 
