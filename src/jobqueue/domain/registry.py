@@ -142,7 +142,8 @@ class JobContext:
         return self.stop.reason is StopReason.CANCELLED
 
 
-Handler = Callable[[JobContext, Any], Awaitable[None] | None]
+# What a handler returns is its job's result (JSON, `adapters/results.py`); None: no result.
+Handler = Callable[[JobContext, Any], Awaitable[object] | object]
 H = TypeVar("H", bound=Handler)
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from jobqueue.adapters.results import UnstorableResult, encode_result
 from jobqueue.domain.errors import is_expected, is_permanent, retry_after
@@ -151,8 +152,8 @@ class Executor:
             report_progress=self._progress.reporter(attempt.lease),
         )
         if spec.is_async:
-            pending = spec.func(context, payload)
-            return None if pending is None else await pending
+            # An async function's call is its coroutine (`is_async` says so).
+            return await cast(Awaitable[Any], spec.func(context, payload))
         thread = run_in_thread(spec.func, context, payload)
         try:
             return await asyncio.shield(thread)
