@@ -55,6 +55,28 @@ class PeriodicSlots(Protocol):
         ...
 
 
+class AttemptTransaction(Protocol):
+    """An attempt's own transaction (`JobContext.transaction`), open until its ending."""
+
+    @property
+    def connection(self) -> Any:
+        """What the handler writes on (the adapter's connection)."""
+        ...
+
+    async def finish(self, lease: Lease, decision: Decision) -> bool:
+        """Write the ending in this transaction, fenced by `lease`, and commit both; when
+        the lease no longer held the job, roll it all back and return False."""
+        ...
+
+    async def abandon(self) -> None:
+        """Roll it back: the attempt did not complete."""
+        ...
+
+
+class AttemptTransactions(Protocol):
+    async def begin(self) -> AttemptTransaction: ...
+
+
 class JobStore(PeriodicSlots, Protocol):
     """The state machine's operations, each one atomic compare-and-swap in the store.
 

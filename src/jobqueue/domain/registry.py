@@ -6,6 +6,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -106,6 +107,18 @@ class JobContext:
     snoozes: int = 0
     # Where `progress` reports go (the worker's progress writer); None: nowhere.
     report_progress: Callable[[Progress], None] | None = None
+    # What `transaction` opens (the worker's); None: no database to offer one.
+    open_transaction: Callable[[], AbstractAsyncContextManager[Any]] | None = None
+
+    def transaction(self) -> AbstractAsyncContextManager[Any]:
+        """`async with ctx.transaction() as connection:` your writes to the jobs'
+        database (a SQLAlchemy `AsyncConnection`) commit together with this job's
+        completion, after the handler returns, or not at all: an exception out of the
+        block, a failure, a timeout or a lost lease roll them back. Once per attempt,
+        from an async handler."""
+        if self.open_transaction is None:
+            raise RuntimeError("ctx.transaction() is offered by a worker, on its database")
+        return self.open_transaction()
 
     def progress(
         self,

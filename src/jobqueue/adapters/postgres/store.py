@@ -113,7 +113,7 @@ class PostgresJobStore:
     async def record_many(self, endings: Sequence[tuple[Lease, Decision]]) -> set[Lease]:
         if not endings:
             return set()
-        return await self._leases(q.RECORD_ENDINGS, _ending_values(endings))
+        return await self._leases(q.RECORD_ENDINGS, ending_values(endings))
 
     async def record_and_claim(
         self,
@@ -128,7 +128,7 @@ class PostgresJobStore:
         if not endings:
             return set(), await self.claim(limit, lease, queue, types=types)
         return await self._claims.record_and_claim(
-            _ending_values(endings), queue, limit, lease, types
+            ending_values(endings), queue, limit, lease, types
         )
 
     async def renew(self, leases: Sequence[Lease], lease: timedelta) -> set[Lease]:
@@ -326,7 +326,7 @@ def _lease_values(leases: Sequence[Lease]) -> dict[str, list[Any]]:
     }
 
 
-def _ending_values(endings: Sequence[tuple[Lease, Decision]]) -> dict[str, list[Any]]:
+def ending_values(endings: Sequence[tuple[Lease, Decision]]) -> dict[str, list[Any]]:
     """The parallel arrays of `RECORD_ENDINGS`, one element per ending."""
     decisions = [decision for _, decision in endings]
     return {

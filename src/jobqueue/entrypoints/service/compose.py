@@ -40,17 +40,13 @@ from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.endings import EndingWatch
 from jobqueue.adapters.postgres.job_types import PostgresJobTypes
 from jobqueue.adapters.postgres.notify import (
-    CHANNEL,
-    Listener,
     Notifier,
-    asyncpg_connect,
     pg_notify,
 )
 from jobqueue.adapters.postgres.processes import PostgresProcesses
-from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL, ENDINGS_CHANNEL
-from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
 from jobqueue.adapters.postgres.rollup import PostgresRollup
 from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.adapters.postgres.transactions import PostgresTransactions
 from jobqueue.domain.periodic import PeriodicJob, Schedule
 from jobqueue.domain.ports import JobStore, ProcessRegistry, ThroughputRollup
 from jobqueue.domain.processes import ProcessInfo
@@ -71,8 +67,7 @@ from jobqueue.entrypoints.service.queue_limits import (
     declared_limits,
 )
 from jobqueue.entrypoints.service.runtime import Listeners
-from jobqueue.entrypoints.service.wakeups import Announcing, Listening, announcer
-from jobqueue.entrypoints.worker.cancels import CancelRouter
+from jobqueue.entrypoints.service.wakeups import Announcing, announcer, listening, waking
 from jobqueue.entrypoints.worker.lease_recovery import LeaseRecovery
 from jobqueue.entrypoints.worker.observer import observing
 from jobqueue.entrypoints.worker.pauses import QueuePauses
@@ -157,8 +152,18 @@ def build_components(
             registry.queue_limits, settings.queue_limits, [config.queue for config in configs]
         )
         declaration = LimitsDeclaration(store, limits)
+        # Handlers' own transactions (`ctx.transaction()`), on the jobs' database.
+        transactions = PostgresTransactions(engine)
         for config in configs:
-            pool = WorkerPool(store, registry, decoder, config, observer=observer, tracer=tracer)
+            pool = WorkerPool(
+                store,
+                registry,
+                decoder,
+                config,
+                observer=observer,
+                tracer=tracer,
+                transactions=transactions,
+            )
             claiming = AfterDeclaration(pool, declaration)
             components.append(Loop(f"worker pool ({config.queue})", StopPhase.SIGNAL, claiming))
             pools.append(pool)
@@ -174,7 +179,7 @@ def build_components(
                 registry,
                 periodic,
                 default_max_attempts=settings.max_attempts,
-                on_due=_waking(pools),
+                on_due=waking(pools),
             )
             components.append(Loop("periodic jobs", StopPhase.SIGNAL, scheduler))
         # So that GET /queues can tell a queue nobody consumes from a busy one.
@@ -221,7 +226,7 @@ def build_components(
             periodic=periodic,
             decoder=decoder,
             metrics=metrics,
-            on_enqueued=announcer(_waking(pools), notifier),
+            on_enqueued=announcer(waking(pools), notifier),
             tracer_provider=tracer_provider,
             processes=processes,
             rollup=rollup,
@@ -232,20 +237,8 @@ def build_components(
         components.append(Loop("queue depth", StopPhase.LAST, depth))
     if notifier is not None:
         components.append(Announcing(notifier))
-    wake = _waking(pools)
-    # Every callback is given the notification's payload; a cancel's and an ending's
-    # name a job, the others nothing.
-    channels: dict[str, Callable[[str], None]] = {}
-    if wake is not None and pauses is not None:
-        channels[CHANNEL] = lambda _: wake()
-        channels[PAUSES_CHANNEL] = lambda _: pauses.changed()
-        channels[CANCELS_CHANNEL] = CancelRouter(pools).heard
-    if waits is not None:
-        channels[ENDINGS_CHANNEL] = waits.heard
-    if channels and settings.notify:
-        listening = waits.listening if waits is not None else lambda _listening: None
-        connect = asyncpg_connect(_url_of(engine))
-        components.append(Listening(Listener(connect, channels, on_listening=listening)))
+    if settings.notify:
+        components += listening(_url_of(engine), pools, pauses, waits)
     return components
 
 
@@ -282,19 +275,6 @@ def _describing(
         return replace(started, running=sum(pool.in_flight for pool in pools))
 
     return describe
-
-
-def _waking(pools: Sequence[WorkerPool]) -> Callable[[], None] | None:
-    """What wakes every pool of this process (a wake-up does not say which queue it is
-    for: each pool claims once, and those with nothing due go back to sleep)."""
-    if not pools:
-        return None
-
-    def wake() -> None:
-        for pool in pools:
-            pool.wake()
-
-    return wake
 
 
 def _metrics() -> Metrics:

@@ -1,14 +1,22 @@
 """Wake-ups: a submission wakes this process's pool directly and, through a coalesced
 NOTIFY, the pools of the other processes; those listen for it (docs/design.md,
-"Concurrency model"). The notifier and the listener run as components of `StopPhase.LAST`."""
+"Concurrency model"); the same listener hears pauses, cancels and the ends of jobs an
+API's clients wait for. The notifier and the listener run as components of
+`StopPhase.LAST`."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from jobqueue.adapters.postgres.notify import Listener, Notifier
+from jobqueue.adapters.postgres.endings import EndingWatch
+from jobqueue.adapters.postgres.notify import CHANNEL, Listener, Notifier, asyncpg_connect
+from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL, ENDINGS_CHANNEL
+from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
 from jobqueue.entrypoints.service.components import StopPhase
+from jobqueue.entrypoints.worker.cancels import CancelRouter
+from jobqueue.entrypoints.worker.pauses import QueuePauses
+from jobqueue.entrypoints.worker.pool import WorkerPool
 
 
 class Announcing:
@@ -55,6 +63,40 @@ class Listening:
 
     def stop(self) -> None:
         self._stopping.set()
+
+
+def listening(
+    url: str, pools: Sequence[WorkerPool], pauses: QueuePauses | None, waits: EndingWatch | None
+) -> list[Listening]:
+    """The listener of a process: its pools' wake-ups, pauses and cancels, and the ends
+    of the jobs its API's clients wait for; none when it has neither."""
+    # Every callback is given the notification's payload; a cancel's and an ending's
+    # name a job, the others nothing.
+    channels: dict[str, Callable[[str], None]] = {}
+    wake = waking(pools)
+    if wake is not None and pauses is not None:
+        channels[CHANNEL] = lambda _: wake()
+        channels[PAUSES_CHANNEL] = lambda _: pauses.changed()
+        channels[CANCELS_CHANNEL] = CancelRouter(pools).heard
+    if waits is not None:
+        channels[ENDINGS_CHANNEL] = waits.heard
+    if not channels:
+        return []
+    state = waits.listening if waits is not None else lambda _listening: None
+    return [Listening(Listener(asyncpg_connect(url), channels, on_listening=state))]
+
+
+def waking(pools: Sequence[WorkerPool]) -> Callable[[], None] | None:
+    """What wakes every pool of this process (a wake-up does not say which queue it is
+    for: each pool claims once, and those with nothing due go back to sleep)."""
+    if not pools:
+        return None
+
+    def wake() -> None:
+        for pool in pools:
+            pool.wake()
+
+    return wake
 
 
 def announcer(

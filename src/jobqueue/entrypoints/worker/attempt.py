@@ -36,6 +36,7 @@ from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from jobqueue.entrypoints.worker.progress import ProgressWriter
 from jobqueue.entrypoints.worker.threads import run_in_thread
 from jobqueue.entrypoints.worker.tracing import AttemptSpan
+from jobqueue.entrypoints.worker.transactions import TransactionalEndings
 
 _log = logging.getLogger("jobqueue.worker")
 # Handlers log through `ctx.logger`, an adapter on this logger carrying the job's fields.
@@ -83,11 +84,13 @@ class Executor:
         decoder: PayloadDecoder,
         config: PoolConfig,
         progress: ProgressWriter,
+        endings: TransactionalEndings,
     ) -> None:
         self._registry = registry
         self._decoder = decoder
         self._config = config
         self._progress = progress
+        self._endings = endings
 
     async def run(self, attempt: Attempt, span: AttemptSpan) -> Ending:
         """Run the attempt's handler under its timeout; say how it ended."""
@@ -150,6 +153,7 @@ class Executor:
             stop=attempt.stop,
             snoozes=job.snoozes,
             report_progress=self._progress.reporter(attempt.lease),
+            open_transaction=self._endings.opener(attempt.lease),
         )
         if spec.is_async:
             # An async function's call is its coroutine (`is_async` says so).

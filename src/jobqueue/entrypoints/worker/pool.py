@@ -29,7 +29,7 @@ from jobqueue.domain.attempts import Outcome
 from jobqueue.domain.flow import Claimed
 from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision, decide
-from jobqueue.domain.ports import JobStore, PayloadDecoder
+from jobqueue.domain.ports import AttemptTransactions, JobStore, PayloadDecoder
 from jobqueue.domain.registry import Registry, StopReason
 from jobqueue.entrypoints.worker.attempt import Attempt, Executor, job_fields
 from jobqueue.entrypoints.worker.claim_sizing import ClaimSizing
@@ -42,21 +42,16 @@ from jobqueue.entrypoints.worker.pool_config import PoolConfig
 from jobqueue.entrypoints.worker.progress import ProgressWriter
 from jobqueue.entrypoints.worker.shutdown import stop_attempts
 from jobqueue.entrypoints.worker.tracing import AttemptTracer, NullTracer
+from jobqueue.entrypoints.worker.transactions import TransactionalEndings
 
 _log = logging.getLogger("jobqueue.worker")
 
 
 class WorkerPool:
-    """Runs at most `config.workers` attempts at once in this process.
-
-    Synchronous handlers run in a thread of their own and cannot be cancelled. When one
-    overruns `job_timeout`, loses its lease or is still running at shutdown, its
-    `ctx.stop` is set and the attempt keeps its slot and its job's lease until the
-    function returns; only then is the ending recorded (timed out, released), so this
-    process never claims past its capacity nor lets the job run again while the thread
-    runs. Shutdown waits `outcome_timeout` for such a thread after asking it to stop;
-    past that the job is left to lease recovery, never released.
-    """
+    """Runs at most `config.workers` attempts at once in this process. A sync handler
+    that overruns, loses its lease or outlives the shutdown's grace keeps its slot and
+    its lease until its thread returns (`attempt.Executor`): the process never claims
+    past its capacity nor lets the job run again while the thread runs."""
 
     def __init__(
         self,
@@ -68,6 +63,7 @@ class WorkerPool:
         observer: PoolObserver | None = None,
         tracer: AttemptTracer | None = None,
         rand: Callable[[], float] = random.random,
+        transactions: AttemptTransactions | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -89,8 +85,9 @@ class WorkerPool:
         self._recording: set[asyncio.Future[WriteResult]] = set()
         self._sizing = ClaimSizing(config.workers)
         self._progress = ProgressWriter(store, config.outcome_timeout)
-        self._executor = Executor(registry, decoder, config, self._progress)
         self._writer = OutcomeWriter(store, config.outcome_timeout)
+        self._endings = TransactionalEndings(self._writer, transactions, config.outcome_timeout)
+        self._executor = Executor(registry, decoder, config, self._progress, self._endings)
         self._keeper = LeaseKeeper(
             store, self, config.lease_duration, timeout=config.outcome_timeout
         )
@@ -336,6 +333,7 @@ class WorkerPool:
         while self._recording:
             await asyncio.wait(set(self._recording))
         await self._writer.idle()
+        await self._endings.idle()
 
     # --- one attempt ----------------------------------------------------------------------
 
@@ -369,7 +367,7 @@ class WorkerPool:
         # Tried until the lease runs out, and at most one lease from now: were renewals to
         # go through while writes keep failing, the job still goes to recovery in time.
         give_up_at = time.monotonic() + self._config.lease_duration.total_seconds()
-        done = self._writer.write(
+        done = self._endings.write(
             attempt.lease, decision, lambda: min(attempt.lease_until, give_up_at)
         )
         self._recording.add(done)
@@ -396,4 +394,5 @@ class WorkerPool:
     def _left(self, attempt: Attempt) -> None:
         """The attempt ended without an outcome to write (`report_left` says why)."""
         self._held.pop(attempt.lease, None)
+        self._endings.abandon(attempt.lease)
         report_left(attempt)
