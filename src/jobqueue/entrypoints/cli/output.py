@@ -6,6 +6,7 @@ the records exactly as the API sends them.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -15,9 +16,16 @@ if TYPE_CHECKING:
 
     from jobqueue.client import JobRecord, JobTypeView, PeriodicView, QueueRecord, WorkerView
     from jobqueue.wire.queue_records import QueueLimitsView
+    from jobqueue.wire.records import ProgressView
 
 # How much of an error a table cell shows; `show` and --json give it whole.
 _ERROR_WIDTH = 60
+# A payload or result on one line up to this many characters; longer, indented, at most
+# _JSON_LINES lines of at most _JSON_WIDTH characters: a result may be a megabyte, which
+# would bury the rest of the card. --json gives it whole.
+_JSON_ONE_LINE = 100
+_JSON_LINES = 20
+_JSON_WIDTH = 200
 
 
 def write(command: str, answer: Any, stream: Any, as_json: bool) -> None:
@@ -76,6 +84,12 @@ def _job_card(job: JobRecord) -> Table:
 
     fields = msgspec.structs.asdict(job)
     history = fields.pop("history")
+    fields["payload"] = json_text(job.payload)
+    # A result is JSON that may be null itself; a job without one (not completed, or a
+    # handler that returned None) shows nothing, as for any other empty field.
+    fields["result"] = "" if job.result is None else json_text(job.result)
+    progress = job.progress
+    fields["progress"] = "" if progress is None else progress_text(progress, job.started_at)
     card = _card(fields)
     if history:
         attempts = Table(
@@ -243,6 +257,75 @@ def _shown(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value, default=str)
     return str(value)
+
+
+def json_text(value: Any) -> str:
+    """A JSON value for people: on one line when it fits, else indented, keeping on one
+    line what fits on one; cut after `_JSON_LINES` lines, saying how long it was."""
+    lines = _json_lines(value, 0, 0)
+    cut = [line if len(line) <= _JSON_WIDTH else line[: _JSON_WIDTH - 1] + "…" for line in lines]
+    if len(lines) > _JSON_LINES or cut != lines:
+        size = len(json.dumps(value, ensure_ascii=False).encode())
+        cut = [*cut[:_JSON_LINES], f"… ({size:,} bytes of JSON in all: --json shows it whole)"]
+    return "\n".join(cut)
+
+
+def _json_lines(value: Any, indent: int, column: int) -> list[str]:
+    """`value` as lines indented from `indent`, the indentation of the line it starts on
+    (at `column`), which is left out: the caller adds it."""
+    flat = json.dumps(value, ensure_ascii=False)
+    if column + len(flat) <= _JSON_ONE_LINE or not isinstance(value, dict | list) or not value:
+        return [flat]
+    if isinstance(value, list) and not any(isinstance(item, dict | list) for item in value):
+        # Numbers or words, as many to a line as fit, rather than a line each.
+        items: list[list[str]] = [[]]
+        for item in (json.dumps(each, ensure_ascii=False) for each in value):
+            line = ", ".join([*items[-1], item])
+            if items[-1] and indent + 2 + len(line) + 1 > _JSON_ONE_LINE:
+                items.append([])
+            items[-1].append(item)
+        items = [[", ".join(line)] for line in items]
+    elif isinstance(value, list):
+        items = [_json_lines(item, indent + 2, indent + 2) for item in value]
+    else:
+        items = []
+        for key, item in value.items():
+            named = json.dumps(key, ensure_ascii=False) + ": "
+            lines = _json_lines(item, indent + 2, indent + 2 + len(named))
+            items.append([named + lines[0], *lines[1:]])
+    body = []
+    for number, lines in enumerate(items, start=1):
+        body += [f"  {line}" for line in lines]
+        if number < len(items):
+            body[-1] += ","
+    opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+    return [opening, *body, closing]
+
+
+def progress_text(progress: ProgressView, started_at: datetime | None = None) -> str:
+    """A handler's last report: "40% (400 of 1,000): importing rows, at 2026-…"; said to
+    be an earlier attempt's when written before the latest attempt (`started_at`) began,
+    so that its 80 % is not read as the running attempt's (as the dashboard says)."""
+    said = []
+    if progress.fraction is not None:
+        # Rounded down, as the dashboard does: 99.6 % done is not done. Rounded first to
+        # a millionth, so that 0.29 (28.999… once times 100) reads as 29 %.
+        said.append(f"{math.floor(round(progress.fraction * 100, 6))}%")
+    if progress.done is not None and progress.total is not None:
+        said.append(f"({progress.done:,} of {progress.total:,})")
+    elif progress.done is not None:
+        said.append(f"({progress.done:,} done)")
+    elif progress.total is not None:
+        said.append(f"(of {progress.total:,})")
+    text = " ".join(said)
+    if progress.message is not None:
+        text = f"{text}: {progress.message}" if text else progress.message
+    if progress.at is None:
+        return text
+    text = f"{text}, at {_when(progress.at)}"
+    if started_at is not None and progress.at < started_at:
+        text += " (an earlier attempt's)"
+    return text
 
 
 def _when(moment: datetime | None) -> str:
