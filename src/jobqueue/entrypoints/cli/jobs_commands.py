@@ -1,28 +1,51 @@
 """What `jobqueue jobs …` does with the client: list, submit one job or a batch from a
-file, and act on many jobs at once. The one-call commands (`show`, `retry`, …) are a line
-each in `operate.py`."""
+file, wait for a job's end, and act on many jobs at once. The one-call commands (`show`,
+`retry`, …) are a line each in `operate.py`."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobqueue.domain.bulk import MAX_SELECTED
-from jobqueue.domain.errors import InvalidJob
+from jobqueue.domain.errors import InvalidJob, NotEnded
+from jobqueue.domain.status import Status
 from jobqueue.domain.unique import DEFAULT_UNIQUE_STATES, Unique
+from jobqueue.entrypoints.service import exit_codes
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     import msgspec
 
     from jobqueue.client import BatchItem, Client, JobRecord, SubmittedRecord
+
+# A wait's exit statuses, beside 0 (completed), 1 (refused, unreachable) and 2 (usage):
+# a script tells "it ran and failed" from "it has not run yet" without parsing output.
+ENDED_OTHERWISE = 3  # failed, cancelled or dead-lettered
+NOT_ENDED = 4  # still pending or processing when the wait's time ran out
+INTERRUPTED = exit_codes.FORCED  # Ctrl-C, 130 as shells report it; the job goes on
+# As long as `Client.wait` waits by default.
+DEFAULT_WAIT = timedelta(seconds=60)
 
 
 class UsageError(Exception):
     """What the command line asked for cannot be sent: options that exclude each other,
     a file that cannot be read or is not what it should hold. Exit status 2."""
+
+
+class Unfinished(Exception):
+    """A wait that ended without the job's end, which goes on: out of time, interrupted,
+    or the service lost after a submission. The message says how to wait again, since
+    the job's id may be nowhere else on screen; `status` is the exit status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def list_jobs(client: Client, args: argparse.Namespace) -> list[JobRecord]:
@@ -39,7 +62,54 @@ def list_jobs(client: Client, args: argparse.Namespace) -> list[JobRecord]:
     return found
 
 
-def submit(client: Client, args: argparse.Namespace) -> SubmittedRecord:
+def submit(client: Client, args: argparse.Namespace) -> JobRecord:
+    """`POST /jobs`, then with `--wait` (or `--wait-timeout`) the job's end: its record
+    once it ended, as `jobs wait` prints it."""
+    from jobqueue.client import ClientError
+
+    made = _submit(client, args)
+    if not args.wait and args.wait_timeout is None:
+        return made
+    # The job exists now: whatever stops the wait, its id must reach the person.
+    try:
+        return _waited(client, made.id, args.wait_timeout or DEFAULT_WAIT)
+    except ClientError as error:
+        message = f"{error}; job {made.id} was submitted; {_again(made.id)}"
+        raise Unfinished(message, exit_codes.FAILED) from None
+
+
+def wait(client: Client, args: argparse.Namespace) -> JobRecord:
+    """`GET /jobs/{id}/wait` until the job ends or `--timeout` passes."""
+    return _waited(client, args.job_id, args.timeout)
+
+
+def _waited(client: Client, job_id: UUID | str, timeout: timedelta) -> JobRecord:
+    try:
+        return client.wait(job_id, timeout=timeout.total_seconds())
+    except NotEnded as error:
+        raise Unfinished(f"{error}; {_again(error.job_id)}", NOT_ENDED) from None
+    except KeyboardInterrupt:
+        message = f"interrupted: job {job_id} goes on; {_again(job_id)}"
+        raise Unfinished(message, INTERRUPTED) from None
+
+
+def _again(job_id: UUID | str) -> str:
+    return f"waiting again is safe: jobqueue jobs wait {job_id}"
+
+
+def ended_status(job: JobRecord) -> int:
+    """A waited job's exit status: 0 completed, ENDED_OTHERWISE for any other end."""
+    return exit_codes.OK if job.status == Status.COMPLETED else ENDED_OTHERWISE
+
+
+def ending(job: JobRecord) -> str:
+    """How a job that did not complete ended, in a line: its status and first line of
+    error."""
+    error = (job.last_error or "").strip().splitlines()
+    return f"job {job.id} ended {job.status}" + (f": {error[0]}" if error else "")
+
+
+def _submit(client: Client, args: argparse.Namespace) -> SubmittedRecord:
     """`POST /jobs` with the options given: each of the client's `SubmitOptions` is the
     option of the same name (`--max-attempts` is `max_attempts`), so a new one is an
     option of `jobs submit` by adding it to the parser."""

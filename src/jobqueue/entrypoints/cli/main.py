@@ -233,6 +233,8 @@ exit status:
   1    the service refused (its message on stderr) or could not be reached, or the
        question a bulk action asks on a terminal was not answered yes
   2    invalid usage
+  3, 4 a wait (jobs wait, jobs submit --wait): the job ended otherwise than completed,
+       or had not ended when the timeout passed (jobqueue jobs wait --help)
 
 The service is the one at --url, ${URL_VARIABLE}, or {DEFAULT_URL}; a token for its
 API_TOKENS comes from --token or ${TOKEN_VARIABLE}."""

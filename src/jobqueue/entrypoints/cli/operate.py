@@ -5,7 +5,8 @@ all.
 
 What each takes is in `operator_parsers.py`; what the jobs' commands do, `jobs_commands.py`;
 how an answer is printed, `output.py`. Exit status 0, 1 when the service refused or could
-not be reached, or a person said no (the reason on stderr), 2 for a bad command line.
+not be reached, or a person said no (the reason on stderr), 2 for a bad command line;
+a wait for a job's end (`jobs wait`, `jobs submit --wait`) adds its own (`jobs_commands`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from jobqueue.entrypoints.cli import jobs_commands
-from jobqueue.entrypoints.cli.jobs_commands import UsageError
+from jobqueue.entrypoints.cli.jobs_commands import Unfinished, UsageError
 from jobqueue.entrypoints.cli.operator_parsers import (
     BULK_ACTIONS,
     DEFAULT_REQUEST_TIMEOUT,
@@ -80,8 +81,24 @@ def run(
     except ClientError as error:
         print(f"jobqueue: {error}", file=errors)
         return exit_codes.FAILED
+    except Unfinished as error:
+        print(f"jobqueue: {error}", file=errors)
+        return error.status
     write(args.command, answer, out or sys.stdout, options.json)
-    return exit_codes.OK
+    if not _waited(args):
+        return exit_codes.OK
+    status = jobs_commands.ended_status(answer)
+    if status != exit_codes.OK:
+        # Said on stderr too: stdout may be a file or a pipe that no person reads.
+        print(f"jobqueue: {jobs_commands.ending(answer)}", file=errors)
+    return status
+
+
+def _waited(args: argparse.Namespace) -> bool:
+    """Whether the command waited for a job's end, whose status is then the exit's."""
+    return args.action == "wait" or (
+        args.action == "submit" and (args.wait or args.wait_timeout is not None)
+    )
 
 
 def _refused(args: argparse.Namespace, answers: TextIO, errors: TextIO) -> bool:
@@ -135,6 +152,7 @@ _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {
     ("jobs", "submit-batch"): jobs_commands.submit_batch,
     ("jobs", "list"): jobs_commands.list_jobs,
     ("jobs", "show"): lambda client, args: client.job(args.job_id),
+    ("jobs", "wait"): jobs_commands.wait,
     ("jobs", "retry"): lambda client, args: client.retry(args.job_id),
     ("jobs", "cancel"): lambda client, args: client.cancel(args.job_id),
     ("jobs", "run-now"): lambda client, args: client.run_now(args.job_id),

@@ -17,8 +17,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE, MAX_SELECTED
-from jobqueue.domain.durations import parse_duration
+from jobqueue.domain.durations import format_duration, parse_duration
 from jobqueue.domain.status import Status
+from jobqueue.entrypoints.cli.jobs_commands import (
+    DEFAULT_WAIT,
+    ENDED_OTHERWISE,
+    INTERRUPTED,
+    NOT_ENDED,
+)
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 URL_VARIABLE = "JOBQUEUE_URL"
@@ -65,6 +71,17 @@ def add_service_options(
     )
 
 
+_WAIT_EXIT_CODES = f"""\
+exit status of a wait (jobs wait, jobs submit --wait):
+  0    the job completed; its record is on stdout
+  {ENDED_OTHERWISE}    it ended otherwise (failed, cancelled or dead_letter); its record is on
+       stdout, how it ended on stderr
+  {NOT_ENDED}    the timeout passed first: stderr says its status (pending or processing);
+       the job goes on, and waiting again is safe
+  {INTERRUPTED}  interrupted (Ctrl-C); the job goes on
+  1, 2 as for every command (below)"""
+
+
 # The names `add_service_options` gives what it parses.
 SERVICE_OPTIONS = ("url", "token", "request_timeout", "json")
 
@@ -78,13 +95,21 @@ def add_commands(commands: Any, epilog: str) -> None:
         add_service_options(parser)
         return parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    def action(actions: Any, name: str, summary: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = actions.add_parser(name, help=summary, **made)
+    def action(
+        actions: Any, name: str, summary: str, waits: bool = False
+    ) -> argparse.ArgumentParser:
+        # A command that waits for a job's end has exit statuses of its own: listed first.
+        shown = {**made, "epilog": f"{_WAIT_EXIT_CODES}\n\n{epilog}"} if waits else made
+        parser: argparse.ArgumentParser = actions.add_parser(name, help=summary, **shown)
         add_service_options(parser)
         return parser
 
-    jobs = command("jobs", "submit, list, show, retry, cancel, reschedule and delete jobs")
-    _add_submit(action(jobs, "submit", "submit one job; prints it"))
+    jobs = command(
+        "jobs", "submit, wait for, list, show, retry, cancel, reschedule and delete jobs"
+    )
+    _add_submit(
+        action(jobs, "submit", "submit one job; prints it (with --wait, once it ended)", True)
+    )
     batch = action(jobs, "submit-batch", "submit a batch of jobs from a file: all or none")
     batch.add_argument(
         "file",
@@ -109,6 +134,18 @@ def add_commands(commands: Any, epilog: str) -> None:
         ("delete", "delete a job that is not running; prints it as it was"),
     ):
         action(jobs, name, summary).add_argument("job_id", metavar="JOB_ID")
+    waiting = action(
+        jobs, "wait", "wait for a job's end; prints it as show does (exit status below)", True
+    )
+    waiting.add_argument("job_id", metavar="JOB_ID")
+    waiting.add_argument(
+        "--timeout",
+        type=_duration,
+        default=DEFAULT_WAIT,
+        metavar="DURATION",
+        help=f"give up after this long (default {format_duration(DEFAULT_WAIT)}; 0s: "
+        "answer at once)",
+    )
     reschedule = action(jobs, "reschedule", "make a pending job due at another time")
     reschedule.add_argument("job_id", metavar="JOB_ID")
     _add_when(reschedule.add_mutually_exclusive_group(required=True), "due")
@@ -230,6 +267,18 @@ def _add_submit(parser: argparse.ArgumentParser) -> None:
         "--idempotency-key",
         metavar="KEY",
         help="submitting again with the same KEY replays the first job",
+    )
+    # Not `--timeout`, which is already the attempt's limit above.
+    waiting = parser.add_argument_group(
+        "waiting", "print the job once it ended instead, exiting as `jobs wait` does"
+    )
+    waiting.add_argument("--wait", action="store_true", help="wait for the job's end")
+    waiting.add_argument(
+        "--wait-timeout",
+        type=_duration,
+        metavar="DURATION",
+        help=f"give up waiting after this long (default {format_duration(DEFAULT_WAIT)}; "
+        "implies --wait)",
     )
 
 
