@@ -15,7 +15,9 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import jobqueue
+from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.endings import EndingWatch
+from jobqueue.adapters.postgres.engine_waits import waits_of
 from jobqueue.adapters.postgres.notify import Listener, asyncpg_connect
 from jobqueue.adapters.postgres.queries.jobs import ENDINGS_CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
@@ -23,6 +25,8 @@ from jobqueue.domain.errors import JobNotFound, NotEnded
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.status import Status
+from jobqueue.entrypoints.config.rules import ConfigError
+from jobqueue.entrypoints.producer import listens_from
 from tests.support.endings import record
 from tests.support.postgres import dsn
 
@@ -253,3 +257,33 @@ async def test_the_in_process_wait_raises_not_ended_when_time_runs_out(
 
     assert raised.value.status == Status.PENDING
     assert isinstance(raised.value, TimeoutError)
+
+
+async def test_the_in_process_wait_reads_every_second_where_nothing_can_listen(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fresh engine: waits are kept per engine, and this one's must not listen.
+    url = engine.url.render_as_string(hide_password=False)
+    quiet = create_engine(url, pool_size=2)
+    monkeypatch.setenv("DATABASE_POOLER", "pgbouncer")
+    try:
+        store = PostgresJobStore(quiet)
+        submitted = await jobqueue.enqueue(quiet, NewJob.build(type="email", max_attempts=1))
+        (claimed,) = await store.claim(1, LEASE, types={"email"})
+        waited = asyncio.create_task(jobqueue.wait(quiet, submitted.job.id, timeout=30))
+        await _until_watched(store, claimed)
+        await record(store, claimed.lease, Decision.complete("1"))
+
+        async with asyncio.timeout(10):
+            assert (await waited).result == 1
+        assert waits_of(quiet, listen=False)._listener is None
+    finally:
+        await quiet.dispose()
+
+
+def test_a_producer_listens_unless_its_environment_says_it_cannot() -> None:
+    assert listens_from({})
+    assert not listens_from({"DATABASE_POOLER": "pgbouncer"})
+    assert not listens_from({"NOTIFY": "false"})
+    with pytest.raises(ConfigError, match="NOTIFY"):
+        listens_from({"NOTIFY": "perhaps"})

@@ -37,6 +37,7 @@ from jobqueue.client.errors import (
     UnexpectedAnswer,
 )
 from jobqueue.client.sessions import Client
+from jobqueue.domain.errors import NotEnded
 from jobqueue.wire.queue_records import QueueRecord, QueueStateView
 from jobqueue.wire.records import (
     AttemptView,
@@ -68,6 +69,7 @@ __all__ = [
     "JobStatusView",
     "JobTypeView",
     "MethodNotAllowed",
+    "NotEnded",
     "NotFound",
     "PayloadTooLarge",
     "PeriodicView",

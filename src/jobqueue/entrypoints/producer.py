@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from jobqueue.adapters.postgres import enqueue as inserting
 from jobqueue.adapters.postgres.endings import MAX_WAIT
 from jobqueue.adapters.postgres.engine_waits import waits_of
+from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.domain.errors import NotEnded
-from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import Registry
@@ -112,11 +112,13 @@ async def wait(engine: AsyncEngine, job_id: UUID, *, timeout: float | None = 60.
     takes), `JobNotFound` for a job that does not exist or was deleted meanwhile.
 
     The first wait on `engine` opens one connection of its own to listen on; it is
-    closed once no wait has been in progress for 30 seconds.
+    closed once no wait has been in progress for 30 seconds. With DATABASE_POOLER=
+    pgbouncer or NOTIFY=false in this process's environment (as the service reads them)
+    nothing can listen: waits read their job every second instead.
     """
     if timeout is not None and timeout < 0:
         raise ValueError(f"a wait's timeout cannot be negative, got {timeout}")
-    waits = waits_of(engine)
+    waits = waits_of(engine, listen=listens_from(os.environ))
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     while True:
@@ -128,17 +130,17 @@ async def wait(engine: AsyncEngine, job_id: UUID, *, timeout: float | None = 60.
             raise NotEnded(job.id, job.status, timeout or 0.0)
 
 
+def listens_from(environ: Mapping[str, str]) -> bool:
+    """Whether an in-process producer's waits can LISTEN, from its own environment: not
+    through PgBouncer (DATABASE_POOLER), nor with NOTIFY=false."""
+    pooler = _setting_from(environ, "database_pooler")
+    return _setting_from(environ, "notify") is True and pooler is Pooler.NONE
+
+
 def max_attempts_from(environ: Mapping[str, str]) -> int:
     """The MAX_ATTEMPTS setting alone, as an in-process producer reads it from its own
     environment (`entrypoints/producer.py`); raises `ConfigError` for a bad value."""
-    row = next(row for row in SETTINGS if row.attribute == "max_attempts")
-    raw = environ.get(row.env, "").strip()
-    if not raw:
-        return DEFAULT_MAX_ATTEMPTS
-    try:
-        value = row.parse(raw)
-    except ValueError as error:
-        raise ConfigError([f"{row.env}: {error}"]) from None
+    value = _setting_from(environ, "max_attempts")
     # Every other setting at its default, which passes: only this one's problems show.
     values = {**defaults(), "max_attempts": value}
     problems = check(values, skip=frozenset(), variables=VARIABLES)
@@ -146,3 +148,16 @@ def max_attempts_from(environ: Mapping[str, str]) -> int:
         raise ConfigError(problems)
     assert isinstance(value, int)
     return value
+
+
+def _setting_from(environ: Mapping[str, str], attribute: str) -> object:
+    """One setting as this process's environment gives it, parsed as the service parses
+    it; its default when unset. Raises `ConfigError` for a bad value."""
+    row = next(row for row in SETTINGS if row.attribute == attribute)
+    raw = environ.get(row.env, "").strip()
+    if not raw:
+        return defaults()[attribute]
+    try:
+        return row.parse(raw)
+    except ValueError as error:
+        raise ConfigError([f"{row.env}: {error}"]) from None

@@ -22,15 +22,18 @@ from jobqueue.domain.job import Job
 class EngineWaits:
     """The waits of an in-process producer on `engine` (`jobqueue.wait`): an
     `EndingWatch` and its own listening connection, opened by the first wait and closed
-    once no wait has been in progress for `linger`."""
+    once no wait has been in progress for `linger`. Without `listen` (PgBouncer, or
+    NOTIFY=false) no connection is opened: waits read their job every `recheck`."""
 
     def __init__(
         self,
         engine: AsyncEngine,
         *,
+        listen: bool = True,
         recheck: timedelta = timedelta(seconds=1),
         linger: timedelta = timedelta(seconds=30),
     ) -> None:
+        self._listen = listen
         self._url = engine.url.render_as_string(hide_password=False)
         self._watch = EndingWatch(PostgresJobStore(engine), recheck=recheck)
         self._linger = linger.total_seconds()
@@ -43,7 +46,7 @@ class EngineWaits:
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
-        if self._listener is None:
+        if self._listener is None and self._listen:
             self._listener = Listener(
                 asyncpg_connect(self._url, application_name="jobqueue waits"),
                 {ENDINGS_CHANNEL: self._watch.heard},
@@ -66,12 +69,12 @@ class EngineWaits:
 _WAITS: WeakKeyDictionary[Pool, dict[asyncio.AbstractEventLoop, EngineWaits]] = WeakKeyDictionary()
 
 
-def waits_of(engine: AsyncEngine) -> EngineWaits:
+def waits_of(engine: AsyncEngine, *, listen: bool) -> EngineWaits:
     loop = asyncio.get_running_loop()
     by_loop = _WAITS.setdefault(engine.sync_engine.pool, {})
     waits = by_loop.get(loop)
     if waits is None:
         for stale in [each for each in by_loop if each.is_closed()]:
             del by_loop[stale]
-        waits = by_loop[loop] = EngineWaits(engine)
+        waits = by_loop[loop] = EngineWaits(engine, listen=listen)
     return waits
