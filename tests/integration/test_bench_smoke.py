@@ -56,6 +56,8 @@ LATENCIES = {
     "pickup.history.wake",
 }
 STARTUPS = {"startup.worker"}
+# Waits for a job's end: one waiter over HTTP, --quick's 5 at once, one in-process.
+WAITS = {"wait.http.c1", "wait.http.c5", "wait.in_process.c1"}
 RATIOS = {
     "enqueue_single_c8_vs_c1",
     "enqueue_bulk_vs_single_c1",
@@ -199,13 +201,36 @@ def test_quick_run_reports_every_pickup_latency_as_ordered_positive_percentiles(
     metrics = quick_run.report["metrics"]
     samples = quick_run.report["settings"]["latency_samples"]
 
-    assert set(metrics) == THROUGHPUTS | PROCESS_DRAINS | LATENCIES | STARTUPS
+    assert set(metrics) == THROUGHPUTS | PROCESS_DRAINS | LATENCIES | STARTUPS | WAITS
     for name in LATENCIES:
         metric = metrics[name]
         assert metric["kind"] == "latency", name
         assert all(math.isfinite(v) and v > 0 for v in numbers(metric).values()), metric
         assert metric["samples"] == samples, name
         assert metric["p50_ms"] <= metric["p95_ms"] <= metric["p99_ms"] <= metric["max_ms"]
+
+
+@pytest.mark.slow
+def test_quick_run_reports_every_wait_for_a_jobs_end_as_ordered_percentiles_in_a_table(
+    quick_run: QuickRun,
+) -> None:
+    metrics = quick_run.report["metrics"]
+    settings = quick_run.report["settings"]
+    printed = quick_run.result.stdout.split("Waits for a job's end", 1)[1]
+
+    assert settings["concurrent_waiters"] == 5
+    for name in WAITS:
+        metric = metrics[name]
+        assert metric["kind"] == "latency", name
+        # A wait that began after its job ended is not counted; every other one is.
+        assert 2 <= metric["samples"] <= settings["wait_samples"], metric
+        assert all(math.isfinite(v) and v >= 0 for v in numbers(metric).values()), metric
+        assert metric["p50_ms"] <= metric["p95_ms"] <= metric["p99_ms"] <= metric["max_ms"]
+        # The services' POLL_INTERVAL, which a wait would fall back to without its
+        # notification, is named; the row is in the waits' table, not the pickups'.
+        assert "POLL_INTERVAL=1s" in metric["label"]
+        assert metric["label"] in printed
+    assert "5 waiters at once" in metrics["wait.http.c5"]["label"]
 
 
 @pytest.mark.slow

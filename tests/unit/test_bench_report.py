@@ -85,6 +85,23 @@ def test_each_kind_of_figure_is_a_row_of_its_own_table_with_its_label_and_number
     assert all(line == line.rstrip() for line in shown)
 
 
+def test_waits_for_a_jobs_end_are_a_table_of_their_own_apart_from_the_pickups() -> None:
+    run = a_run(
+        Measurement("pickup.process.http", "pickup", Latency.of([0.001, 0.003])),
+        Measurement("wait.http.c1", "waited", Latency.of([0.002, 0.004])),
+    )
+
+    shown = render(run)
+    pickups = rows_of(shown, "Pickup latency, submission returned → handler started")
+    waits = rows_of(shown, "Waits for a job's end, job ended → wait returned")
+
+    assert set(pickups) == {"pickup"}
+    assert set(waits) == {"waited"}
+    assert waits["waited"][:2] == ["2", "3.0"]
+    assert "reading its job every POLL_INTERVAL" in shown
+    assert as_json(run)["metrics"]["wait.http.c1"]["kind"] == "latency"
+
+
 def test_drains_with_more_processes_are_compared_with_the_next_fewer_in_rate_and_cpu() -> None:
     run = a_run(
         drain_in_processes("drain.processes.1", 1.0, 0.2),
@@ -199,6 +216,8 @@ def rows_of(text: str, title: str) -> dict[str, list[str]]:
     lines = text.split(title + "\n", 1)[1].split("\n\n\n", 1)[0].splitlines()
     found = {}
     for line in lines[3:]:  # blank, header, rule
+        if not line:  # the caption follows
+            break
         label, *cells = line.split()
         found[label] = cells
     return found
@@ -235,7 +254,7 @@ def test_with_a_baseline_each_scenario_shows_both_figures_and_their_ratio_or_a_d
 
     shown = render(run, baseline)
     throughput = rows_of(shown, "Throughput against the baseline")
-    latency = rows_of(shown, "Pickup latency against the baseline")
+    latency = rows_of(shown, "Latency (pickups, waits) against the baseline")
 
     # jobs/s before, now, ratio; µs/job before, now, ratio. Above 1: faster, costlier.
     assert throughput["single"] == ["800", "1,000", "1.25×", "600", "750", "1.25×"]
@@ -279,7 +298,7 @@ def test_an_older_baseline_lacking_figures_kinds_or_labels_is_compared_as_far_as
     assert compared["startup.worker"].pairs == (Pair(None, 400.0),)
     assert compared["pickup.old"].label == "pickup.old"
     assert rows_of(shown, "Start-up against the baseline")["start"] == ["–", "400", "–"]
-    assert rows_of(shown, "Pickup latency against the baseline")["pickup.old"] == [
+    assert rows_of(shown, "Latency (pickups, waits) against the baseline")["pickup.old"] == [
         "1.0",
         "–",
         "–",

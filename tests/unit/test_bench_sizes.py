@@ -23,10 +23,15 @@ def test_no_option_gives_the_full_run_and_quick_the_small_one() -> None:
 
 def test_each_size_option_replaces_its_size_and_keeps_the_others_of_the_run_chosen() -> None:
     argv = ["--quick", "--drain-jobs", "500", "--processes", "4,1", "--process-workers", "10"]
-    options = parse_options([*argv, "--scheduled-rows", "0"], epilog="")
+    options = parse_options([*argv, "--scheduled-rows", "0", "--wait-samples", "20"], epilog="")
 
     assert sizes_of(options) == replace(
-        QUICK_SIZES, drain_jobs=500, processes=(1, 4), process_workers=10, scheduled_rows=0
+        QUICK_SIZES,
+        drain_jobs=500,
+        processes=(1, 4),
+        process_workers=10,
+        scheduled_rows=0,
+        wait_samples=20,
     )
 
 
@@ -85,6 +90,7 @@ def test_sizes_refuse_a_batch_that_post_jobs_batch_would_refuse() -> None:
         ["--jobs", "0"],
         ["--processes", "1,1"],
         ["--latency-samples", "1"],
+        ["--wait-samples", "1"],
         ["--scheduled-rows", "-1"],
         ["--bogus"],
     ],

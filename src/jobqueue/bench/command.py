@@ -31,7 +31,9 @@ DESCRIPTION = textwrap.fill(
     "per call, in batches, enqueue_many(), POST /jobs and POST /jobs/batch to a jobqueue api "
     "process); drain throughput (in-process pools, and 1, 2, 4 jobqueue worker processes "
     "with their CPU time); pickup latency p50/p95/p99 (in-process, and into a worker "
-    "process after an in-process enqueue or an HTTP submission); and the in-process runs "
+    "process after an in-process enqueue or an HTTP submission); how soon a wait for a "
+    "job's end returns it once it ended (Client.wait, one waiter and many, and "
+    "jobqueue.wait in-process); and the in-process runs "
     "again with many jobs scheduled for later, then with many finished rows. It runs on "
     "DATABASE_URL's server, in a database of its own (jobqueue_bench_<random>) that it "
     "creates and drops, so its role needs CREATEDB; it never writes into the database in "
@@ -64,6 +66,7 @@ def sizes_of(options: argparse.Namespace) -> Sizes:
             "scheduled_rows",
             "finished_rows",
             "latency_samples",
+            "wait_samples",
             "startup_runs",
             "drain_jobs",
             "processes",
@@ -173,6 +176,12 @@ def _parser(epilog: str) -> argparse.ArgumentParser:
         type=at_least(2),
         metavar="S",
         help=sized("jobs submitted per pickup latency run", "latency_samples"),
+    )
+    parser.add_argument(
+        "--wait-samples",
+        type=at_least(2),
+        metavar="S",
+        help=sized("waits for a job's end per run of waits", "wait_samples"),
     )
     parser.add_argument(
         "--startup-runs",

@@ -6,7 +6,10 @@ cheap probe a drain polls to see when it is done.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -16,9 +19,13 @@ from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE
 
 HISTORY_TYPE = "bench.history"
 SCHEDULED_TYPE = "bench.scheduled"
-# The `application_name` of a worker process's LISTEN connection (`asyncpg_connect` in
-# adapters/postgres/notify.py): one per worker process that is listening for new jobs.
+# The `application_name` of a service process's LISTEN connection (`asyncpg_connect` in
+# adapters/postgres/notify.py): one per worker process that is listening for new jobs,
+# and one per API process, which listens for jobs' ends.
 LISTENER_APPLICATION = "jobqueue listener"
+# That of the LISTEN connection of an in-process producer's waits (`jobqueue.wait`,
+# adapters/postgres/engine_waits.py).
+WAITS_APPLICATION = "jobqueue waits"
 
 
 async def seed_pending(engine: AsyncEngine, count: int, keys: int = 0) -> None:
@@ -112,6 +119,17 @@ async def unfinished(engine: AsyncEngine) -> int:
         return int(result.scalar_one())
 
 
+async def unwatched(engine: AsyncEngine, job_ids: Sequence[UUID]) -> set[UUID]:
+    """Those of `job_ids` no wait marked `watched`: they had ended before their wait
+    asked (a wait marks live jobs only)."""
+    async with engine.connect() as connection:
+        result = await connection.execute(
+            text("SELECT id FROM jobs WHERE id = ANY(:ids) AND NOT watched"),
+            {"ids": list(job_ids)},
+        )
+        return {row[0] for row in result}
+
+
 async def noop_jobs(engine: AsyncEngine) -> int:
     """No-op jobs in the table, whatever their status: what an enqueue run stored."""
     async with engine.connect() as connection:
@@ -153,7 +171,8 @@ async def drained(engine: AsyncEngine) -> Drained:
 
 
 async def listening_processes(engine: AsyncEngine) -> int:
-    """Worker processes on this database whose LISTEN connection is open."""
+    """Service processes on this database whose LISTEN connection is open: worker
+    processes, and API processes (`LISTENER_APPLICATION`)."""
     async with engine.connect() as connection:
         result = await connection.execute(
             text(
@@ -163,6 +182,29 @@ async def listening_processes(engine: AsyncEngine) -> int:
             {"name": LISTENER_APPLICATION},
         )
         return int(result.scalar_one())
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerBackend:
+    """A LISTEN connection on this database: its `application_name`, its backend's pid
+    and start. One lost and opened again is another."""
+
+    application: str
+    pid: int
+    since: datetime
+
+
+async def listening_connections(engine: AsyncEngine) -> set[ListenerBackend]:
+    """The service processes' LISTEN connections and those of in-process waits."""
+    async with engine.connect() as connection:
+        result = await connection.execute(
+            text(
+                "SELECT application_name, pid, backend_start FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name IN (:service, :waits)"
+            ),
+            {"service": LISTENER_APPLICATION, "waits": WAITS_APPLICATION},
+        )
+        return {ListenerBackend(*row) for row in result}
 
 
 @dataclass(frozen=True, slots=True)

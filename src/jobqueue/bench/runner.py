@@ -1,8 +1,8 @@
 """One benchmark run: the scenarios in order. First how long a worker process takes to
 start; then in-process enqueues, drains and pickups; then the same service as users run
-it, in `jobqueue api` and `jobqueue worker` processes; last, the in-process drains and
-pickups again, on a table holding many jobs scheduled for later, then on one holding many
-finished jobs."""
+it, in `jobqueue api` and `jobqueue worker` processes, with waits for jobs' ends through
+them; last, the in-process drains and pickups again, on a table holding many jobs
+scheduled for later, then on one holding many finished jobs."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ from jobqueue.bench.progress import progress
 from jobqueue.bench.results import Measurement, Throughput
 from jobqueue.bench.sizes import Sizes
 from jobqueue.bench.startup import worker_startup
+from jobqueue.bench.waits import wait_for_endings
 from jobqueue.bench.worker_handlers import PICKUP_TYPE
 from jobqueue.bench.worker_processes import (
     drain_in_processes,
@@ -252,8 +253,8 @@ async def _workers(
 
 async def _processes(engine: AsyncEngine, url: str, sizes: Sizes, into: list[Measurement]) -> None:
     """The service as users run it: a `jobqueue api` process taking submissions over HTTP,
-    `jobqueue worker` processes woken by its NOTIFY (or an in-process `enqueue`'s), on an
-    empty table."""
+    `jobqueue worker` processes woken by its NOTIFY (or an in-process `enqueue`'s), and
+    producers waiting for their jobs' ends (`waits.py`), on an empty table."""
     each = f"WORKERS={sizes.process_workers}"
     rate = f"{sizes.pickup_rate:g} jobs/s"
     with tempfile.TemporaryDirectory(prefix="jobqueue-bench-processes-") as directory:
@@ -280,7 +281,8 @@ async def _processes(engine: AsyncEngine, url: str, sizes: Sizes, into: list[Mea
                     )
                     into.append(Measurement(f"enqueue.http_batch.c{clients}", label, result))
 
-                await fleet.grow_to(1, engine, "pickup")
+                # The API process listens for jobs' ends on a connection of its own.
+                await fleet.grow_to(1, engine, "pickup", besides=1)
                 await reset(engine)
                 label = f"pickup: POST /jobs → a jobqueue worker process ({each}), {rate}"
                 async with api.connect() as connection:
@@ -292,6 +294,7 @@ async def _processes(engine: AsyncEngine, url: str, sizes: Sizes, into: list[Mea
                         over_the_api, fleet, folder, sizes.latency_samples, sizes.pickup_rate, label
                     )
                 into.append(Measurement("pickup.process.http", label, latency))
+                into += await wait_for_endings(engine, api, fleet, sizes)
 
             await reset(engine)
             label = f"pickup: enqueue(engine) → a jobqueue worker process ({each}), {rate}"

@@ -16,6 +16,7 @@ class Sizes:
     scheduled_rows: int
     finished_rows: int  # history for the last round of drains and pickups; 0 skips it
     latency_samples: int  # per pickup run
+    wait_samples: int  # per run of waits for a job's end
     startup_runs: int  # timed worker start-ups
     drain_jobs: int  # per drain with `jobqueue worker` processes
     processes: tuple[int, ...]  # worker process counts drained with, ascending
@@ -32,6 +33,8 @@ class Sizes:
     # Jobs per second submitted in the pickup runs into a worker process; the gaps between
     # them are drawn at random around 1 / rate.
     pickup_rate: float = 200.0
+    # Waiters at once in the second run of waits for a job's end (the first has one).
+    concurrent_waiters: int = 50
 
     def __post_init__(self) -> None:
         if list(self.processes) != sorted(set(self.processes)) or not self.processes:
@@ -50,6 +53,7 @@ DEFAULT_SIZES = Sizes(
     scheduled_rows=100_000,
     finished_rows=1_000_000,
     latency_samples=200,
+    wait_samples=300,
     startup_runs=5,
     drain_jobs=20_000,
     processes=(1, 2, 4),
@@ -61,11 +65,13 @@ QUICK_SIZES = Sizes(
     scheduled_rows=2_000,
     finished_rows=2_000,
     latency_samples=10,
+    wait_samples=10,
     startup_runs=1,
     drain_jobs=200,
     processes=(1, 2),
     process_workers=4,
     batch=25,
+    concurrent_waiters=5,
 )
 
 

@@ -6,6 +6,9 @@ starts (`--handlers jobqueue.bench.worker_handlers`), and the job types it runs.
   machine, one clock, the same in every process, unlike `perf_counter`) in the file their
   job names, so the benchmark can tell how long a job waited for a process it does not
   run itself.
+- `bench.wait` sleeps the seconds its payload names, then returns `{"token": <its
+  payload's token>}`: a job a producer waits for, ended a fixed time after it started,
+  whose result names it.
 
 It imports only `jobqueue`'s public surface and the standard library, so it adds nothing
 measurable to a worker's start-up. The in-process pools register their own `bench.noop`
@@ -14,6 +17,7 @@ measurable to a worker's start-up. The in-process pools register their own `benc
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -26,6 +30,7 @@ from jobqueue import JobContext, Permanent, Registry
 NOOP_TYPE = "bench.noop"
 STARTUP_TYPE = "bench.startup"
 PICKUP_TYPE = "bench.pickup"
+WAIT_TYPE = "bench.wait"
 
 registry = Registry()
 
@@ -46,6 +51,20 @@ async def started(ctx: JobContext, payload: Any) -> None:
 async def picked_up(ctx: JobContext, payload: Any) -> None:
     called = time.time()
     record_pickup(_path_of(payload, PICKUP_TYPE), str(ctx.job_id), called)
+
+
+@registry.handler(WAIT_TYPE)
+async def waited_for(ctx: JobContext, payload: Any) -> dict[str, Any]:
+    if (
+        not isinstance(payload, dict)
+        or not isinstance(payload.get("sleep"), int | float)
+        or "token" not in payload
+    ):
+        raise Permanent(
+            f"a {WAIT_TYPE} payload is {{'sleep': <seconds>, 'token': …}}, got {payload!r}"
+        )
+    await asyncio.sleep(payload["sleep"])
+    return {"token": payload["token"]}
 
 
 def record_start(path: Path, called: float) -> None:

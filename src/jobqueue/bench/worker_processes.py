@@ -46,9 +46,13 @@ class WorkerProcesses:
         self.workers = workers  # WORKERS of each process
         self.running: list[Spawned] = []
 
-    async def grow_to(self, count: int, engine: AsyncEngine, label: str) -> None:
+    async def grow_to(
+        self, count: int, engine: AsyncEngine, label: str, *, besides: int = 0
+    ) -> None:
         """Start processes until `count` run, and return once each is listening for new
-        jobs: a drain that started before would time some processes' start-up too."""
+        jobs: a drain that started before would time some processes' start-up too.
+        `besides`: the listening connections of other processes on the database (an API
+        process listens for jobs' ends), counted with the workers' own."""
         while len(self.running) < count:
             number = len(self.running) + 1
             self.running.append(
@@ -62,7 +66,7 @@ class WorkerProcesses:
             )
         deadline = time.monotonic() + _READY_TIMEOUT
         async with progress(f"{label}: starting {count} worker process(es)"):
-            while await listening_processes(engine) < count:
+            while await listening_processes(engine) < count + besides:
                 self.check(label)
                 if time.monotonic() > deadline:
                     raise BenchError(
