@@ -18,7 +18,7 @@ import jobqueue
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.endings import EndingWatch
 from jobqueue.adapters.postgres.engine_waits import waits_of
-from jobqueue.adapters.postgres.notify import Listener, asyncpg_connect
+from jobqueue.adapters.postgres.notify import CHANNEL, Listener, asyncpg_connect
 from jobqueue.adapters.postgres.queries.jobs import ENDINGS_CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import JobNotFound, NotEnded
@@ -287,3 +287,30 @@ def test_a_producer_listens_unless_its_environment_says_it_cannot() -> None:
     assert not listens_from({"NOTIFY": "false"})
     with pytest.raises(ConfigError, match="NOTIFY"):
         listens_from({"NOTIFY": "perhaps"})
+
+
+async def test_marking_a_pending_job_wakes_the_workers_again(
+    engine: AsyncEngine, database_url: str
+) -> None:
+    # The mark locks the row until its commit: a claim woken by the submission meanwhile
+    # passed over the job (SKIP LOCKED) and rests, unless woken again.
+    store = PostgresJobStore(engine)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    connection = await asyncpg.connect(dsn(database_url))
+    try:
+        await connection.add_listener(CHANNEL, lambda *args: heard.put_nowait(args[3]))
+        running = await _claimed(store)
+        pending = (await store.submit(NewJob.build(type="sms", max_attempts=1))).job
+
+        await store.watch(running.id)
+        await connection.execute(f"NOTIFY {CHANNEL}, 'after the running job'")
+        await store.watch(pending.id)
+        await store.watch(pending.id)  # marked already: writes nothing, wakes nobody
+
+        async with asyncio.timeout(10):
+            assert [await heard.get(), await heard.get()] == ["after the running job", ""]
+        await connection.execute(f"NOTIFY {CHANNEL}, 'last'")
+        async with asyncio.timeout(10):
+            assert await heard.get() == "last"
+    finally:
+        await connection.close()

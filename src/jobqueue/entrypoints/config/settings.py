@@ -226,8 +226,9 @@ class Settings:
         "POLL_INTERVAL",
         parse_duration,
         timedelta(seconds=1),
-        "idle workers look for due jobs at least this often",
-        commands=WITH_WORKERS,
+        "idle workers look for due jobs at least this often; an API's waits for jobs' "
+        "ends re-read them this often when no notification can come",
+        commands=SERVICES,
     )
     notify: bool = setting(
         "NOTIFY",
