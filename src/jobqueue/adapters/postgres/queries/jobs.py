@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from jobqueue.adapters.postgres.notify import CHANNEL as JOBS_CHANNEL
 from jobqueue.adapters.postgres.queries.sql import (
     among,
     appended_attempt,
@@ -18,7 +19,6 @@ from jobqueue.adapters.postgres.queries.sql import (
     quoted,
     stamped,
 )
-from jobqueue.adapters.postgres.notify import CHANNEL as JOBS_CHANNEL
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.domain.attempts import Outcome, holds_final_attempt
 from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE
