@@ -24,6 +24,7 @@ from jobqueue.adapters.postgres.endings import MAX_WAIT
 from jobqueue.adapters.postgres.engine_waits import waits_of
 from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.domain.errors import NotEnded
+from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
 from jobqueue.domain.job import Job, NewJob
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.registry import Registry
@@ -140,6 +141,9 @@ def listens_from(environ: Mapping[str, str]) -> bool:
 def max_attempts_from(environ: Mapping[str, str]) -> int:
     """The MAX_ATTEMPTS setting alone, as an in-process producer reads it from its own
     environment (`entrypoints/producer.py`); raises `ConfigError` for a bad value."""
+    if not environ.get(_variable("max_attempts"), "").strip():
+        # Unset, the common case, read at every enqueue: no parse, no check.
+        return DEFAULT_MAX_ATTEMPTS
     value = _setting_from(environ, "max_attempts")
     # Every other setting at its default, which passes: only this one's problems show.
     values = {**defaults(), "max_attempts": value}
@@ -148,6 +152,10 @@ def max_attempts_from(environ: Mapping[str, str]) -> int:
         raise ConfigError(problems)
     assert isinstance(value, int)
     return value
+
+
+def _variable(attribute: str) -> str:
+    return VARIABLES[attribute]
 
 
 def _setting_from(environ: Mapping[str, str], attribute: str) -> object:
