@@ -24,7 +24,7 @@ from msgspec.structs import replace
 from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable, UnexpectedAnswer
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.errors import NotEnded
-from jobqueue.domain.status import Status
+from jobqueue.domain.status import LIVE, Status
 from jobqueue.wire.queue_records import QueueList, QueueStateView
 from jobqueue.wire.queue_requests import QueueLimitsRequest
 from jobqueue.wire.records import (
@@ -227,8 +227,6 @@ def wait(job_id: UUID | str, within: float) -> Call[JobRecord]:
 
 # The longest the service holds one wait (`GET /jobs/{id}/wait`): a longer wait is several.
 LONGEST_POLL = 60.0
-# A job in any other status has ended.
-_LIVE = frozenset({Status.PENDING, Status.PROCESSING})
 
 
 class Waiting:
@@ -246,14 +244,14 @@ class Waiting:
 
     def next_call(self, last: JobRecord | None) -> Call[JobRecord] | None:
         left = LONGEST_POLL if self._deadline is None else self._deadline - self._clock()
-        if last is not None and (last.status not in _LIVE or left <= 0):
+        if last is not None and (last.status not in LIVE or left <= 0):
             return None
         return wait(self._job_id, round(min(max(left, 0.0), LONGEST_POLL), 3))
 
     def answer(self, last: JobRecord | None) -> JobRecord:
         """The ended job's record; raises `NotEnded` when time ran out first."""
         assert last is not None, "next_call asks once at least"
-        if last.status in _LIVE:
+        if last.status in LIVE:
             raise NotEnded(last.id, last.status, self._timeout or 0.0)
         return last
 
