@@ -30,6 +30,7 @@ from jobqueue.domain.attempts import (
 )
 from jobqueue.domain.bulk import COUNT_BUDGET, Selection, SelectionCount, index_prefix
 from jobqueue.domain.claims import claim_ranges
+from jobqueue.domain.dependencies import Dependency, Step, WorkflowNotFound
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -55,6 +56,7 @@ from jobqueue.domain.status import COUNTED, LIVE, Status
 from jobqueue.domain.transitions import DELETABLE, DELETE, Operation, sources, targets
 from tests.fake_listing import FakeListing
 from tests.support.fake_flow import FakeLimits
+from tests.support.fake_graphs import DELETED, FakeGraphs
 
 Clock = Callable[[], datetime]
 
@@ -106,11 +108,16 @@ class InMemoryJobStore:
         self._turns: defaultdict[str, int] = defaultdict(int)
         # The last slot each periodic job ran.
         self._slots: dict[str, LastSlot] = {}
+        # Who waits for whom, and the release of dependents.
+        self._graphs = FakeGraphs(lambda: self._jobs)
 
     def jobs(self) -> list[Job]:
         return list(self._jobs.values())
 
     async def submit(self, new: NewJob) -> Submitted:
+        if new.depends_on:
+            (submitted,) = await self.submit_graph([Step(new)])
+            return submitted
         await self._enter()
         refusal = _refusal(new)
         if refusal is not None:
@@ -137,6 +144,8 @@ class InMemoryJobStore:
         return Submitted(_detached(job), replayed=False)
 
     async def submit_many(self, news: Sequence[NewJob]) -> Sequence[Submitted]:
+        if any(new.depends_on for new in news):
+            return await self.submit_graph([Step(new) for new in news])
         # All or none, as one transaction: a refusal of any job restores the table.
         saved = (dict(self._jobs), dict(self._sequence), dict(self._by_key))
         try:
@@ -144,6 +153,65 @@ class InMemoryJobStore:
         except BaseException:
             self._jobs, self._sequence, self._by_key = saved
             raise
+
+    async def submit_graph(self, steps: Sequence[Step]) -> Sequence[Submitted]:
+        await self._enter()
+        saved = (dict(self._jobs), self._graphs.snapshot())
+        try:
+            for step in steps:
+                refusal = _refusal(step.new)
+                if refusal is not None:
+                    raise InvalidJob(f"the job store refused the job: {refusal}")
+            ids = [uuid.uuid4() for _ in steps]
+            placed, workflow_id = self._graphs.placed(steps, ids)
+        except BaseException:
+            self._jobs, graphs = saved
+            self._graphs.restore(graphs)
+            raise
+        now = self.clock()
+        submitted = []
+        for each in placed:
+            new = replace(each.new, payload=copy.deepcopy(each.new.payload))
+            job = replace(
+                new.stored(each.id, now),
+                status=each.status,
+                workflow_id=workflow_id,
+                waiting_for=each.waiting_for,
+            )
+            self._jobs[job.id] = job
+            self._sequence[job.id] = next(self._counter)
+            submitted.append(Submitted(_detached(job), replayed=False))
+        return submitted
+
+    async def dependency_results(self, ids: Sequence[UUID]) -> Sequence[Dependency]:
+        await self._enter()
+        return self._graphs.results(ids)
+
+    async def workflow(self, workflow_id: UUID) -> Sequence[Job]:
+        await self._enter()
+        jobs = [job for job in self._jobs.values() if job.workflow_id == workflow_id]
+        if not jobs:
+            raise WorkflowNotFound(workflow_id)
+        return [_listed(job) for job in sorted(jobs, key=lambda job: self._sequence[job.id])]
+
+    async def cancel_workflow(self, workflow_id: UUID) -> int:
+        live = [job for job in await self.workflow(workflow_id) if job.status in LIVE]
+        # Each read again: a cancel before it may have cancelled it as a dependent.
+        cancelled = [
+            self._cancel(self._jobs[job.id])
+            for job in sorted(live, key=lambda j: j.id)
+            if self._jobs[job.id].status in LIVE
+        ]
+        return len(cancelled)
+
+    async def retry_workflow(self, workflow_id: UUID) -> int:
+        jobs = [self._jobs[job.id] for job in await self.workflow(workflow_id)]
+        return self._graphs.retried(
+            jobs,
+            lambda job, target, waiting: self._retry(
+                job, Operation.RETRY_WORKFLOW, target, waiting
+            ),
+        )
 
     async def get(self, job_id: UUID) -> Job:
         await self._enter()
@@ -342,16 +410,23 @@ class InMemoryJobStore:
             None,
         )
 
-    def _retry(self, job: Job) -> Job:
+    def _retry(
+        self,
+        job: Job,
+        operation: Operation = Operation.RETRY,
+        target: Status = Status.PENDING,
+        waiting_for: int = 0,
+    ) -> Job:
         counts_pending = job.unique_states is not None and "pending" in job.unique_states
         if counts_pending and self._unique_holder(job.unique_key, but=job.id) is not None:
             raise UniqueKeyHeld(job.id)
         now = self.clock()
         return self._move(
             job,
-            Operation.RETRY,
-            Status.PENDING,
+            operation,
+            target,
             now,
+            waiting_for=waiting_for,
             attempt_log=_logged(job, Outcome(job.status.value), job.last_error, job.updated_at)
             if holds_final_attempt(job.status)
             else job.attempt_log,
@@ -399,6 +474,7 @@ class InMemoryJobStore:
         if job.status not in DELETABLE:
             raise InvalidTransition(job_id, DELETE, job.status)
         del self._jobs[job_id]
+        self._graphs.ended(job, DELETED, self.clock())
         return _detached(job)
 
     async def cancel_many(self, selection: Selection) -> int:
@@ -519,6 +595,7 @@ class InMemoryJobStore:
 
     def _delete(self, job: Job) -> None:
         del self._jobs[job.id]
+        self._graphs.ended(job, DELETED, self.clock())
         del self._sequence[job.id]
         # The key is free again, as the unique index no longer holds the deleted row.
         if job.idempotency_key is not None:
@@ -662,7 +739,8 @@ class InMemoryJobStore:
         # The schema's lease_while_processing constraint.
         assert (moved.status is Status.PROCESSING) == (moved.locked_until is not None)
         self._jobs[job.id] = moved
-        return _detached(moved)
+        self._graphs.ended(job, target, now)
+        return _detached(self._jobs[job.id])
 
 
 def _logged(

@@ -15,6 +15,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from jobqueue.domain.backoff import Backoff
+from jobqueue.domain.dependencies import (
+    Dependency,
+    DependencyCycle,
+    DependencyEnded,
+    DependencyError,
+    Step,
+    UnknownDependency,
+)
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -42,12 +50,13 @@ from jobqueue.domain.unique import Unique
 
 if TYPE_CHECKING:
     from jobqueue.adapters.telemetry.trace_context import current_traceparent
-    from jobqueue.entrypoints.producer import enqueue, enqueue_many, wait
+    from jobqueue.entrypoints.producer import enqueue, enqueue_graph, enqueue_many, wait
 
 # Public names whose modules are heavy: (module, attribute), imported on first access.
 _ON_DEMAND = {
     "enqueue": ("jobqueue.entrypoints.producer", "enqueue"),
     "enqueue_many": ("jobqueue.entrypoints.producer", "enqueue_many"),
+    "enqueue_graph": ("jobqueue.entrypoints.producer", "enqueue_graph"),
     "wait": ("jobqueue.entrypoints.producer", "wait"),
     "current_traceparent": ("jobqueue.adapters.telemetry.trace_context", "current_traceparent"),
 }
@@ -66,6 +75,10 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "Backoff",
+    "Dependency",
+    "DependencyCycle",
+    "DependencyEnded",
+    "DependencyError",
     "IdempotencyConflict",
     "InvalidJob",
     "InvalidPayload",
@@ -82,6 +95,7 @@ __all__ = [
     "Registry",
     "Snooze",
     "Status",
+    "Step",
     "StopReason",
     "StoreError",
     "StoreUnavailable",
@@ -89,9 +103,11 @@ __all__ = [
     "Transient",
     "Unique",
     "UniqueKeyHeld",
+    "UnknownDependency",
     "UnknownJobType",
     "current_traceparent",
     "enqueue",
+    "enqueue_graph",
     "enqueue_many",
     "wait",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -62,6 +63,10 @@ OUTCOME_ERRORS: dict[Operation, str | None] = {
 }
 
 
+# The type of the job a waiting job of `job_in` waits for.
+BLOCKER = "blocker"
+
+
 def new_job(
     payload: JsonValue = None,
     *,
@@ -99,6 +104,11 @@ async def claim_only(store: JobStore, expected: Job, lease: timedelta = LEASE) -
 async def job_in(store: JobStore, status: Status, *, max_attempts: int = 3) -> Job:
     """A job in `status`, reached through the port, whose current lease token is the one
     its last claim took, so that only the status can make a fenced write refuse it."""
+    if status is Status.WAITING:
+        # Waiting for a job no test claims (its type is none of theirs).
+        blocker = (await store.submit(new_job(job_type=BLOCKER))).job
+        waiting = new_job(max_attempts=max_attempts)
+        return (await store.submit(replace(waiting, depends_on=(blocker.id,)))).job
     job = await submit(store, max_attempts=max_attempts)
     if status is Status.PENDING:
         # Claimed and released: pending, yet holding the token of its last claim.

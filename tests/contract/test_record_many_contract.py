@@ -72,6 +72,7 @@ async def test_complete_many_refuses_jobs_not_processing_and_unknown_ids(store: 
         Status.FAILED,
         Status.DEAD_LETTER,
         Status.CANCELLED,
+        Status.WAITING,
         Status.PENDING,
     ]
     assert set(refusing) == set(Status) - sources(Operation.COMPLETE)

@@ -20,15 +20,17 @@ from sqlalchemy.engine import Connection
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import (
-    job_rollup,
-    job_types,
     jobs,
     key_starts,
     metadata,
-    periodic_slots,
-    processes,
     queues,
     type_rates,
+)
+from jobqueue.adapters.postgres.schema_workers import (
+    job_rollup,
+    job_types,
+    periodic_slots,
+    processes,
 )
 from jobqueue.adapters.postgres.schema_version import head_revisions
 from jobqueue.domain.fields import MAX_PRIORITY, MIN_PRIORITY

@@ -31,6 +31,12 @@ EXPECTED: dict[tuple[Operation, Status], frozenset[Status]] = {
     (Operation.CANCEL, Status.PENDING): frozenset({Status.CANCELLED}),
     (Operation.CANCEL, Status.PROCESSING): frozenset({Status.CANCELLED}),
     (Operation.RESCHEDULE, Status.PENDING): frozenset({Status.PENDING}),
+    (Operation.CANCEL, Status.WAITING): frozenset({Status.CANCELLED}),
+    (Operation.DEPENDENCIES_MET, Status.WAITING): frozenset({Status.PENDING}),
+    (Operation.DEPENDENCY_FAILED, Status.WAITING): frozenset({Status.CANCELLED}),
+    (Operation.RETRY_WORKFLOW, Status.DEAD_LETTER): frozenset({Status.WAITING, Status.PENDING}),
+    (Operation.RETRY_WORKFLOW, Status.FAILED): frozenset({Status.WAITING, Status.PENDING}),
+    (Operation.RETRY_WORKFLOW, Status.CANCELLED): frozenset({Status.WAITING, Status.PENDING}),
 }
 
 ALL_PAIRS = list(itertools.product(Operation, Status))
@@ -44,6 +50,7 @@ def _pair_id(pair: tuple[Operation, Status]) -> str:
 
 def test_status_and_operation_values_are_the_stored_strings() -> None:
     assert [s.value for s in Status] == [
+        "waiting",
         "pending",
         "processing",
         "completed",
@@ -63,6 +70,9 @@ def test_status_and_operation_values_are_the_stored_strings() -> None:
         "snooze",
         "cancel",
         "reschedule",
+        "dependencies_met",
+        "dependency_failed",
+        "retry_workflow",
     }
 
 
@@ -89,9 +99,9 @@ def test_refused_operation_leads_nowhere(pair: tuple[Operation, Status]) -> None
 @pytest.mark.parametrize("status", [s for s in Status if TRAITS[s].phase is Phase.FINISHED])
 def test_a_finished_job_is_left_only_by_an_operator_s_retry(status: Status) -> None:
     # Nothing a worker does writes a finished row again, so its updated_at stays when it
-    # ended; only a person may bring one back.
+    # ended; only a person may bring one back (alone, or with its workflow).
     leaving = {t.operation for t in TRANSITIONS if t.source is status}
-    assert leaving <= {Operation.RETRY}
+    assert leaving <= {Operation.RETRY, Operation.RETRY_WORKFLOW}
     assert targets(Operation.RETRY, Status.COMPLETED) == frozenset()
 
 

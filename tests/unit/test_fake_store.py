@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from jobqueue.domain.dependencies import Step
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidTransition,
@@ -19,6 +20,7 @@ from jobqueue.domain.job import Job, Lease, NewJob
 from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR, Decision
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import TRANSITIONS, Operation
+from tests.contract.steps import BLOCKER
 from tests.fakes import TEST_TYPES, InMemoryJobStore, ManualClock
 from tests.support.endings import record
 
@@ -253,7 +255,12 @@ async def test_switched_off_store_raises_unavailable(store: InMemoryJobStore) ->
 
 
 async def _job_in(store: InMemoryJobStore, status: Status) -> Job:
-    await store.submit(new_job(max_attempts=1))
+    # In a workflow, so that retrying its workflow is an operation it can meet.
+    if status is Status.WAITING:
+        blocker = Step(new_job(type=BLOCKER), name="blocker")
+        _, waiting = await store.submit_graph([blocker, Step(new_job(), after=("blocker",))])
+        return waiting.job
+    await store.submit_graph([Step(new_job(max_attempts=1))])
     if status is Status.PENDING:
         return store.jobs()[-1]
     job = await claim_one(store)
@@ -298,6 +305,18 @@ async def _attempt(
         case Operation.RECOVER:
             clock.advance(LEASE * 2)
             if not await store.recover_expired(1):
+                raise InvalidTransition(job.id, operation, job.status)
+        case Operation.DEPENDENCIES_MET | Operation.DEPENDENCY_FAILED:
+            # What the ending of the job it waits for does; a job waiting for none is not
+            # moved by any.
+            if not job.depends_on:
+                raise InvalidTransition(job.id, operation, job.status)
+            (blocker,) = await store.claim(1, LEASE, types=[BLOCKER])
+            met = operation is Operation.DEPENDENCIES_MET
+            await record(store, blocker.lease, Decision.complete() if met else Decision.fail("x"))
+        case Operation.RETRY_WORKFLOW:
+            assert job.workflow_id is not None
+            if not await store.retry_workflow(job.workflow_id):
                 raise InvalidTransition(job.id, operation, job.status)
 
 

@@ -31,10 +31,12 @@ def test_every_status_has_traits() -> None:
 
 @pytest.mark.parametrize("status", list(Status))
 def test_a_status_is_live_exactly_when_the_workers_lead_out_of_it(status: Status) -> None:
-    # Only an operator's retry leads out of a finished or held job: nothing a worker
-    # does writes such a row again, so its updated_at is when it ended.
+    # Only an operator's retry (of the job, or of its workflow) leads out of a finished or
+    # held job: nothing a worker does writes such a row again, so its updated_at is when
+    # it ended.
     by_workers = any(
-        transition.source is status and transition.operation is not Operation.RETRY
+        transition.source is status
+        and transition.operation not in (Operation.RETRY, Operation.RETRY_WORKFLOW)
         for transition in TRANSITIONS
     )
     assert (TRAITS[status].phase is Phase.LIVE) is by_workers
@@ -42,7 +44,7 @@ def test_a_status_is_live_exactly_when_the_workers_lead_out_of_it(status: Status
 
 def test_only_finished_jobs_are_pruned_and_only_others_counted() -> None:
     assert PRUNABLE == (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
-    assert COUNTED == (Status.PENDING, Status.PROCESSING, Status.DEAD_LETTER)
+    assert COUNTED == (Status.WAITING, Status.PENDING, Status.PROCESSING, Status.DEAD_LETTER)
     assert not set(PRUNABLE) & set(COUNTED)
     assert Status.COMPLETED not in BY_QUEUE
 

@@ -90,6 +90,15 @@ class Job:
     result: JsonValue | None = None
     # Its handler's last report of how far it got (`progress.py`), kept once it ended.
     progress: Progress | None = None
+    # The jobs it waits for (`dependencies.py`), None: none. It starts once every one of
+    # them completed; when one ends otherwise it is cancelled, unless it runs anyway
+    # (`run_anyway`: a callback, run once they all ended, whatever their outcomes).
+    depends_on: tuple[UUID, ...] | None = None
+    run_anyway: bool = False
+    # The graph it was submitted in (`dependencies.py`); None: in none.
+    workflow_id: UUID | None = None
+    # How many of its dependencies have not ended yet (while it is waiting).
+    waiting_for: int = 0
 
     @property
     def lease(self) -> Lease:
@@ -162,6 +171,10 @@ class NewJob:
     partition_key: str | None = None
     # The options (`OPTIONS`) this submission did not give: `resolve` fills them in.
     left_out: frozenset[str] = frozenset()
+    # The stored jobs it waits for, and whether it runs even if one of them does not
+    # complete (`Job.depends_on`); a graph's jobs name each other (`dependencies.Step`).
+    depends_on: tuple[UUID, ...] | None = None
+    run_anyway: bool = False
 
     @classmethod
     def build(
@@ -179,6 +192,8 @@ class NewJob:
         traceparent: str | None = None,
         run_at: datetime | None = None,
         delay: timedelta | None = None,
+        depends_on: Collection[UUID] | None = None,
+        run_anyway: bool = False,
         registered: Collection[str] | None = None,
         default_max_attempts: int | None = None,
     ) -> NewJob:
@@ -234,6 +249,8 @@ class NewJob:
             timeout,
             partition_key,
             left_out,
+            None if not depends_on else tuple(dict.fromkeys(depends_on)),
+            run_anyway,
         )
         if not resolved_now or options is NO_OPTIONS:
             return new
@@ -289,6 +306,10 @@ class NewJob:
             self.unique_states,
             self.timeout,
             self.partition_key,
+            None,
+            None,
+            self.depends_on,
+            self.run_anyway,
         )
 
 
@@ -354,4 +375,7 @@ def resolve(new: NewJob, options: TypeOptions, default_max_attempts: int) -> New
         period,
         options.timeout if "timeout" in left else new.timeout,
         partition_key,
+        frozenset(),
+        new.depends_on,
+        new.run_anyway,
     )

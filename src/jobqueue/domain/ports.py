@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from jobqueue.domain.bulk import Selection, SelectionCount
+from jobqueue.domain.dependencies import Dependency, Step
 from jobqueue.domain.fields import DEFAULT_QUEUE, JsonValue
 from jobqueue.domain.flow import Claimed, QueueLimits
 from jobqueue.domain.job import Job, Lease, NewJob
@@ -91,6 +92,30 @@ class JobStore(PeriodicSlots, Protocol):
     async def submit_many(self, news: Sequence[NewJob]) -> Sequence[Submitted]:
         """Every job of `news`, or none (one transaction): each answered as by `submit`,
         in the order given; a conflict of any one fails the whole call."""
+        ...
+
+    async def submit_graph(self, steps: Sequence[Step]) -> Sequence[Submitted]:
+        """Every job of `steps`, jobs that depend on each other by name and on stored jobs
+        by id (`dependencies.py`), or none; raises a `DependencyError` for a graph that
+        cannot be stored (nothing was)."""
+        ...
+
+    async def dependency_results(self, ids: Sequence[UUID]) -> Sequence[Dependency]:
+        """The jobs of `ids` as a dependent's handler reads them (those still stored)."""
+        ...
+
+    async def workflow(self, workflow_id: UUID) -> Sequence[Job]:
+        """A workflow's jobs (results left out), in submission order, at most
+        `MAX_WORKFLOW_JOBS`; raises `WorkflowNotFound` when it has none."""
+        ...
+
+    async def cancel_workflow(self, workflow_id: UUID) -> int:
+        """Cancel every live job of a workflow (running ones are told); how many."""
+        ...
+
+    async def retry_workflow(self, workflow_id: UUID) -> int:
+        """Retry a workflow's jobs that ended without completing, each back to waiting
+        for those of its dependencies that are live again (or pending); how many."""
         ...
 
     async def get(self, job_id: UUID) -> Job: ...

@@ -13,6 +13,9 @@ from enum import StrEnum
 
 
 class Status(StrEnum):
+    # Submitted with dependencies not yet met (`dependencies.py`): outside the claim's
+    # index until the ending of its last dependency makes it pending.
+    WAITING = "waiting"
     PENDING = "pending"
     PROCESSING = "processing"
     COMPLETED = "completed"
@@ -97,6 +100,8 @@ _NEWEST_FINISHED = ListOrder(SortColumn.UPDATED_AT, descending=True)
 _AS_CLAIMED = ListOrder(SortColumn.RUN_AT, descending=False, groups=("queue", "priority", "type"))
 
 TRAITS: Mapping[Status, StatusTraits] = {
+    # In submission order, oldest first: the order their dependencies were given in.
+    Status.WAITING: StatusTraits(Phase.LIVE, _SOONEST[SortColumn.RUN_AT], "ix_jobs_waiting"),
     Status.PENDING: StatusTraits(Phase.LIVE, _AS_CLAIMED, "ix_jobs_due_by_type"),
     Status.PROCESSING: StatusTraits(
         Phase.LIVE, _SOONEST[SortColumn.LOCKED_UNTIL], "ix_jobs_lease_expiry"

@@ -35,6 +35,15 @@ class Operation(StrEnum):
     CANCEL = "cancel"
     # An operator's request: a pending job due at another time (now, for "run now").
     RESCHEDULE = "reschedule"
+    # The ending of a waiting job's last dependency (`dependencies.py`), written by that
+    # ending's own statement: every one completed, or it runs anyway.
+    DEPENDENCIES_MET = "dependencies_met"
+    # The ending of a dependency that did not complete (failed, dead-lettered, cancelled,
+    # deleted): its waiting dependents are cancelled, unless they run anyway.
+    DEPENDENCY_FAILED = "dependency_failed"
+    # An operator's retry of a workflow's failed steps: each back to waiting for those of
+    # its dependencies that are live again, or pending.
+    RETRY_WORKFLOW = "retry_workflow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +73,17 @@ TRANSITIONS: frozenset[Transition] = frozenset(
         # A running job's attempt is stopped by the same write: its lease ends with it,
         # so nothing the handler does later can be written over the cancellation.
         Transition(Operation.CANCEL, Status.PENDING, Status.CANCELLED),
+        Transition(Operation.CANCEL, Status.WAITING, Status.CANCELLED),
         Transition(Operation.CANCEL, Status.PROCESSING, Status.CANCELLED),
         # Only a job waiting for its claim: a running one's `run_at` means nothing more.
         Transition(Operation.RESCHEDULE, Status.PENDING, Status.PENDING),
+        Transition(Operation.DEPENDENCIES_MET, Status.WAITING, Status.PENDING),
+        Transition(Operation.DEPENDENCY_FAILED, Status.WAITING, Status.CANCELLED),
+        *(
+            Transition(Operation.RETRY_WORKFLOW, source, target)
+            for source in (Status.DEAD_LETTER, Status.FAILED, Status.CANCELLED)
+            for target in (Status.WAITING, Status.PENDING)
+        ),
     }
 )
 

@@ -23,6 +23,7 @@ from jobqueue.adapters.postgres import enqueue as inserting
 from jobqueue.adapters.postgres.endings import MAX_WAIT
 from jobqueue.adapters.postgres.engine_waits import waits_of
 from jobqueue.adapters.postgres.pooler import Pooler
+from jobqueue.domain.dependencies import Step
 from jobqueue.domain.errors import NotEnded
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
 from jobqueue.domain.job import Job, NewJob
@@ -99,6 +100,35 @@ async def enqueue_many(
     return await inserting.enqueue_many(
         connection,
         news,
+        announce=announce,
+        registry=registry,
+        default_max_attempts=max_attempts_from(os.environ),
+    )
+
+
+async def enqueue_graph(
+    connection: AsyncConnection | AsyncEngine,
+    steps: Sequence[Step],
+    *,
+    announce: bool = True,
+    registry: Registry | None = None,
+) -> list[Submitted]:
+    """Submit a graph: jobs that wait for each other (a `Step` names its job, and the
+    steps, by name or place, or stored jobs, by id, it waits for: `after`), all stored
+    in the caller's transaction (or in one of their own), or none.
+
+    Checked and resolved job by job as by `enqueue`. A job waits (status `waiting`) until
+    every job it depends on completed, and is cancelled when one of them ends otherwise,
+    unless it runs anyway (`NewJob.build(run_anyway=True)`). The graph is a workflow: it
+    joins the workflow of the first stored job it depends on that has one, else it starts
+    one. Raises `DependencyCycle`, `UnknownDependency`, `DependencyEnded` (a stored
+    dependency that will never complete) or `DependencyError`, all `InvalidJob`, before
+    anything is stored. The stored jobs it depends on stay locked until the transaction
+    ends: their endings wait for it, so keep it short.
+    """
+    return await inserting.enqueue_graph(
+        connection,
+        steps,
         announce=announce,
         registry=registry,
         default_max_attempts=max_attempts_from(os.environ),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
@@ -30,6 +31,7 @@ from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.adapters.postgres.copy import copy_jobs, json_text
 from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.failures import refused_values, store_failures
+from jobqueue.adapters.postgres.graphs import insert_graph
 from jobqueue.adapters.postgres.ids import time_ordered_ids
 from jobqueue.adapters.postgres.notify import Notifier, pg_notify
 from jobqueue.adapters.postgres.queries.inserts import (
@@ -43,6 +45,7 @@ from jobqueue.adapters.postgres.queries.inserts import (
 )
 from jobqueue.adapters.postgres.rows import job_from_row
 from jobqueue.adapters.postgres.statement import Statement
+from jobqueue.domain.dependencies import Step
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob, StoreUnavailable
 from jobqueue.domain.fields import DEFAULT_MAX_ATTEMPTS
 from jobqueue.domain.job import Job, NewJob, resolve
@@ -78,6 +81,9 @@ async def enqueue(
     `engine`'s pool with a coalesced wake-up (`_enqueue_committed`). The public
     `jobqueue.enqueue` (`entrypoints/producer.py`) says what a caller gets."""
     (new,) = _ready((new,), registry, default_max_attempts)
+    if new.depends_on:
+        (submitted,) = await enqueue_graph(connection, (Step(new),), announce=announce)
+        return submitted
     if isinstance(connection, AsyncEngine):
         return await _enqueue_committed(connection, new, announce)
     statement = INSERT_JOB_ANNOUNCED if announce else INSERT_JOB
@@ -109,6 +115,8 @@ async def enqueue_many(
         if not isinstance(new, NewJob):
             raise InvalidJob(f"enqueue_many takes NewJob values, got a {type(new).__name__}")
     news = _ready(news, registry, default_max_attempts)
+    if any(new.depends_on for new in news):
+        return await enqueue_graph(connection, [Step(new) for new in news], announce=announce)
     if isinstance(connection, AsyncEngine):
         with store_failures():
             async with connection.begin() as own:
@@ -122,6 +130,25 @@ async def enqueue_many(
         chunk = news[start : start + INSERT_CHUNK]
         submitted += await _insert_batch(connection, chunk, announce)
     return submitted
+
+
+async def enqueue_graph(
+    connection: AsyncConnection | AsyncEngine,
+    steps: Sequence[Step],
+    *,
+    announce: bool = True,
+    registry: Registry | None = None,
+    default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> list[Submitted]:
+    """`steps`, checked and resolved as by `enqueue`, a graph stored in `connection`'s
+    transaction, or in one of their own on `engine` (`graphs.py`)."""
+    news = _ready([step.new for step in steps], registry, default_max_attempts)
+    steps = [replace(step, new=new) for step, new in zip(steps, news, strict=True)]
+    if isinstance(connection, AsyncEngine):
+        with store_failures():
+            async with connection.begin() as own:
+                return await insert_graph(own, steps, announce=announce)
+    return await insert_graph(connection, steps, announce=announce)
 
 
 def _ready(

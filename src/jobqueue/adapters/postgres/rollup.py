@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.queries.rollup import ADD, PRUNE, SERIES
-from jobqueue.adapters.postgres.schema import PICKUP_COLUMNS, ROLLUP_COUNTERS
+from jobqueue.adapters.postgres.schema_workers import PICKUP_COLUMNS, ROLLUP_COUNTERS
 from jobqueue.domain.throughput import RollupCounts, Slot, Window
 
 

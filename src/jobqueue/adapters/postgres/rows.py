@@ -32,9 +32,9 @@ def job_from_row(row: Row) -> Job:
     values["status"] = _STATUSES[values["status"]]
     log = values["attempt_log"]
     values["attempt_log"] = () if log is None else tuple(_attempt(entry) for entry in log)
-    states = values["unique_states"]
-    if states is not None:
-        values["unique_states"] = tuple(states)
+    for name in ("unique_states", "depends_on"):
+        if values[name] is not None:
+            values[name] = tuple(values[name])
     progress = values["progress"]
     if progress is not None:
         values["progress"] = _progress(progress)

@@ -5,6 +5,7 @@ Alembic's hand-written revisions create these; a test proves they agree.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import fields
 from datetime import datetime, timedelta
@@ -19,7 +20,6 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     DateTime,
-    Double,
     Index,
     Integer,
     Interval,
@@ -49,7 +49,6 @@ from jobqueue.domain.flow import (
 )
 from jobqueue.domain.job import Job
 from jobqueue.domain.status import TRAITS, Status
-from jobqueue.domain.throughput import PICKUP_BOUNDS_MS
 
 metadata = MetaData(
     naming_convention={
@@ -106,6 +105,8 @@ _STORED_AS: dict[object, Any] = {
     int: Integer,
     datetime: DateTime(timezone=True),
     timedelta: Interval,
+    bool: Boolean,
+    uuid.UUID: UUID(as_uuid=True),
 }
 # What a field's type does not say: the key, wider or narrower types, JSON, the defaults a
 # new row gets from the server (what `NewJob.stored` gives the job returned).
@@ -127,6 +128,9 @@ _COLUMNS: dict[str, dict[str, Any]] = {
     "unique_states": {"type_": ARRAY(Text)},
     "result": {"type_": JSONB},
     "progress": {"type_": JSONB},
+    "depends_on": {"type_": ARRAY(UUID(as_uuid=True))},
+    "run_anyway": {"server_default": text("false")},
+    "waiting_for": {"server_default": text("0")},
 }
 _COLUMNS["id"]["server_default"] = text("gen_random_uuid()")
 
@@ -156,6 +160,9 @@ jobs = Table(
     # Someone waits for the job's end (`queries/watches.py`): the triggers of migration
     # 0023 announce it. Not a `Job` field: no one but those triggers reads it.
     Column("watched", Boolean, nullable=False, server_default=text("false")),
+    # Some job waits for it (a row of `job_dependencies` names it): migration 0024's
+    # triggers release its dependents when it ends. Not a `Job` field either.
+    Column("has_dependents", Boolean, nullable=False, server_default=text("false")),
     CheckConstraint(f"status IN ({_STATUSES})", name="status"),
     # The domain's range, so that no row holds a priority no claim reads. Queue names are
     # checked where jobs are made, not here: a regular-expression CHECK cost a fifth of a
@@ -242,6 +249,17 @@ jobs = Table(
         "id",
         postgresql_where=text("status = 'pending' AND partition_key IS NOT NULL"),
     ),
+    # Jobs waiting for their dependencies, in submission order (`status.TRAITS`).
+    Index("ix_jobs_waiting", "run_at", postgresql_where=text("status = 'waiting'")),
+    # A workflow's jobs in submission order (`GET /workflows/{id}`, its cancel and
+    # retry): jobs in none are not in it.
+    Index(
+        "ix_jobs_workflow",
+        "workflow_id",
+        "created_at",
+        "id",
+        postgresql_where=text("workflow_id IS NOT NULL"),
+    ),
     # And their running jobs: each key's slots under a per-key limit.
     Index(
         "ix_jobs_running_by_partition",
@@ -249,6 +267,18 @@ jobs = Table(
         "partition_key",
         postgresql_where=text("status = 'processing' AND partition_key IS NOT NULL"),
     ),
+)
+
+
+# Who still waits for whom: a row per dependency of a waiting job that has not ended
+# (`domain/dependencies.py`). The statement ending a job deletes its rows and counts
+# them off its dependents' `waiting_for` (migration 0024), so the table holds only edges
+# still to be met; a job's `depends_on` keeps them all.
+job_dependencies = Table(
+    "job_dependencies",
+    metadata,
+    Column("depends_on", UUID(as_uuid=True), primary_key=True),
+    Column("job_id", UUID(as_uuid=True), primary_key=True),
 )
 
 
@@ -313,83 +343,6 @@ type_rates = Table(
 )
 
 
-# The live worker processes, a row each, refreshed with their heartbeats and gone once
-# `expires_at` passes (`adapters/postgres/processes.py`).
-processes = Table(
-    "processes",
-    metadata,
-    Column("id", UUID(as_uuid=True), primary_key=True),
-    Column("host", Text, nullable=False),
-    Column("pid", Integer, nullable=False),
-    Column("version", Text, nullable=False),
-    Column("queues", ARRAY(Text), nullable=False),
-    Column("types", ARRAY(Text), nullable=False),
-    Column("concurrency", Integer, nullable=False),
-    # Each queue's share of it, in `queues`' order; NULL from a process of an earlier version.
-    Column("queue_concurrency", ARRAY(Integer), nullable=True),
-    Column("running", Integer, nullable=False),
-    Column("started_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-)
-
-
-# What workers published about the job types they run (`adapters/postgres/job_types.py`),
-# so that an API process without their code can check submissions.
-job_types = Table(
-    "job_types",
-    metadata,
-    Column("name", Text, primary_key=True),
-    # A JSON Schema; NULL: the type takes any JSON payload.
-    Column("payload_schema", JSONB, nullable=True),
-    Column("options", JSONB, nullable=False),
-    Column("description", Text, nullable=True),
-    Column("published_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("published_by", Text, nullable=False),
-)
-
-
-# The last slot each periodic job ran (`adapters/postgres/queries/periodic.py`): advanced
-# by the statement that inserts the slot's job, so a slot runs at most once, ever.
-periodic_slots = Table(
-    "periodic_slots",
-    metadata,
-    Column("name", Text, primary_key=True),
-    Column("last_slot", DateTime(timezone=True), nullable=False),
-    Column("last_job_id", UUID(as_uuid=True), nullable=True),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-)
-
-
-# The pickup latency buckets' columns, one per bound of `PICKUP_BOUNDS_MS` (latencies up
-# to it and above the bound before), then one for the rest: plain columns rather than an
-# array so that a day's chart sums them in SQL, and a flush adds to them by name.
-PICKUP_COLUMNS: tuple[str, ...] = (
-    *(f"pickup_{bound}ms" for bound in PICKUP_BOUNDS_MS),
-    "pickup_over",
-)
-# The counters of a rollup row, in the order `RollupCounts` holds them.
-ROLLUP_COUNTERS: tuple[str, ...] = ("completed", "failed", "retried", "picked")
-
-
-def _counter(name: str) -> Column[int]:
-    return Column(name, BigInteger, nullable=False, server_default=text("0"))
-
-
-# The dashboard's throughput and pickup latency, a row per (minute, queue) that each
-# worker process adds its counts to every few seconds (`domain/throughput.py`). The key
-# leads with the minute: a chart reads one range of it, retention deletes another.
-job_rollup = Table(
-    "job_rollup",
-    metadata,
-    Column("minute", DateTime(timezone=True), primary_key=True),
-    Column("queue", Text, primary_key=True),
-    *(_counter(name) for name in ROLLUP_COUNTERS),
-    Column("pickup_seconds", Double, nullable=False, server_default=text("0")),
-    *(_counter(name) for name in PICKUP_COLUMNS),
-)
-
-
 def status_literal(status: Status) -> ColumnElement[str]:
     """`status` written into the SQL text, never bound: a partial index (`WHERE status =
     'pending'`) serves a statement only when its predicate visibly implies the index's,
@@ -397,3 +350,7 @@ def status_literal(status: Status) -> ColumnElement[str]:
     # Rendered into the statement when it is compiled (and cached with it), not at every
     # execution as a `literal_execute` bind would be: a status value needs no escaping.
     return literal_column(f"'{status.value}'", Text)
+
+
+# The other tables' modules add them to `metadata`: imported last, for that alone.
+from jobqueue.adapters.postgres import schema_workers  # noqa: E402, F401

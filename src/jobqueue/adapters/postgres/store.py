@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.claiming import QueueClaims
 from jobqueue.adapters.postgres.driver import fetch_pooled
-from jobqueue.adapters.postgres.enqueue import enqueue_many, submit_pooled
+from jobqueue.adapters.postgres.enqueue import enqueue_graph, enqueue_many, submit_pooled
 from jobqueue.adapters.postgres.failures import store_failures
 from jobqueue.adapters.postgres.listing import key_statement, page_from_rows, page_statement
 from jobqueue.adapters.postgres.periodic import PostgresPeriodicSlots
@@ -30,6 +30,7 @@ from jobqueue.adapters.postgres.queries.listing import count_selected, prune
 from jobqueue.adapters.postgres.queues import PostgresQueues
 from jobqueue.adapters.postgres.rows import job_from_row, progress_text
 from jobqueue.adapters.postgres.statement import Statement
+from jobqueue.adapters.postgres.workflows import PostgresWorkflows
 from jobqueue.domain.bulk import (
     ACTIONABLE,
     CANCELLABLE,
@@ -38,6 +39,7 @@ from jobqueue.domain.bulk import (
     Selection,
     SelectionCount,
 )
+from jobqueue.domain.dependencies import Dependency, Step
 from jobqueue.domain.errors import (
     InvalidTransition,
     JobNotFound,
@@ -77,6 +79,7 @@ class PostgresJobStore:
         self._claims = QueueClaims(self._fetch, self._worker)
         self._queues = PostgresQueues(engine)
         self._periodic = PostgresPeriodicSlots(engine)
+        self._workflows = PostgresWorkflows(engine)
 
     @property
     def worker(self) -> str:
@@ -85,11 +88,29 @@ class PostgresJobStore:
 
     async def submit(self, new: NewJob) -> Submitted:
         # Announced by the caller (the API's coalescing notifier), not per statement.
+        if new.depends_on:
+            (submitted,) = await self.submit_graph((Step(new),))
+            return submitted
         return await submit_pooled(self._engine, new)
 
     async def submit_many(self, news: Sequence[NewJob]) -> Sequence[Submitted]:
         # One transaction of its own; announced by the caller, as `submit` is.
         return await enqueue_many(self._engine, news, announce=False)
+
+    async def submit_graph(self, steps: Sequence[Step]) -> Sequence[Submitted]:
+        return await enqueue_graph(self._engine, steps, announce=False)
+
+    async def dependency_results(self, ids: Sequence[UUID]) -> Sequence[Dependency]:
+        return await self._workflows.dependency_results(ids)
+
+    async def workflow(self, workflow_id: UUID) -> Sequence[Job]:
+        return await self._workflows.workflow(workflow_id)
+
+    async def cancel_workflow(self, workflow_id: UUID) -> int:
+        return await self._workflows.cancel_workflow(workflow_id)
+
+    async def retry_workflow(self, workflow_id: UUID) -> int:
+        return await self._workflows.retry_workflow(workflow_id)
 
     async def get(self, job_id: UUID) -> Job:
         rows = await self._fetch(q.GET_JOB, {"id": job_id})

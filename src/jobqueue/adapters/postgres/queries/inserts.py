@@ -43,8 +43,19 @@ _COMPUTED = {
         " END"
     ),
 }
-# What a submission says of itself, not of the job it becomes.
-_NOT_STORED = ("left_out",)
+# What a submission says of itself, not of the job it becomes; and its dependencies,
+# which only a graph's insert writes (`GRAPH_COLUMNS`).
+_NOT_STORED = ("left_out", "depends_on", "run_anyway")
+# What a graph's insert writes besides a plain one's (`adapters/postgres/graphs.py`): the
+# dependencies given, and what the store decided of them.
+GRAPH_COLUMNS = (
+    "depends_on",
+    "run_anyway",
+    "workflow_id",
+    "status",
+    "waiting_for",
+    "has_dependents",
+)
 
 SUBMITTED = tuple(field.name for field in fields(NewJob) if field.name not in _NOT_STORED)
 STORED = tuple(name for name in SUBMITTED if name not in _INPUTS)
@@ -117,24 +128,25 @@ def _arrived(name: str) -> str:
     if kind == "jsonb":
         return f"CAST(submitted.{name} AS jsonb)"
     if kind.endswith("[]"):
-        return f"string_to_array(submitted.{name}, ',')"
+        return f"CAST(string_to_array(submitted.{name}, ',') AS {kind})"
     return f"submitted.{name}"
 
 
-def _insert_many() -> str:
-    arrived = {name: _arrived(name) for name in SUBMITTED}
-    values = ",\n        ".join(_value(name, arrived) for name in STORED)
+def _insert_many(extra: tuple[str, ...] = ()) -> str:
+    """Many jobs, and for a graph's the `extra` columns, each from an array of its own."""
+    arrived = {name: _arrived(name) for name in (*SUBMITTED, *extra)}
+    values = ",\n        ".join(_value(name, arrived) for name in (*STORED, *extra))
     arrays = ",\n        ".join(
-        f"CAST(:each_{name} AS {_travels_as(name)}[])" for name in ("id", *SUBMITTED)
+        f"CAST(:each_{name} AS {_travels_as(name)}[])" for name in ("id", *SUBMITTED, *extra)
     )
     return f"""
-    INSERT INTO jobs (id, {", ".join(STORED)})
+    INSERT INTO jobs (id, {", ".join((*STORED, *extra))})
     SELECT
         submitted.id,
         {values}
     FROM unnest(
         {arrays}
-    ) AS submitted (id, {", ".join(SUBMITTED)})
+    ) AS submitted (id, {", ".join((*SUBMITTED, *extra))})
     ON CONFLICT DO NOTHING
     RETURNING id, created_at
     """
@@ -144,6 +156,10 @@ INSERT_JOB = Statement("insert_job", _insert_one())
 INSERT_JOB_ANNOUNCED = Statement("insert_job_announced", _announcing(_insert_one()))
 INSERT_JOBS = Statement("insert_jobs", _insert_many())
 INSERT_JOBS_ANNOUNCED = Statement("insert_jobs_announced", _announcing(_insert_many()))
+INSERT_GRAPH = Statement("insert_graph", _insert_many(GRAPH_COLUMNS))
+INSERT_GRAPH_ANNOUNCED = Statement(
+    "insert_graph_announced", _announcing(_insert_many(GRAPH_COLUMNS))
+)
 
 # The clock a COPY's jobs are stored at, read first: in the caller's transaction, this is
 # the statement that opens it (SQLAlchemy begins on its first execute, not on a COPY

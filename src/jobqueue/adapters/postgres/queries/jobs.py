@@ -189,8 +189,12 @@ STATUS_OF = Statement("status_of", "SELECT status FROM jobs WHERE id = :id")
 # final attempt moves from the row's columns to the log: it ended when the row was last
 # written. A cancelled job has logged its attempts already (`holds_final_attempt`).
 _HOLDS_FINAL = among(status for status in ACTIONABLE if holds_final_attempt(status))
-_RETRIED = f"""
-    status = 'pending',
+
+
+def retried(status: str = "'pending'") -> str:
+    """The SET list of a retry, to `status` (SQL: pending, unless it waits)."""
+    return f"""
+    status = {status},
     attempt_log = CASE
         WHEN jobs.status IN ({_HOLDS_FINAL})
         THEN {appended_attempt("jobs.status", "jobs.last_error", "jobs.updated_at")}
@@ -201,6 +205,9 @@ _RETRIED = f"""
     run_at = now(),
     updated_at = now()
 """
+
+
+_RETRIED = retried()
 
 RETRY_JOB = Statement(
     "retry_job",
@@ -221,7 +228,7 @@ RETRY_JOB = Statement(
 # already). The statement tells the process running the job, by NOTIFY on
 # CANCELS_CHANNEL with the job's id, delivered at commit; a process that misses it finds
 # out at its next lease renewal.
-def _cancelling(target: str, returned: str) -> str:
+def cancelling(target: str, returned: str) -> str:
     """The cancel of the rows of `target` (a CTE of `id`, and `was`: each row's status read
     under its lock), returning `returned` of each, `was` and whether its process was told."""
     return f"""
@@ -255,7 +262,7 @@ CANCEL_JOB = Statement(
         WHERE id = :id AND status IN ({among(CANCELLABLE)})
         FOR UPDATE
     ),
-    {_cancelling("target", "jobs.*")}
+    {cancelling("target", "jobs.*")}
     """,
 )
 
@@ -328,7 +335,7 @@ def cancel_selected(status: Status, *, by_queue: bool, by_type: bool) -> Stateme
             SELECT id, {quoted(status)}::text AS was
             FROM ({selected(status, by_queue=by_queue, by_type=by_type)}) AS picked
         ),
-        {_cancelling("target", "jobs.id")}
+        {cancelling("target", "jobs.id")}
         """,
     )
 

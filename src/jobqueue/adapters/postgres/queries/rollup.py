@@ -4,7 +4,7 @@ delete. Their column lists are written from `schema.py`'s, so a bucket is named 
 
 from __future__ import annotations
 
-from jobqueue.adapters.postgres.schema import PICKUP_COLUMNS, ROLLUP_COUNTERS
+from jobqueue.adapters.postgres.schema_workers import PICKUP_COLUMNS, ROLLUP_COUNTERS
 from jobqueue.adapters.postgres.statement import Statement
 
 # Every column a flush adds to, and the SQL type of its parameter's array.

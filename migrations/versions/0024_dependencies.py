@@ -1,0 +1,265 @@
+"""Dependencies and workflows: jobs that wait for other jobs, released by the statement
+that ends the job they waited for.
+
+`jobs` gains `depends_on` (the ids a job waits for, kept), `run_anyway`, `workflow_id`,
+`waiting_for` (how many of its dependencies are still live) and `has_dependents`, and a
+`waiting` status outside the claim's index. `job_dependencies` holds the edges still to
+be met, a row per (dependency, dependent).
+
+Releasing is a trigger's work, so that every statement that ends a job does it (the
+worker's endings, recovery's dead letters, a cancel, a bulk action, a delete, and any
+statement added later) and nothing scans for it:
+- A row trigger notes each ending of a job that has dependents (`has_dependents`: its
+  WHEN clause is all other endings pay) in a setting local to the transaction.
+- A statement trigger, once the statement's rows are written, deletes the noted jobs'
+  edges and counts them off their waiting dependents, locked in id order, whatever the
+  order the statement ended its rows in (it fires after every status-writing statement,
+  and returns at once when nothing was noted): a row trigger decrementing each dependent as
+  its row came would lock shared fan-in rows in a different order in each concurrent
+  batch, and deadlock. A dependent whose last dependency ended is pending (due now at
+  the earliest, and the workers woken); one whose dependency did not complete is
+  cancelled, unless it runs anyway. Those cancels are endings too: the function loops
+  over what they note (a loop, not recursion: a chain of a thousand cancelled jobs
+  would exceed the stack), and its own statements do not fire it again.
+
+Safe on a live table: nullable columns and constant defaults are catalog changes, and so
+are the table, the functions and the triggers, each under a 5 s lock_timeout; the status
+CHECK is replaced NOT VALID and validated under a lock that lets writes go on; the
+indexes are built CONCURRENTLY (an INVALID one left by an interrupted build dropped
+first) and hold no row until jobs wait or belong to a workflow. Downgrading refuses while
+jobs wait (0023 has no status for them), then drops it all.
+
+Revision ID: 0024
+Revises: 0023
+Create Date: 2026-12-05
+"""
+
+from collections.abc import Sequence
+
+from alembic import op
+
+revision: str = "0024"
+down_revision: str | None = "0023"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# Written out, not imported: a revision must keep meaning what it meant when written.
+_BEFORE = "'pending', 'processing', 'completed', 'failed', 'dead_letter', 'cancelled'"
+_AFTER = f"'waiting', {_BEFORE}"
+_LIVE = "('waiting', 'pending', 'processing')"
+
+_COLUMNS = """
+ALTER TABLE jobs
+    ADD COLUMN IF NOT EXISTS depends_on uuid[],
+    ADD COLUMN IF NOT EXISTS run_anyway boolean NOT NULL DEFAULT false,
+    ADD COLUMN IF NOT EXISTS workflow_id uuid,
+    ADD COLUMN IF NOT EXISTS waiting_for integer NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS has_dependents boolean NOT NULL DEFAULT false
+"""
+
+_EDGES = """
+CREATE TABLE IF NOT EXISTS job_dependencies (
+    depends_on uuid NOT NULL,
+    job_id uuid NOT NULL,
+    CONSTRAINT pk_job_dependencies PRIMARY KEY (depends_on, job_id)
+)
+"""
+
+_INDEXES = {
+    "ix_jobs_waiting": "ON jobs (run_at) WHERE status = 'waiting'",
+    "ix_jobs_workflow": "ON jobs (workflow_id, created_at, id) WHERE workflow_id IS NOT NULL",
+}
+
+# Each entry is `<id>=<status>` ('deleted' for a deleted job), comma-separated.
+_NOTE_ENDING = """
+CREATE OR REPLACE FUNCTION jobqueue_note_ending() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    entry text;
+    noted text := coalesce(current_setting('jobqueue.ended', true), '');
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        entry := OLD.id::text || '=deleted';
+    ELSE
+        entry := NEW.id::text || '=' || NEW.status;
+    END IF;
+    PERFORM set_config(
+        'jobqueue.ended', CASE WHEN noted = '' THEN entry ELSE noted || ',' || entry END, true
+    );
+    RETURN NULL;
+END
+$$
+"""
+
+_RELEASE = """
+CREATE OR REPLACE FUNCTION jobqueue_release_dependents() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    noted text;
+    started integer;
+BEGIN
+    IF coalesce(current_setting('jobqueue.ended', true), '') = ''
+        OR coalesce(current_setting('jobqueue.releasing', true), '') = 'on' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM set_config('jobqueue.releasing', 'on', true);
+    LOOP
+        noted := coalesce(current_setting('jobqueue.ended', true), '');
+        EXIT WHEN noted = '';
+        PERFORM set_config('jobqueue.ended', '', true);
+        WITH ended AS (
+            SELECT split_part(entry, '=', 1)::uuid AS id, split_part(entry, '=', 2) AS status
+            FROM unnest(string_to_array(noted, ',')) AS entry
+        ),
+        met AS (
+            DELETE FROM job_dependencies
+            USING ended
+            WHERE job_dependencies.depends_on = ended.id
+            RETURNING job_dependencies.job_id, job_dependencies.depends_on, ended.status
+        ),
+        counted AS (
+            SELECT job_id,
+                count(*) AS n,
+                min(depends_on::text || ' ' || status)
+                    FILTER (WHERE status <> 'completed') AS failed
+            FROM met
+            GROUP BY job_id
+        ),
+        locked AS MATERIALIZED (
+            SELECT jobs.id, counted.n, counted.failed IS NOT NULL AND NOT jobs.run_anyway
+                AS cancelled, counted.failed
+            FROM jobs JOIN counted ON counted.job_id = jobs.id
+            WHERE jobs.status = 'waiting'
+            ORDER BY jobs.id
+            FOR UPDATE OF jobs
+        ),
+        released AS (
+            UPDATE jobs
+            SET waiting_for = greatest(jobs.waiting_for - locked.n, 0),
+                status = CASE
+                    WHEN locked.cancelled THEN 'cancelled'
+                    WHEN jobs.waiting_for <= locked.n THEN 'pending'
+                    ELSE 'waiting'
+                END,
+                run_at = CASE
+                    WHEN NOT locked.cancelled AND jobs.waiting_for <= locked.n
+                    THEN greatest(jobs.run_at, now())
+                    ELSE jobs.run_at
+                END,
+                last_error = CASE
+                    WHEN locked.cancelled
+                    THEN 'job ' || split_part(locked.failed, ' ', 1)
+                        || ' it depends on ended ' || split_part(locked.failed, ' ', 2)
+                    ELSE jobs.last_error
+                END,
+                updated_at = now()
+            FROM locked
+            WHERE jobs.id = locked.id
+            RETURNING jobs.status
+        )
+        SELECT count(*) FILTER (WHERE status = 'pending') INTO started FROM released;
+        IF started > 0 THEN
+            PERFORM pg_notify('jobqueue_jobs', '');
+        END IF;
+    END LOOP;
+    PERFORM set_config('jobqueue.releasing', '', true);
+    RETURN NULL;
+END
+$$
+"""
+
+_TRIGGERS = {
+    "jobs_note_ending": f"""
+        AFTER UPDATE OF status ON jobs
+        FOR EACH ROW
+        WHEN (OLD.has_dependents AND OLD.status IN {_LIVE} AND NEW.status NOT IN {_LIVE})
+        EXECUTE FUNCTION jobqueue_note_ending()
+    """,
+    "jobs_note_deleted": f"""
+        AFTER DELETE ON jobs
+        FOR EACH ROW
+        WHEN (OLD.has_dependents AND OLD.status IN {_LIVE})
+        EXECUTE FUNCTION jobqueue_note_ending()
+    """,
+    # Fired after the row triggers of its statement, so without a WHEN clause: a
+    # statement trigger's is evaluated before they run. The function returns at once
+    # when nothing was noted, and when its own statements fire it.
+    "jobs_release_dependents": """
+        AFTER UPDATE OF status OR DELETE ON jobs
+        FOR EACH STATEMENT
+        EXECUTE FUNCTION jobqueue_release_dependents()
+    """,
+}
+
+
+# 0023's announcement of a watched job's end, with `waiting` among the live statuses.
+def _announce_ending(live: str) -> str:
+    return f"""
+    CREATE TRIGGER jobs_announce_ending
+        AFTER UPDATE OF status ON jobs
+        FOR EACH ROW
+        WHEN (NEW.watched AND NEW.status NOT IN {live})
+        EXECUTE FUNCTION jobqueue_announce_ending()
+    """
+
+
+def _status_check(statuses: str) -> None:
+    op.execute("SET lock_timeout = '5s'")
+    op.execute(
+        "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS ck_jobs_status,"
+        f" ADD CONSTRAINT ck_jobs_status CHECK (status IN ({statuses})) NOT VALID"
+    )
+    op.execute("RESET lock_timeout")
+    op.execute("ALTER TABLE jobs VALIDATE CONSTRAINT ck_jobs_status")
+
+
+def upgrade() -> None:
+    with op.get_context().autocommit_block():
+        op.execute("SET lock_timeout = '5s'")
+        op.execute(_COLUMNS)
+        op.execute(_EDGES)
+        op.execute(_NOTE_ENDING)
+        op.execute(_RELEASE)
+        for name, definition in _TRIGGERS.items():
+            op.execute(f"DROP TRIGGER IF EXISTS {name} ON jobs")
+            op.execute(f"CREATE TRIGGER {name} {definition}")
+        op.execute("DROP TRIGGER IF EXISTS jobs_announce_ending ON jobs")
+        op.execute(_announce_ending(_LIVE))
+        op.execute("RESET lock_timeout")
+        _status_check(_AFTER)
+        for name, definition in _INDEXES.items():
+            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            op.execute(f"CREATE INDEX CONCURRENTLY {name} {definition}")
+
+
+def downgrade() -> None:
+    with op.get_context().autocommit_block():
+        op.execute(
+            """
+            DO $$
+            BEGIN
+                IF EXISTS (SELECT FROM jobs WHERE status = 'waiting') THEN
+                    RAISE EXCEPTION 'jobs are waiting for their dependencies; revision 0023'
+                        ' has no status for them: cancel or delete them first';
+                END IF;
+            END
+            $$
+            """
+        )
+        _status_check(_BEFORE)
+        for name in _INDEXES:
+            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        op.execute("SET lock_timeout = '5s'")
+        op.execute("DROP TRIGGER IF EXISTS jobs_announce_ending ON jobs")
+        op.execute(_announce_ending("('pending', 'processing')"))
+        for name in _TRIGGERS:
+            op.execute(f"DROP TRIGGER IF EXISTS {name} ON jobs")
+        op.execute("DROP FUNCTION IF EXISTS jobqueue_release_dependents()")
+        op.execute("DROP FUNCTION IF EXISTS jobqueue_note_ending()")
+        op.execute("DROP TABLE IF EXISTS job_dependencies")
+        op.execute(
+            "ALTER TABLE jobs DROP COLUMN IF EXISTS has_dependents,"
+            " DROP COLUMN IF EXISTS waiting_for, DROP COLUMN IF EXISTS workflow_id,"
+            " DROP COLUMN IF EXISTS run_anyway, DROP COLUMN IF EXISTS depends_on"
+        )
+        op.execute("RESET lock_timeout")

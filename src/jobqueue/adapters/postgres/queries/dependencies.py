@@ -1,0 +1,56 @@
+"""The statements of jobs that wait for jobs (`domain/dependencies.py`): a graph's insert
+(the jobs themselves: `inserts.INSERT_GRAPH`), the stored dependencies it locks and
+marks, its edges, and the results a dependent's handler reads. The release of
+dependents is no statement of ours: migration 0024's triggers do it within whatever
+statement ends a job.
+"""
+
+from __future__ import annotations
+
+from jobqueue.adapters.postgres.statement import Statement
+
+# The stored jobs a graph depends on, locked in id order until the graph's commit: each
+# one ending meanwhile waits for it, and then finds the graph's edges; one that ended
+# before is read ended. In id order, so that two graphs sharing dependencies lock them
+# alike.
+LOCK_DEPENDENCIES = Statement(
+    "lock_dependencies",
+    """
+    SELECT id, status, workflow_id FROM jobs
+    WHERE id = ANY(CAST(:ids AS uuid[]))
+    ORDER BY id
+    FOR UPDATE
+    """,
+)
+
+# Those jobs have dependents now (their endings release them), and join the graph's
+# workflow unless in one already. Not an indexed column: the new row version stays on
+# its page.
+MARK_DEPENDENCIES = Statement(
+    "mark_dependencies",
+    """
+    UPDATE jobs
+    SET has_dependents = true,
+        workflow_id = coalesce(jobs.workflow_id, CAST(:workflow_id AS uuid))
+    WHERE id = ANY(CAST(:ids AS uuid[]))
+    """,
+)
+
+# Who waits for whom, a row per dependency still to be met (`dependencies.edges_of`).
+INSERT_EDGES = Statement(
+    "insert_edges",
+    """
+    INSERT INTO job_dependencies (depends_on, job_id)
+    SELECT * FROM unnest(CAST(:dependencies AS uuid[]), CAST(:dependents AS uuid[]))
+    ON CONFLICT DO NOTHING
+    """,
+)
+
+# What a dependent's handler reads of the jobs it depended on, by primary key.
+DEPENDENCY_RESULTS = Statement(
+    "dependency_results",
+    """
+    SELECT id, type, status, result, last_error FROM jobs
+    WHERE id = ANY(CAST(:ids AS uuid[]))
+    """,
+)

@@ -1,0 +1,128 @@
+"""The in-memory store's dependencies (`domain/dependencies.py`): who waits for whom, and
+the release migration 0024's triggers write in PostgreSQL, done as they do it: when a
+job that has dependents ends (or is deleted while live), its edges are counted off its
+waiting dependents, in id order; the last one makes a dependent pending, one that did not
+complete cancels it unless it runs anyway, and those cancels release in turn."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from uuid import UUID
+
+from jobqueue.domain.dependencies import (
+    Dependency,
+    Placed,
+    Step,
+    check_keyless,
+    edges_of,
+    link,
+    place,
+)
+from jobqueue.domain.job import Job
+from jobqueue.domain.status import LIVE, Status
+
+DELETED = "deleted"
+
+
+class FakeGraphs:
+    def __init__(self, jobs: Callable[[], MutableMapping[UUID, Job]]) -> None:
+        # Read at each use: the store replaces its table when a call is rolled back.
+        self._table = jobs
+        self._edges: dict[UUID, set[UUID]] = {}
+        self._has_dependents: set[UUID] = set()
+
+    @property
+    def _jobs(self) -> MutableMapping[UUID, Job]:
+        return self._table()
+
+    def snapshot(self) -> tuple[dict[UUID, set[UUID]], set[UUID]]:
+        return ({k: set(v) for k, v in self._edges.items()}, set(self._has_dependents))
+
+    def restore(self, saved: tuple[dict[UUID, set[UUID]], set[UUID]]) -> None:
+        self._edges, self._has_dependents = saved
+
+    def placed(self, steps: Sequence[Step], ids: Sequence[UUID]) -> tuple[list[Placed], UUID]:
+        """`steps` placed (refused as PostgreSQL refuses them), their stored dependencies
+        marked, the edges kept; and the graph's workflow."""
+        for step in steps:
+            check_keyless(step.new)
+        linked = link(steps, ids)
+        stored = [self._jobs[each] for each in linked.stored if each in self._jobs]
+        statuses = {job.id: job.status for job in stored}
+        placed = place(linked, statuses)
+        joined = (job.workflow_id for job in stored if job.workflow_id is not None)
+        workflow_id = next(joined, uuid.uuid4())
+        for job in stored:
+            self._has_dependents.add(job.id)
+            if job.workflow_id is None:
+                self._jobs[job.id] = replace(job, workflow_id=workflow_id)
+        self._has_dependents |= {each.id for each in placed if each.has_dependents}
+        for dependency, dependent in edges_of(placed, statuses):
+            self._edges.setdefault(dependency, set()).add(dependent)
+        return placed, workflow_id
+
+    def ended(self, before: Job, status: Status | str, now: datetime) -> None:
+        """`before` (as it was) ended in `status`, or was deleted (`DELETED`)."""
+        if before.id in self._has_dependents and before.status in LIVE and status not in LIVE:
+            self._release([(before.id, str(status))], now)
+
+    def _release(self, ended: list[tuple[UUID, str]], now: datetime) -> None:
+        while ended:
+            met: dict[UUID, list[tuple[UUID, str]]] = {}
+            for dependency, status in ended:
+                for dependent in self._edges.pop(dependency, set()):
+                    met.setdefault(dependent, []).append((dependency, status))
+            ended = []
+            for job_id in sorted(met):
+                job = self._jobs.get(job_id)
+                if job is None or job.status is not Status.WAITING:
+                    continue
+                failed = min(
+                    (f"{d} {s}" for d, s in met[job_id] if s != Status.COMPLETED), default=None
+                )
+                left = max(job.waiting_for - len(met[job_id]), 0)
+                if failed is not None and not job.run_anyway:
+                    dependency, status = failed.split(" ")
+                    error = f"job {dependency} it depends on ended {status}"
+                    moved = replace(
+                        job, status=Status.CANCELLED, waiting_for=left, last_error=error
+                    )
+                    if job_id in self._has_dependents:
+                        ended.append((job_id, Status.CANCELLED.value))
+                elif left == 0:
+                    moved = replace(
+                        job, status=Status.PENDING, waiting_for=0, run_at=max(job.run_at, now)
+                    )
+                else:
+                    moved = replace(job, waiting_for=left)
+                self._jobs[job_id] = replace(moved, updated_at=now)
+
+    def results(self, ids: Sequence[UUID]) -> list[Dependency]:
+        return [
+            Dependency(job.id, job.type, job.status, job.result, job.last_error)
+            for job in (self._jobs[each] for each in ids if each in self._jobs)
+        ]
+
+    def retried(self, workflow: Sequence[Job], retry: Callable[[Job, Status, int], Job]) -> int:
+        """A workflow's jobs that ended without completing, retried as RETRY_WORKFLOW
+        retries them: `retry(job, status, waiting_for)` writes each."""
+        chosen = [
+            job
+            for job in workflow
+            if job.status in (Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
+        ]
+        again = {job.id for job in chosen}
+        for job in chosen:
+            awaited = [
+                each
+                for each in job.depends_on or ()
+                if each in again or (each in self._jobs and self._jobs[each].status in LIVE)
+            ]
+            for dependency in awaited:
+                self._edges.setdefault(dependency, set()).add(job.id)
+            status = Status.WAITING if awaited else Status.PENDING
+            retry(job, status, len(awaited))
+        return len(chosen)
