@@ -124,7 +124,7 @@ async def test_cancel_many_of_running_jobs_fences_each_attempt(store: JobStore) 
 
 
 def test_a_cancel_selection_takes_only_jobs_that_have_not_finished() -> None:
-    with pytest.raises(ValueError, match="status must be pending or processing"):
+    with pytest.raises(ValueError, match="status must be pending or processing or waiting"):
         Selection(Status.COMPLETED, operation=Operation.CANCEL)
     with pytest.raises(ValueError, match="status must be cancelled or dead_letter or failed"):
         Selection(Status.PENDING)

@@ -113,7 +113,12 @@ async def test_queue_summaries_count_live_and_held_jobs_per_queue(store: JobStor
 
     assert list(summaries) == ["a", "b", "idle"]
     a, b, idle = summaries["a"], summaries["b"], summaries["idle"]
-    assert a.counts == {Status.WAITING: 0, Status.PENDING: 4, Status.PROCESSING: 0, Status.DEAD_LETTER: 0}
+    assert a.counts == {
+        Status.WAITING: 0,
+        Status.PENDING: 4,
+        Status.PROCESSING: 0,
+        Status.DEAD_LETTER: 0,
+    }
     assert a.due == 3
     assert a.oldest_due_age is not None
     assert timedelta(0) <= a.oldest_due_age < timedelta(minutes=1)

@@ -115,7 +115,7 @@ async def test_cancel_by_filter_takes_the_first_up_to_the_limit(
     ("body", "message"),
     [
         ({}, "Object missing required field `status`"),
-        ({"status": "completed"}, "status must be pending or processing, got 'completed'"),
+        ({"status": "completed"}, "status must be pending or processing or waiting, got 'completed'"),
         ({"status": "pending", "limit": 0}, "Expected `int` >= 1"),
         ({"status": "pending", "colour": "red"}, "unknown field `colour`"),
     ],
@@ -139,4 +139,4 @@ async def test_the_openapi_document_shows_the_cancel_routes(client: AsyncTestCli
     assert set(paths["/jobs/{job_id}/cancel"]["post"]["responses"]) >= {"200", "404", "409"}
     body = paths["/jobs/cancel"]["post"]["requestBody"]["content"]["application/json"]
     schema = resolved(document, body["schema"])
-    assert schema["properties"]["status"]["enum"] == ["pending", "processing"]
+    assert schema["properties"]["status"]["enum"] == ["pending", "processing", "waiting"]

@@ -18,7 +18,7 @@ from tests.support.api import build_api
 from tests.support.gated_jobs import RECORD_FIELDS, Gate, handlers_for, wait_for_status
 
 SLEEP = {"type": "sleep", "payload": {"duration": "1s"}}
-STATUSES = "pending, processing, completed, failed, dead_letter, cancelled"
+STATUSES = "waiting, pending, processing, completed, failed, dead_letter, cancelled"
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import NewJob
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.http.openapi import ASSETS_PATH, documented_assets
-from jobqueue.wire.requests import BulkRequest, CreateJobRequest
+from jobqueue.wire.action_requests import BulkRequest
+from jobqueue.wire.requests import CreateJobRequest
 from tests.support.api import Api, build_api, eventually, metric_value, resolved
 from tests.support.logs import captured_json_log
 from tests.support.postgres import with_database
@@ -257,6 +258,9 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("POST", "/queues/{name}/resume"),
         ("PUT", "/queues/{name}/limits"),
         ("DELETE", "/queues/{name}/limits"),
+        ("GET", "/workflows/{workflow_id}"),
+        ("POST", "/workflows/{workflow_id}/cancel"),
+        ("POST", "/workflows/{workflow_id}/retry"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),
@@ -285,6 +289,9 @@ async def test_openapi_lists_every_route_with_its_error_responses(
         ("post", "/queues/{name}/resume"): {"400", "503"},
         ("put", "/queues/{name}/limits"): {"400", "503"},
         ("delete", "/queues/{name}/limits"): {"400", "503"},
+        ("get", "/workflows/{workflow_id}"): {"400", "404", "503"},
+        ("post", "/workflows/{workflow_id}/cancel"): {"400", "404", "503"},
+        ("post", "/workflows/{workflow_id}/retry"): {"400", "404", "503"},
         ("get", "/readyz"): {"503"},
     }
     for (method, path), codes in expected_errors.items():
@@ -331,7 +338,7 @@ async def test_openapi_documents_the_create_body_exactly_as_the_struct_decodes_i
     [
         ("/jobs/retry", ["cancelled", "dead_letter", "failed"]),
         ("/jobs/discard", ["cancelled", "dead_letter", "failed"]),
-        ("/jobs/cancel", ["pending", "processing"]),
+        ("/jobs/cancel", ["pending", "processing", "waiting"]),
     ],
 )
 async def test_openapi_documents_the_bulk_body_exactly_as_the_struct_decodes_it(

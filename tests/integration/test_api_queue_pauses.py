@@ -88,7 +88,7 @@ async def test_the_queue_list_counts_live_and_held_jobs_and_shows_pauses(
     queues = {queue["name"]: queue for queue in response.json()["queues"]}
     assert list(queues) == ["a", "b", "idle"]
     a = queues["a"]
-    assert a["jobs"] == {"pending": 3, "processing": 0, "dead_letter": 0}
+    assert a["jobs"] == {"waiting": 0, "pending": 3, "processing": 0, "dead_letter": 0}
     assert (a["due"], a["scheduled"], a["paused"]) == (2, 1, False)
     assert 0 <= a["oldest_due_age_seconds"] < 60
     assert queues["b"]["jobs"]["processing"] == 1

@@ -57,7 +57,9 @@ async def _run(store: PostgresJobStore, kind: str, decision: Decision) -> list[J
 
 async def _edges(engine: AsyncEngine) -> int:
     async with engine.connect() as connection:
-        return int((await connection.execute(text("SELECT count(*) FROM job_dependencies"))).scalar_one())
+        return int(
+            (await connection.execute(text("SELECT count(*) FROM job_dependencies"))).scalar_one()
+        )
 
 
 async def test_a_chain_runs_in_order_each_released_by_the_ending(
@@ -70,11 +72,13 @@ async def test_a_chain_runs_in_order_each_released_by_the_ending(
         Step(_new("c"), name="c", after=("b",)),
     )
     assert [a.status, b.status, c.status] == [Status.PENDING, Status.WAITING, Status.WAITING]
-    assert b.depends_on == (a.id,) and c.waiting_for == 1
-    assert a.workflow_id is not None and {b.workflow_id, c.workflow_id} == {a.workflow_id}
+    assert b.depends_on == (a.id,)
+    assert c.waiting_for == 1
+    assert a.workflow_id is not None
+    assert {b.workflow_id, c.workflow_id} == {a.workflow_id}
     # Nothing but `a` can be claimed.
     assert [job.id for job in await store.claim(10, LEASE, types=["b", "c"])] == []
-    (done,) = await _run(store, "a", Decision.complete('{"pages": 3}'))
+    (_done,) = await _run(store, "a", Decision.complete('{"pages": 3}'))
     assert await _statuses(store, [b, c]) == [Status.PENDING, Status.WAITING]
     await _run(store, "b", Decision.complete())
     await _run(store, "c", Decision.complete())
@@ -95,7 +99,8 @@ async def test_a_fan_in_waits_for_every_dependency(store: PostgresJobStore) -> N
     assert (await store.get(merge.id)).waiting_for == 2
     await _run(store, "part", Decision.complete())
     merged = await store.get(merge.id)
-    assert merged.status is Status.PENDING and merged.waiting_for == 0
+    assert merged.status is Status.PENDING
+    assert merged.waiting_for == 0
     results = await store.dependency_results(merge.depends_on or ())
     assert [each.id for each in results] == [part.id for part in parts]
     assert all(each.completed for each in results)
@@ -120,7 +125,8 @@ async def test_a_failed_dependency_cancels_its_dependents_down_the_graph(
     # The callback ran anyway, once both ended, and reads how each did.
     assert anyway_now.status is Status.PENDING
     results = {each.id: each for each in await store.dependency_results((c.id, a.id))}
-    assert results[a.id].status is Status.FAILED and results[a.id].error == "boom"
+    assert results[a.id].status is Status.FAILED
+    assert results[a.id].error == "boom"
     assert results[c.id].status is Status.CANCELLED
 
 
@@ -153,14 +159,16 @@ async def test_a_job_may_depend_on_stored_jobs_and_joins_their_workflow(
     live = (await store.submit(_new("live"))).job
     await _run(store, "done", Decision.complete())
     dependent = (await store.submit(_new("dependent", depends_on=[done.id, live.id]))).job
-    assert dependent.status is Status.WAITING and dependent.waiting_for == 1
+    assert dependent.status is Status.WAITING
+    assert dependent.waiting_for == 1
     jobs = await store.workflow(dependent.workflow_id or uuid4())
     assert [job.id for job in jobs] == [done.id, live.id, dependent.id]
     # In-process, in the caller's transaction, the same way in.
     async with engine.begin() as connection:
         submitted = await jobqueue.enqueue(connection, _new("more", depends_on=[live.id]))
     more = submitted.job
-    assert more.status is Status.WAITING and more.workflow_id == dependent.workflow_id
+    assert more.status is Status.WAITING
+    assert more.workflow_id == dependent.workflow_id
     await _run(store, "live", Decision.complete())
     assert await _statuses(store, [dependent, more]) == [Status.PENDING, Status.PENDING]
 
@@ -190,7 +198,8 @@ async def test_a_graph_that_cannot_run_is_refused_and_stores_nothing(
             await store.submit_graph(steps)
     async with engine.connect() as connection:
         count = (await connection.execute(text("SELECT count(*) FROM jobs"))).scalar_one()
-    assert count == 1 and await _edges(engine) == 0
+    assert count == 1
+    assert await _edges(engine) == 0
     # Run anyway, a failed dependency is no refusal: it already ended.
     (callback,) = await _graph(store, Step(_new(run_anyway=True), after=(str(failed.id),)))
     assert callback.status is Status.PENDING

@@ -26,13 +26,13 @@ from jobqueue.adapters.postgres.schema import (
     queues,
     type_rates,
 )
+from jobqueue.adapters.postgres.schema_version import head_revisions
 from jobqueue.adapters.postgres.schema_workers import (
     job_rollup,
     job_types,
     periodic_slots,
     processes,
 )
-from jobqueue.adapters.postgres.schema_version import head_revisions
 from jobqueue.domain.fields import MAX_PRIORITY, MIN_PRIORITY
 from tests.support.postgres import dsn
 

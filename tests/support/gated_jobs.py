@@ -34,6 +34,10 @@ RECORD_FIELDS = {
     "partition_key",
     "result",
     "progress",
+    "depends_on",
+    "run_anyway",
+    "workflow_id",
+    "waiting_for",
 }
 
 

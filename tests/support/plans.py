@@ -202,7 +202,7 @@ def fill_table(
 ) -> None:
     """Seed `jobs` for plan tests: for each (status, rows, spacing) `rows` jobs of type
     'done' finished `spacing` seconds apart going back from now, `scheduled` pending jobs
-    of type 'later' due from an hour ahead on, then 20 pending and 20 processing jobs,
+    of type 'later' due from an hour ahead on, then 20 pending, 20 processing and 20 waiting jobs,
     then ANALYZE, so the planner sees the real proportions."""
 
     async def seed() -> None:
@@ -230,6 +230,14 @@ def fill_table(
                 )
             await seed_many(engine, 20, Status.PENDING)
             await seed_many(engine, 20, Status.PROCESSING)
+            async with engine.begin() as connection:
+                # Waiting for a job that is no more: only their status matters here.
+                await connection.execute(
+                    text(
+                        "INSERT INTO jobs (type, status, waiting_for, max_attempts)"
+                        " SELECT 'done', 'waiting', 1, 3 FROM generate_series(1, 20)"
+                    )
+                )
             async with engine.connect() as connection:
                 await connection.execute(text("ANALYZE jobs"))
                 await connection.commit()

@@ -254,7 +254,7 @@ def test_with_a_baseline_each_scenario_shows_both_figures_and_their_ratio_or_a_d
 
     shown = render(run, baseline)
     throughput = rows_of(shown, "Throughput against the baseline")
-    latency = rows_of(shown, "Latency (pickups, waits) against the baseline")
+    latency = rows_of(shown, "Latency (pickups, waits, hops) against the baseline")
 
     # jobs/s before, now, ratio; µs/job before, now, ratio. Above 1: faster, costlier.
     assert throughput["single"] == ["800", "1,000", "1.25×", "600", "750", "1.25×"]
@@ -298,7 +298,7 @@ def test_an_older_baseline_lacking_figures_kinds_or_labels_is_compared_as_far_as
     assert compared["startup.worker"].pairs == (Pair(None, 400.0),)
     assert compared["pickup.old"].label == "pickup.old"
     assert rows_of(shown, "Start-up against the baseline")["start"] == ["–", "400", "–"]
-    assert rows_of(shown, "Latency (pickups, waits) against the baseline")["pickup.old"] == [
+    assert rows_of(shown, "Latency (pickups, waits, hops) against the baseline")["pickup.old"] == [
         "1.0",
         "–",
         "–",

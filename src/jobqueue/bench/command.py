@@ -19,7 +19,14 @@ from pathlib import Path
 from jobqueue.bench.baseline import Baseline
 from jobqueue.bench.baseline import load as load_baseline
 from jobqueue.bench.errors import BenchError
-from jobqueue.bench.sizes import DEFAULT_SIZES, QUICK_SIZES, Sizes, parse_processes
+from jobqueue.bench.sizes import (
+    DEFAULT_SIZES,
+    QUICK_SIZES,
+    SCENARIOS,
+    Sizes,
+    parse_processes,
+    parse_scenarios,
+)
 from jobqueue.domain.errors import JobQueueError
 from jobqueue.entrypoints.service import exit_codes
 
@@ -33,7 +40,9 @@ DESCRIPTION = textwrap.fill(
     "with their CPU time); pickup latency p50/p95/p99 (in-process, and into a worker "
     "process after an in-process enqueue or an HTTP submission); how soon a wait for a "
     "job's end returns it once it ended (Client.wait, one waiter and many, and "
-    "jobqueue.wait in-process); and the in-process runs "
+    "jobqueue.wait in-process); jobs that wait for jobs (a chain's hop from a job's end to "
+    "its dependent's start, a fan-out/fan-in's rate against independent jobs'); and the "
+    "in-process runs "
     "again with many jobs scheduled for later, then with many finished rows. It runs on "
     "DATABASE_URL's server, in a database of its own (jobqueue_bench_<random>) that it "
     "creates and drops, so its role needs CREATEDB; it never writes into the database in "
@@ -53,7 +62,14 @@ def parse_options(argv: Sequence[str], epilog: str) -> argparse.Namespace:
         from jobqueue.bench.dashboard.command import parse_options as dashboard_options
 
         return dashboard_options(argv[1:], epilog)
-    return _parser(epilog).parse_args(list(argv))
+    parser = _parser(epilog)
+    options = parser.parse_args(list(argv))
+    try:
+        sizes_of(options)
+    except ValueError as error:
+        # Options each valid alone but not together: a fan's --fan-in above its width.
+        parser.error(str(error))
+    return options
 
 
 def sizes_of(options: argparse.Namespace) -> Sizes:
@@ -71,10 +87,18 @@ def sizes_of(options: argparse.Namespace) -> Sizes:
             "drain_jobs",
             "processes",
             "process_workers",
+            "chain_jobs",
+            "fan_layers",
+            "fan_width",
+            "fan_in",
         )
         if getattr(options, name) is not None
     }
     return replace(sizes, **chosen)
+
+
+def scenarios_of(options: argparse.Namespace) -> tuple[str, ...]:
+    return SCENARIOS if options.only is None else tuple(options.only)
 
 
 def run_bench(options: argparse.Namespace, database_url: str | None) -> int:
@@ -94,7 +118,7 @@ def run_bench(options: argparse.Namespace, database_url: str | None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         with server_for(database_url) as server:
-            result = asyncio.run(run(server, sizes))
+            result = asyncio.run(run(server, sizes, scenarios_of(options)))
     except (BenchError, JobQueueError) as exc:
         print(f"jobqueue bench: {exc}", file=sys.stderr)
         return exit_codes.FAILED
@@ -193,6 +217,42 @@ def _parser(epilog: str) -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument(
+        "--chain-jobs",
+        type=at_least(0),
+        metavar="N",
+        help=sized("jobs of the chain, each after the one before; 0 skips it", "chain_jobs"),
+    )
+    parser.add_argument(
+        "--fan-layers",
+        type=at_least(0),
+        metavar="L",
+        help=sized(
+            "layers of the fan-out/fan-in, each job after jobs of the layer before, then one "
+            "job after the whole last layer; 0 skips it",
+            "fan_layers",
+        ),
+    )
+    parser.add_argument(
+        "--fan-width",
+        type=at_least(1),
+        metavar="W",
+        help=sized("jobs per layer of the fan", "fan_width"),
+    )
+    parser.add_argument(
+        "--fan-in",
+        type=at_least(1),
+        metavar="K",
+        help="jobs of the layer before each job of the fan waits for: its own place and "
+        "the next ones (default: all of the layer)",
+    )
+    parser.add_argument(
+        "--only",
+        type=_scenarios,
+        metavar="LIST",
+        help=f"run only these scenarios, comma-separated, of: {', '.join(SCENARIOS)} "
+        "(default: all)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="small sizes: well under a minute, to check that it works (figures meaningless)",
@@ -223,6 +283,13 @@ def _listed(counts: tuple[int, ...]) -> str:
 def _processes(text: str) -> tuple[int, ...]:
     try:
         return parse_processes(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _scenarios(text: str) -> tuple[str, ...]:
+    try:
+        return parse_scenarios(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 

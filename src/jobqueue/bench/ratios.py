@@ -198,6 +198,15 @@ def ratios(run: Run) -> list[Ratio]:
             )
     candidates.append(
         (
+            "graph_fan_vs_independent",
+            "jobs that wait for jobs: a fan-out/fan-in vs as many independent jobs, one worker "
+            "process, alternated (throughput)",
+            partial(rate_ratio, "graph.fan", "graph.independent"),
+            ("graph.fan", "graph.independent"),
+        )
+    )
+    candidates.append(
+        (
             "pickup_process_http_vs_enqueue_p99",
             "pickup p99 into a worker process: POST /jobs vs enqueue(engine) (latency)",
             lambda: p99("pickup.process.http") / p99("pickup.process.enqueue"),

@@ -70,16 +70,19 @@ def render(run: Run, baseline: Baseline | None = None) -> str:
                 f"{phase}: {table}, jobs table {env[f'{phase}_table_size']} "
                 f"(built in {env[f'{phase}_seed_seconds']:.1f}s)"
             )
+    lines += _graph_lines(run)
     lines += ["", NOISE_NOTE]
     measured = run.measurements
     tables = [
         startup_table([m for m in measured if isinstance(m.result, StartupTime)]),
         throughput_table([m for m in measured if isinstance(m.result, Throughput)]),
-        latency_table([m for m in measured if _is_latency(m) and not _is_wait(m)]),
-        wait_table([m for m in measured if _is_latency(m) and _is_wait(m)]),
+        latency_table([m for m in measured if _is_latency(m) and _kind(m) == "pickup"]),
+        wait_table([m for m in measured if _is_latency(m) and _kind(m) == "wait"]),
+        hop_table([m for m in measured if _is_latency(m) and _kind(m) == "graph"]),
         ratio_table(ratios(run)),
     ]
-    text = "\n".join(lines) + "\n" + "".join(_text(table) for table in tables)
+    # A table with no rows is of scenarios that did not run (`--only`).
+    text = "\n".join(lines) + "\n" + "".join(_text(table) for table in tables if table.row_count)
     if baseline is not None:
         text += _against(run, baseline)
     return text.rstrip()
@@ -87,7 +90,7 @@ def render(run: Run, baseline: Baseline | None = None) -> str:
 
 _TITLES = {
     "throughput": "Throughput against the baseline",
-    "latency": "Latency (pickups, waits) against the baseline",
+    "latency": "Latency (pickups, waits, hops) against the baseline",
     "startup": "Start-up against the baseline",
 }
 _AGAINST_NOTE = (
@@ -186,8 +189,30 @@ def _is_latency(measurement: Measurement) -> bool:
     return isinstance(measurement.result, Latency)
 
 
-def _is_wait(measurement: Measurement) -> bool:
-    return measurement.name.startswith("wait.")
+def _kind(measurement: Measurement) -> str:
+    """What a latency measures, by its name: a wait for a job's end (`wait.`), a hop
+    between jobs of a graph (`graph.`), else a pickup."""
+    kind = measurement.name.split(".", 1)[0]
+    return kind if kind in {"wait", "graph"} else "pickup"
+
+
+def _graph_lines(run: Run) -> list[str]:
+    """How long the graphs' submissions took, when they ran: their inserts are no part of
+    their figures, which start at the commit."""
+    env, sizes = run.environment, run.sizes
+    lines = []
+    if "chain_submit_seconds" in env:
+        lines.append(
+            f"chain: {sizes.chain_jobs:,} jobs submitted as one graph in "
+            f"{env['chain_submit_seconds']:.2f}s"
+        )
+    if "fan_submit_seconds" in env:
+        jobs = sizes.fan_layers * sizes.fan_width + 1
+        lines.append(
+            f"fan: {jobs:,} jobs submitted as one graph in {env['fan_submit_seconds']:.2f}s "
+            "(median)"
+        )
+    return lines
 
 
 def latency_table(rows: Sequence[Measurement]) -> Table:
@@ -203,6 +228,17 @@ def wait_table(rows: Sequence[Measurement]) -> Table:
         "the time shown, then returns a result every answer is checked to carry.\nNo "
         "listening connection was lost during a run, so no wait fell back to reading its "
         "job every POLL_INTERVAL; a wait begun after its job ended is not counted.",
+    )
+
+
+def hop_table(rows: Sequence[Measurement]) -> Table:
+    return _latencies(
+        "Jobs that wait for jobs, a job's end → its dependent's start",
+        rows,
+        caption="From the finished_at of a job (its ending's now(), the statement whose "
+        "trigger releases its dependent) to its dependent's started_at (its claim's now()), "
+        "as stored. Every job completed once, and none started before a job it waits for "
+        "ended.",
     )
 
 

@@ -51,6 +51,11 @@ class Throughput:
         return found
 
 
+def median_run(runs: Sequence[Throughput]) -> Throughput:
+    """The run of median throughput (the lower middle of an even count)."""
+    return sorted(runs, key=lambda run: run.per_second)[(len(runs) - 1) // 2]
+
+
 class Stopwatch:
     """Wall-clock and process CPU time from its creation."""
 

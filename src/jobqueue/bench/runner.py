@@ -1,8 +1,9 @@
-"""One benchmark run: the scenarios in order. First how long a worker process takes to
-start; then in-process enqueues, drains and pickups; then the same service as users run
-it, in `jobqueue api` and `jobqueue worker` processes, with waits for jobs' ends through
-them; last, the in-process drains and pickups again, on a table holding many jobs
-scheduled for later, then on one holding many finished jobs."""
+"""One benchmark run: the scenarios in order, those chosen (`--only`, `sizes.SCENARIOS`).
+First how long a worker process takes to start; then in-process enqueues, drains and
+pickups; then the same service as users run it, in `jobqueue api` and `jobqueue worker`
+processes, with waits for jobs' ends through them, and jobs that wait for jobs (a chain,
+a fan-out/fan-in); last, the in-process drains and pickups again, on a table holding
+many jobs scheduled for later, then on one holding many finished jobs."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from jobqueue.bench.enqueue import (
     enqueue_many_in_batches,
     enqueue_one_per_call,
 )
+from jobqueue.bench.graphs import dependencies
 from jobqueue.bench.jobs_table import (
     noop_jobs,
     remove_scheduled,
@@ -50,12 +52,24 @@ from jobqueue.bench.pools import POLL_INTERVAL
 from jobqueue.bench.probe import noop_job
 from jobqueue.bench.process_pickup import pickup_in_process
 from jobqueue.bench.progress import progress
-from jobqueue.bench.results import Measurement, Throughput
-from jobqueue.bench.sizes import Sizes
+from jobqueue.bench.results import Measurement, Throughput, median_run
+from jobqueue.bench.sizes import (
+    CHAIN,
+    ENQUEUE,
+    FAN,
+    HISTORY,
+    IN_PROCESS,
+    PROCESSES,
+    SCENARIOS,
+    SCHEDULED,
+    STARTUP,
+    Sizes,
+)
 from jobqueue.bench.startup import worker_startup
 from jobqueue.bench.waits import wait_for_endings
 from jobqueue.bench.worker_handlers import PICKUP_TYPE
 from jobqueue.bench.worker_processes import (
+    WorkerProcesses,
     drain_in_processes,
     worker_processes,
     worker_settings,
@@ -70,10 +84,12 @@ class Run:
     sizes: Sizes
     environment: dict[str, str | int | float] = field(default_factory=dict)
     measurements: list[Measurement] = field(default_factory=list)
+    scenarios: tuple[str, ...] = SCENARIOS  # those that ran (`--only`)
 
     def settings(self) -> dict[str, object]:
         return {
             **asdict(self.sizes),
+            "scenarios": self.scenarios,
             "poll_interval_ms": _milliseconds(POLL_INTERVAL),
             "worker_process_settings": worker_settings(self.sizes.process_workers),
         }
@@ -88,8 +104,8 @@ def seeded_rounds(sizes: Sizes) -> list[tuple[str, str]]:
     ]
 
 
-async def run(server: Server, sizes: Sizes) -> Run:
-    result = Run(sizes)
+async def run(server: Server, sizes: Sizes, scenarios: tuple[str, ...] = SCENARIOS) -> Run:
+    result = Run(sizes, scenarios=scenarios)
     async with scratch_database(server) as scratch:
         async with progress("migrating the scratch database"):
             await asyncio.to_thread(upgrade, scratch.url)
@@ -111,19 +127,24 @@ async def run(server: Server, sizes: Sizes) -> Run:
                 jobqueue_package=_jobqueue_package(),
             )
             # First, while nothing else has run: a start-up is sensitive to a busy machine.
-            await _startup(engine, scratch.url, sizes, result.measurements)
-            await _enqueue(engine, sizes, result.measurements)
-            await _warm_up(engine, sizes)
-            await _workers(engine, sizes, "empty", "empty table", result.measurements)
-            await _processes(engine, scratch.url, sizes, result.measurements)
+            if STARTUP in scenarios:
+                await _startup(engine, scratch.url, sizes, result.measurements)
+            if ENQUEUE in scenarios:
+                await _enqueue(engine, sizes, result.measurements)
+            if {IN_PROCESS, SCHEDULED, HISTORY} & set(scenarios):
+                await _warm_up(engine, sizes)
+            if IN_PROCESS in scenarios:
+                await _workers(engine, sizes, "empty", "empty table", result.measurements)
+            if {PROCESSES, CHAIN, FAN} & set(scenarios):
+                await _processes(engine, scratch.url, sizes, result)
             tables = dict(seeded_rounds(sizes))
-            if sizes.scheduled_rows:
+            if sizes.scheduled_rows and SCHEDULED in scenarios:
                 seed = partial(seed_scheduled, engine, sizes.scheduled_rows)
                 await _seeded(engine, sizes, "scheduled", tables["scheduled"], seed, result)
                 # Gone before the history round, so that each round adds one thing only.
                 await remove_scheduled(engine)
                 await reset(engine)
-            if sizes.finished_rows:
+            if sizes.finished_rows and HISTORY in scenarios:
                 seed = partial(seed_history, engine, sizes.finished_rows)
                 await _seeded(engine, sizes, "history", tables["history"], seed, result)
     return result
@@ -198,12 +219,7 @@ async def _limited(engine: AsyncEngine, sizes: Sizes, into: list[Measurement]) -
                 await store.set_queue_limits(DEFAULT_QUEUE, NO_LIMITS)
     for name, _, _, shown in scenarios:
         label = f"drain: 2 pools × {sizes.workers} workers, {shown}, median of {LIMITED_ROUNDS}"
-        into.append(Measurement(name, label, _median(runs[name])))
-
-
-def _median(runs: list[Throughput]) -> Throughput:
-    """The run of median throughput (the lower middle of an even count)."""
-    return sorted(runs, key=lambda run: run.per_second)[(len(runs) - 1) // 2]
+        into.append(Measurement(name, label, median_run(runs[name])))
 
 
 async def _seeded(
@@ -251,63 +267,26 @@ async def _workers(
         into.append(Measurement(f"pickup.{phase}.{mode}", label, latency))
 
 
-async def _processes(engine: AsyncEngine, url: str, sizes: Sizes, into: list[Measurement]) -> None:
-    """The service as users run it: a `jobqueue api` process taking submissions over HTTP,
-    `jobqueue worker` processes woken by its NOTIFY (or an in-process `enqueue`'s), and
-    producers waiting for their jobs' ends (`waits.py`), on an empty table."""
-    each = f"WORKERS={sizes.process_workers}"
-    rate = f"{sizes.pickup_rate:g} jobs/s"
+async def _processes(engine: AsyncEngine, url: str, sizes: Sizes, result: Run) -> None:
+    """The service as users run it, on an empty table: a `jobqueue api` process taking
+    submissions over HTTP, `jobqueue worker` processes woken by its NOTIFY (or an
+    in-process `enqueue`'s), producers waiting for their jobs' ends (`waits.py`), jobs
+    waiting for jobs (`graphs.py`), and drains with more and more worker processes."""
+    into = result.measurements
     with tempfile.TemporaryDirectory(prefix="jobqueue-bench-processes-") as directory:
         folder = Path(directory)
         async with worker_processes(url, folder, sizes.process_workers) as fleet:
-            async with running_api(url, folder, "starting a jobqueue api process") as api:
-                await reset(engine)
-                label = (
-                    f"enqueue: POST /jobs to a jobqueue api process, 1 job per request, "
-                    f"{sizes.http_clients} keep-alive clients"
+            if PROCESSES in result.scenarios:
+                await _through_processes(engine, url, folder, fleet, sizes, into)
+            if {CHAIN, FAN} & set(result.scenarios):
+                # One process, alone on the database: the API process is gone.
+                await fleet.grow_to(1, engine, "jobs that wait for jobs")
+                into += await dependencies(
+                    engine, fleet, sizes, result.scenarios, result.environment
                 )
-                stored = partial(noop_jobs, engine)
-                result = await submit_over_http(api, sizes.jobs, sizes.http_clients, stored, label)
-                into.append(Measurement(f"enqueue.http.c{sizes.http_clients}", label, result))
-                for clients in sizes.http_batch_clients:
-                    await reset(engine)
-                    noun = "client" if clients == 1 else "clients"
-                    label = (
-                        f"enqueue: POST /jobs/batch to a jobqueue api process, "
-                        f"{sizes.batch:,} jobs per request, {clients} keep-alive {noun}"
-                    )
-                    result = await submit_batches_over_http(
-                        api, sizes.jobs, sizes.batch, clients, stored, label
-                    )
-                    into.append(Measurement(f"enqueue.http_batch.c{clients}", label, result))
-
-                # The API process listens for jobs' ends on a connection of its own.
-                await fleet.grow_to(1, engine, "pickup", besides=1)
-                await reset(engine)
-                label = f"pickup: POST /jobs → a jobqueue worker process ({each}), {rate}"
-                async with api.connect() as connection:
-
-                    async def over_the_api(payload: JsonValue) -> UUID:
-                        return await over_http.submit(connection, PICKUP_TYPE, payload)
-
-                    latency = await pickup_in_process(
-                        over_the_api, fleet, folder, sizes.latency_samples, sizes.pickup_rate, label
-                    )
-                into.append(Measurement("pickup.process.http", label, latency))
-                into += await wait_for_endings(engine, api, fleet, sizes)
-
-            await reset(engine)
-            label = f"pickup: enqueue(engine) → a jobqueue worker process ({each}), {rate}"
-
-            async def in_process(payload: JsonValue) -> UUID:
-                new = NewJob.build(type=PICKUP_TYPE, payload=payload, registered=[PICKUP_TYPE])
-                return (await jobqueue.enqueue(engine, new)).job.id
-
-            latency = await pickup_in_process(
-                in_process, fleet, folder, sizes.latency_samples, sizes.pickup_rate, label
-            )
-            into.append(Measurement("pickup.process.enqueue", label, latency))
-
+            if PROCESSES not in result.scenarios:
+                return
+            each = f"WORKERS={sizes.process_workers}"
             for count in sizes.processes:
                 plural = "es" if count > 1 else ""
                 label = (
@@ -315,8 +294,69 @@ async def _processes(engine: AsyncEngine, url: str, sizes: Sizes, into: list[Mea
                     f"jobs enqueued before, empty table"
                 )
                 await fleet.grow_to(count, engine, label)
-                result = await drain_in_processes(engine, fleet, sizes.drain_jobs, label)
-                into.append(Measurement(f"drain.processes.{count}", label, result))
+                drained = await drain_in_processes(engine, fleet, sizes.drain_jobs, label)
+                into.append(Measurement(f"drain.processes.{count}", label, drained))
+
+
+async def _through_processes(
+    engine: AsyncEngine,
+    url: str,
+    folder: Path,
+    fleet: WorkerProcesses,
+    sizes: Sizes,
+    into: list[Measurement],
+) -> None:
+    """Enqueues over HTTP, pickups and waits through one worker process; the API process
+    is stopped at the end, the worker process left running."""
+    each = f"WORKERS={sizes.process_workers}"
+    rate = f"{sizes.pickup_rate:g} jobs/s"
+    async with running_api(url, folder, "starting a jobqueue api process") as api:
+        await reset(engine)
+        label = (
+            f"enqueue: POST /jobs to a jobqueue api process, 1 job per request, "
+            f"{sizes.http_clients} keep-alive clients"
+        )
+        stored = partial(noop_jobs, engine)
+        result = await submit_over_http(api, sizes.jobs, sizes.http_clients, stored, label)
+        into.append(Measurement(f"enqueue.http.c{sizes.http_clients}", label, result))
+        for clients in sizes.http_batch_clients:
+            await reset(engine)
+            noun = "client" if clients == 1 else "clients"
+            label = (
+                f"enqueue: POST /jobs/batch to a jobqueue api process, "
+                f"{sizes.batch:,} jobs per request, {clients} keep-alive {noun}"
+            )
+            result = await submit_batches_over_http(
+                api, sizes.jobs, sizes.batch, clients, stored, label
+            )
+            into.append(Measurement(f"enqueue.http_batch.c{clients}", label, result))
+
+        # The API process listens for jobs' ends on a connection of its own.
+        await fleet.grow_to(1, engine, "pickup", besides=1)
+        await reset(engine)
+        label = f"pickup: POST /jobs → a jobqueue worker process ({each}), {rate}"
+        async with api.connect() as connection:
+
+            async def over_the_api(payload: JsonValue) -> UUID:
+                return await over_http.submit(connection, PICKUP_TYPE, payload)
+
+            latency = await pickup_in_process(
+                over_the_api, fleet, folder, sizes.latency_samples, sizes.pickup_rate, label
+            )
+        into.append(Measurement("pickup.process.http", label, latency))
+        into += await wait_for_endings(engine, api, fleet, sizes)
+
+    await reset(engine)
+    label = f"pickup: enqueue(engine) → a jobqueue worker process ({each}), {rate}"
+
+    async def in_process(payload: JsonValue) -> UUID:
+        new = NewJob.build(type=PICKUP_TYPE, payload=payload, registered=[PICKUP_TYPE])
+        return (await jobqueue.enqueue(engine, new)).job.id
+
+    latency = await pickup_in_process(
+        in_process, fleet, folder, sizes.latency_samples, sizes.pickup_rate, label
+    )
+    into.append(Measurement("pickup.process.enqueue", label, latency))
 
 
 def _jobqueue_package() -> str:

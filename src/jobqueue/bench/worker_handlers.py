@@ -9,6 +9,9 @@ starts (`--handlers jobqueue.bench.worker_handlers`), and the job types it runs.
 - `bench.wait` sleeps the seconds its payload names, then returns `{"token": <its
   payload's token>}`: a job a producer waits for, ended a fixed time after it started,
   whose result names it.
+- `bench.step` returns `{"ok": true}` at once: a job of a graph (`graphs.py`), and of the
+  independent jobs its rate is compared with, whose ending writes a result as a real
+  one would.
 
 It imports only `jobqueue`'s public surface and the standard library, so it adds nothing
 measurable to a worker's start-up. The in-process pools register their own `bench.noop`
@@ -31,6 +34,9 @@ NOOP_TYPE = "bench.noop"
 STARTUP_TYPE = "bench.startup"
 PICKUP_TYPE = "bench.pickup"
 WAIT_TYPE = "bench.wait"
+STEP_TYPE = "bench.step"
+# What a `bench.step` returns, as stored.
+STEP_RESULT = {"ok": True}
 
 registry = Registry()
 
@@ -65,6 +71,11 @@ async def waited_for(ctx: JobContext, payload: Any) -> dict[str, Any]:
         )
     await asyncio.sleep(payload["sleep"])
     return {"token": payload["token"]}
+
+
+@registry.handler(STEP_TYPE)
+async def step(ctx: JobContext, payload: Any) -> dict[str, bool]:
+    return dict(STEP_RESULT)
 
 
 def record_start(path: Path, called: float) -> None:

@@ -25,6 +25,7 @@ from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable, Unex
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.errors import NotEnded
 from jobqueue.domain.status import LIVE, Status
+from jobqueue.wire.action_requests import RescheduleRequest
 from jobqueue.wire.queue_records import QueueList, QueueStateView
 from jobqueue.wire.queue_requests import QueueLimitsRequest
 from jobqueue.wire.records import (
@@ -42,7 +43,7 @@ from jobqueue.wire.records import (
     SubmittedRecord,
     WorkerList,
 )
-from jobqueue.wire.requests import BatchJob, RescheduleRequest
+from jobqueue.wire.requests import BatchJob
 
 T = TypeVar("T")
 

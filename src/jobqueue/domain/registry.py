@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from jobqueue.domain.backoff import Backoff
+from jobqueue.domain.dependencies import Dependency
 from jobqueue.domain.errors import InvalidJob, UnknownJobType
 from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE, JsonValue, check_queue_name
 from jobqueue.domain.flow import QueueLimits, Rate
@@ -109,6 +110,10 @@ class JobContext:
     report_progress: Callable[[Progress], None] | None = None
     # What `transaction` opens (the worker's); None: no database to offer one.
     open_transaction: Callable[[], AbstractAsyncContextManager[Any]] | None = None
+    # The jobs it waited for (`depends_on`), in that order, as they ended: each one's
+    # status, result (completed) or error. All completed, unless it runs anyway (a
+    # callback); one deleted since is left out.
+    dependencies: tuple[Dependency, ...] = ()
 
     def transaction(self) -> AbstractAsyncContextManager[Any]:
         """`async with ctx.transaction() as connection:` your writes to the jobs'

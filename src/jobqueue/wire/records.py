@@ -97,6 +97,12 @@ class JobRecord(msgspec.Struct, frozen=True):
     result: Any = None
     # Its handler's last report of how far it got; kept once it ended.
     progress: ProgressView | None = None
+    # The jobs it waits for (null: none), whether it runs even if one does not complete,
+    # its workflow, and while waiting how many of them have not ended.
+    depends_on: list[UUID] | None = None
+    run_anyway: bool = False
+    workflow_id: UUID | None = None
+    waiting_for: int = 0
 
     @classmethod
     def of(cls, job: Job, **given: object) -> Self:
@@ -124,6 +130,29 @@ class BatchItem(SubmittedRecord, frozen=True):
 class BatchResult(msgspec.Struct, frozen=True):
     # In the order the jobs were sent.
     jobs: list[BatchItem]
+    # The batch's callback, when it had one; and its workflow, when its jobs depend on
+    # each other (or it had a callback).
+    callback: BatchItem | None = None
+    workflow_id: UUID | None = None
+
+
+class WorkflowRecord(msgspec.Struct, frozen=True):
+    """What `GET /workflows/{id}` answers: every job of a workflow, in submission order
+    (results left out: read a job for its own), and how many are in each status."""
+
+    id: UUID
+    counts: dict[Status, int]
+    jobs: list[JobRecord]
+    # Whether every job ended: completed, or not.
+    ended: bool
+
+
+class WorkflowActed(msgspec.Struct, frozen=True):
+    """What a workflow's cancel or retry answers."""
+
+    id: UUID
+    # How many jobs were cancelled, or retried.
+    count: int
 
 
 class JobStatusView(msgspec.Struct, frozen=True):
@@ -304,6 +333,8 @@ def _shown(value: object) -> object:
         return utc(value)
     if isinstance(value, timedelta):
         return format_duration(value)
+    if isinstance(value, tuple):
+        return list(value)
     return value
 
 

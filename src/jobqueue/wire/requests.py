@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypedDict, Unpack
 
 import msgspec
 
-from jobqueue.domain.bulk import MAX_SELECTED, Selection
+from jobqueue.domain.dependencies import MAX_DEPENDENCIES, MAX_NAME_LENGTH
 from jobqueue.domain.durations import format_duration, parse_duration
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.fields import (
@@ -32,7 +32,6 @@ from jobqueue.domain.fields import (
 )
 from jobqueue.domain.partition import MAX_PARTITION_KEY_LENGTH
 from jobqueue.domain.status import Status
-from jobqueue.domain.transitions import Operation
 from jobqueue.domain.unique import DEFAULT_UNIQUE_STATES, MAX_UNIQUE_KEY_LENGTH, Unique
 
 # The most jobs one batch submission (`POST /jobs/batch`) holds: a request the server
@@ -113,7 +112,7 @@ class UniqueRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
             else frozenset(self.states),
             period=None
             if self.period is msgspec.UNSET
-            else _duration(self.period, "unique period"),
+            else duration_of(self.period, "unique period"),
         )
 
     @classmethod
@@ -221,10 +220,32 @@ class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         | msgspec.UnsetType
     ) = msgspec.UNSET
 
+    depends_on: Annotated[
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NAME_LENGTH)]],
+        msgspec.Meta(
+            max_length=MAX_DEPENDENCIES,
+            description="Jobs it waits for: ids of stored jobs, or in a batch the names "
+            "(or places, e.g. '0') of the batch's jobs. It starts once every one "
+            "completed, and is cancelled when one ends otherwise, unless run_anyway.",
+        ),
+    ] = msgspec.field(default_factory=list)
+    run_anyway: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Run once every job it depends on ended, whatever their outcomes "
+            "(a callback), rather than be cancelled when one did not complete."
+        ),
+    ] = False
+
+    def after(self) -> tuple[str | int, ...]:
+        """What it waits for, as a `Step` takes it: names, ids, or places ('0')."""
+        return tuple(int(each) if each.isdigit() else each for each in self.depends_on)
+
     def options(self) -> dict[str, Any]:
         """The options given, decoded, as `NewJob.build` takes them; raises `InvalidJob`
-        for a duration or a uniqueness that is none."""
-        given: dict[str, Any] = {}
+        for a duration or a uniqueness that is none. Dependencies are the graph's
+        (`after`)."""
+        given: dict[str, Any] = {"run_anyway": self.run_anyway}
         for name in _OPTIONS:
             value = getattr(self, name)
             if value is msgspec.UNSET:
@@ -232,7 +253,7 @@ class CreateJobRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
             if isinstance(value, UniqueRequest):
                 value = value.unique()
             elif name in _DURATIONS:
-                value = _duration(value, name)
+                value = duration_of(value, name)
             given[name] = value
         return given
 
@@ -254,17 +275,32 @@ class BatchJob(CreateJobRequest, forbid_unknown_fields=True, frozen=True):
         ]
         | msgspec.UnsetType
     ) = msgspec.UNSET
+    name: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=1,
+                max_length=MAX_NAME_LENGTH,
+                description="What the batch's other jobs call it in their depends_on.",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
 
 
-# A submission's options: `CreateJobRequest`'s fields but what every job has.
+# A submission's options: `CreateJobRequest`'s fields but what every job has, and its
+# dependencies, which are the graph's.
 _OPTIONS = tuple(
-    name for name in CreateJobRequest.__struct_fields__ if name not in ("type", "payload")
+    name
+    for name in CreateJobRequest.__struct_fields__
+    if name not in ("type", "payload", "depends_on", "run_anyway")
 )
 _DURATIONS = ("delay", "timeout")
 
 
 class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Body of `POST /jobs/batch`: every job is stored, or none."""
+    """Body of `POST /jobs/batch`: every job is stored, or none. Jobs may depend on each
+    other by name (a graph, and a workflow); a `callback` runs once all of them ended."""
 
     jobs: Annotated[
         list[BatchJob],
@@ -274,78 +310,13 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
             description=f"1 to {MAX_BATCH_JOBS} jobs, stored all together or not at all.",
         ),
     ]
-
-
-class RescheduleRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Body of `POST /jobs/{id}/reschedule`: when the pending job is due, an instant or a
-    delay from now; one of the two."""
-
-    run_at: (
-        Annotated[
-            datetime,
-            msgspec.Meta(
-                tz=True,
-                description="Due at this instant (RFC 3339, with an offset), by the "
-                "database's clock; at once when past. Not with delay.",
-            ),
-        ]
-        | msgspec.UnsetType
-    ) = msgspec.UNSET
-    delay: (
-        Annotated[
-            Duration,
-            msgspec.Meta(
-                description="Due this long from now, by the database's clock, at most "
-                f"{MAX_DELAY.days} days. Not with run_at.",
-            ),
-        ]
-        | msgspec.UnsetType
-    ) = msgspec.UNSET
-
-    def when(self) -> tuple[datetime | None, timedelta]:
-        """`run_at`, else the delay; raises `InvalidJob` unless exactly one is given."""
-        if (self.run_at is msgspec.UNSET) == (self.delay is msgspec.UNSET):
-            raise InvalidJob('give run_at or delay (exactly one), e.g. {"delay": "10m"}')
-        if self.run_at is not msgspec.UNSET:
-            return self.run_at, timedelta(0)
-        assert self.delay is not msgspec.UNSET
-        return None, _duration(self.delay, "delay")
-
-
-class BulkRequest(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Body of `POST /jobs/retry`, `/jobs/discard` and `/jobs/cancel`: which jobs, at most
-    how many, the oldest first."""
-
-    status: Annotated[Status, msgspec.Meta(description="Act on jobs of this status.")]
-    queue: (
-        Annotated[QueueName, msgspec.Meta(description="Only jobs of this queue; any when absent.")]
-        | msgspec.UnsetType
-    ) = msgspec.UNSET
-    type: (
-        Annotated[
-            str,
-            msgspec.Meta(
-                min_length=1,
-                max_length=MAX_TYPE_LENGTH,
-                description="Only jobs of this type; any when absent.",
-            ),
-        ]
-        | msgspec.UnsetType
-    ) = msgspec.UNSET
-    limit: Annotated[
-        int,
-        msgspec.Meta(ge=1, le=MAX_SELECTED, description="At most this many, the oldest first."),
-    ] = MAX_SELECTED
-
-    def selection(self, operation: Operation) -> Selection:
-        """Raises `ValueError` for a selection `operation` may not act on."""
-        return Selection(
-            self.status,
-            queue=None if self.queue is msgspec.UNSET else self.queue,
-            type=None if self.type is msgspec.UNSET else self.type,
-            limit=self.limit,
-            operation=operation,
-        )
+    callback: Annotated[
+        CreateJobRequest | None,
+        msgspec.Meta(
+            description="A job that runs once every job of the batch ended, whatever "
+            "their outcomes, and reads their statuses and results from its context."
+        ),
+    ] = None
 
 
 class SubmitOptions(TypedDict, total=False):
@@ -383,7 +354,8 @@ def job_request(job_type: str, payload: Any = None, **options: Unpack[SubmitOpti
     return BatchJob(type=job_type, payload={} if payload is None else payload, **given)
 
 
-def _duration(text: str, name: str) -> timedelta:
+def duration_of(text: str, name: str) -> timedelta:
+    """`text`, a duration given as field `name`; raises `InvalidJob` for none."""
     try:
         return parse_duration(text)
     except ValueError as error:

@@ -76,7 +76,7 @@ exit status of a wait (jobs wait, jobs submit --wait):
   0    the job completed; its record is on stdout
   {ENDED_OTHERWISE}    it ended otherwise (failed, cancelled or dead_letter); its record is on
        stdout, how it ended on stderr
-  {NOT_ENDED}    the timeout passed first: stderr says its status (pending or processing);
+  {NOT_ENDED}    the timeout passed first: stderr says its status (waiting, pending or processing);
        the job goes on, and waiting again is safe
   {INTERRUPTED}  interrupted (Ctrl-C); the job goes on
   1, 2 as for every command (below)"""

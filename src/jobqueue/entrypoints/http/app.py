@@ -52,6 +52,7 @@ from jobqueue.entrypoints.http.ui.registry_pages import RegistryPagesController
 from jobqueue.entrypoints.http.ui.sign_in import SignInController
 from jobqueue.entrypoints.http.ui.throughput import ThroughputCharts
 from jobqueue.entrypoints.http.worker_routes import Workers, WorkersController
+from jobqueue.entrypoints.http.workflow_routes import WorkflowsController
 from jobqueue.entrypoints.service.published_types import TypeCatalogue
 from jobqueue.release import package_version
 
@@ -133,6 +134,7 @@ def create_app(
     )
     resources: list[ControllerRouterHandler] = [
         JobsController,
+        WorkflowsController,
         QueuesController,
         PeriodicController,
         TypesController,

@@ -16,13 +16,9 @@ from jobqueue.domain.bulk import Selection
 from jobqueue.domain.flow import QueueLimits
 from jobqueue.domain.transitions import Operation as JobOperation
 from jobqueue.entrypoints.http.request_schemas import bulk_request, reference
+from jobqueue.wire.action_requests import BulkRequest, RescheduleRequest
 from jobqueue.wire.queue_requests import QueueLimitsRequest
-from jobqueue.wire.requests import (
-    BatchRequest,
-    BulkRequest,
-    CreateJobRequest,
-    RescheduleRequest,
-)
+from jobqueue.wire.requests import BatchRequest, CreateJobRequest
 
 _EXAMPLE_BODY = '{"type": "sleep", "payload": {"duration": "2s"}, "max_attempts": 3}'
 _EXAMPLE_BATCH = (

@@ -31,6 +31,7 @@ from litestar.status_codes import (
 from litestar.types import ExceptionHandlersMap
 
 from jobqueue.adapters.telemetry.logging import request_id_var
+from jobqueue.domain.dependencies import WorkflowNotFound
 from jobqueue.domain.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -151,6 +152,7 @@ def exception_handlers(max_body_bytes: int) -> ExceptionHandlersMap:
         HTTPException: _http_error_handler(max_body_bytes),
         InvalidJob: _domain_handler(HTTP_400_BAD_REQUEST),
         JobNotFound: _domain_handler(HTTP_404_NOT_FOUND),
+        WorkflowNotFound: _domain_handler(HTTP_404_NOT_FOUND),
         IdempotencyConflict: _domain_handler(HTTP_409_CONFLICT),
         InvalidTransition: _domain_handler(HTTP_409_CONFLICT),
         UniqueKeyHeld: _domain_handler(HTTP_409_CONFLICT),

@@ -15,13 +15,9 @@ from litestar.openapi.spec import Reference
 
 from jobqueue.domain.bulk import SELECTABLE
 from jobqueue.domain.transitions import Operation
+from jobqueue.wire.action_requests import BulkRequest, RescheduleRequest
 from jobqueue.wire.queue_requests import QueueLimitsRequest
-from jobqueue.wire.requests import (
-    BatchRequest,
-    BulkRequest,
-    CreateJobRequest,
-    RescheduleRequest,
-)
+from jobqueue.wire.requests import BatchRequest, CreateJobRequest
 
 COMPONENTS = "#/components/schemas/"
 

@@ -117,7 +117,10 @@ class JobsController(Controller):
         "answered as POST /jobs would answer it (`duplicate`, and `replayed` for an "
         "idempotency_key that replays an earlier identical job); one invalid job, or a key "
         "reused with a different job, refuses the whole batch and stores nothing. 201 when "
-        "the batch created a job, 200 when every one was a replay or a duplicate.",
+        "the batch created a job, 200 when every one was a replay or a duplicate. Jobs may "
+        "wait for each other (`name`, `depends_on`): the batch is then a workflow, and a "
+        "cycle, an unknown name or id, or a stored dependency that will never complete "
+        "refuses it (400); a `callback` runs once every job ended.",
         operation_class=BatchOperation,
         responses={
             200: ResponseSpec(
@@ -127,7 +130,8 @@ class JobsController(Controller):
             ),
             400: error_spec(
                 "The body is not a valid batch, or one of its jobs is not a valid job "
-                "(the message names it: jobs[i])"
+                "(the message names it: jobs[i]), or its dependencies make a cycle, name "
+                "no job, or a job that will never complete"
             ),
             409: error_spec("A job's idempotency_key was already used with a different job"),
             413: error_spec("The body exceeds MAX_BODY_BYTES"),
@@ -138,15 +142,15 @@ class JobsController(Controller):
         self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService]
     ) -> Response[BatchResult]:
         body = parse_batch(await request.body())
-        submitted = await jobs.submit_batch(body.jobs)
+        submitted = await jobs.submit_batch(body.jobs, body.callback)
         created = any(not (each.replayed or each.duplicate) for each in submitted)
+        items = [
+            BatchItem.of(each.job, duplicate=each.duplicate, replayed=each.replayed)
+            for each in submitted
+        ]
+        callback = items.pop() if body.callback is not None else None
         return Response(
-            BatchResult(
-                jobs=[
-                    BatchItem.of(each.job, duplicate=each.duplicate, replayed=each.replayed)
-                    for each in submitted
-                ]
-            ),
+            BatchResult(jobs=items, callback=callback, workflow_id=items[0].workflow_id),
             status_code=HTTP_201_CREATED if created else HTTP_200_OK,
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Protocol
 from uuid import UUID
@@ -13,6 +14,7 @@ import msgspec
 from jobqueue.adapters.postgres.endings import EndingWatch
 from jobqueue.adapters.telemetry.trace_context import annotate_current_span, current_traceparent
 from jobqueue.domain.bulk import Selection, SelectionCount
+from jobqueue.domain.dependencies import Step
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.fields import check_schedule
 from jobqueue.domain.flow import QueueLimits
@@ -83,7 +85,10 @@ class JobService:
         key reused with a different request, `StoreUnavailable` when nothing was stored."""
         known = await self._types.knowing((request.type,))
         new = self._new_job(request, idempotency_key, known)
-        submitted = await self._store.submit(new)
+        if request.depends_on:
+            (submitted,) = await self._store.submit_graph([Step(new, after=request.after())])
+        else:
+            submitted = await self._store.submit(new)
         job = submitted.job
         _log.info(
             "job submitted",
@@ -105,19 +110,27 @@ class JobService:
             self._announce()
         return submitted
 
-    async def submit_batch(self, requests: Sequence[BatchJob]) -> Sequence[Submitted]:
-        """Every job of `requests`, or none: the first invalid one refuses the batch
-        (`InvalidJob` naming its index), a key reused with a different job too
-        (`IdempotencyConflict`). Idle workers are told once."""
-        known = await self._types.knowing({request.type for request in requests})
+    async def submit_batch(
+        self, requests: Sequence[BatchJob], callback: CreateJobRequest | None = None
+    ) -> Sequence[Submitted]:
+        """Every job of `requests` (then `callback`, run once they all ended), or none: the
+        first invalid one refuses the batch (`InvalidJob` naming its index), a key reused
+        with a different job too (`IdempotencyConflict`), a graph that cannot run too
+        (`DependencyError`). Idle workers are told once."""
+        every = [*requests, *([] if callback is None else [callback])]
+        known = await self._types.knowing({request.type for request in every})
         news = []
-        for index, request in enumerate(requests):
-            key = None if request.idempotency_key is msgspec.UNSET else request.idempotency_key
+        for index, request in enumerate(every):
+            key = getattr(request, "idempotency_key", msgspec.UNSET)
+            where = "callback" if index == len(requests) else f"jobs[{index}]"
             try:
-                news.append(self._new_job(request, key, known))
+                news.append(self._new_job(request, None if key is msgspec.UNSET else key, known))
             except InvalidJob as error:
-                raise InvalidJob(f"jobs[{index}]: {error}") from None
-        submitted = await self._store.submit_many(news)
+                raise InvalidJob(f"{where}: {error}") from None
+        if callback is None and not any(r.depends_on or r.name for r in requests):
+            submitted = await self._store.submit_many(news)
+        else:
+            submitted = await self._store.submit_graph(_steps(requests, news, callback))
         created = sum([self._counted(each) for each in submitted])
         # One line for the batch: a thousand lines of the same request would bury it.
         _log.info(
@@ -166,6 +179,22 @@ class JobService:
 
     async def get(self, job_id: UUID) -> Job:
         return await self._store.get(job_id)
+
+    async def workflow(self, workflow_id: UUID) -> Sequence[Job]:
+        return await self._store.workflow(workflow_id)
+
+    async def cancel_workflow(self, workflow_id: UUID) -> int:
+        cancelled = await self._store.cancel_workflow(workflow_id)
+        self._metrics.jobs_cancelled(cancelled)
+        _log.info("workflow cancelled", extra={"workflow_id": str(workflow_id), "count": cancelled})
+        return cancelled
+
+    async def retry_workflow(self, workflow_id: UUID) -> int:
+        retried = await self._store.retry_workflow(workflow_id)
+        _log.info("workflow retried", extra={"workflow_id": str(workflow_id), "count": retried})
+        if retried:
+            self._announce()
+        return retried
 
     async def wait(self, job_id: UUID, within: timedelta) -> Job:
         """The job once it ended, or as it is after `within` (`EndingWatch.wait`)."""
@@ -287,3 +316,20 @@ class QueueService:
         """`name`'s summary; a queue nothing names yet is running and holds no jobs (queues
         exist as soon as a job names them)."""
         return await self._store.queue_summary(name, max_age)
+
+
+def _steps(
+    requests: Sequence[BatchJob], news: Sequence[NewJob], callback: CreateJobRequest | None
+) -> list[Step]:
+    """A batch as a graph: each job with its name and what it waits for; the callback
+    after every one of them, whatever their outcomes."""
+    steps = [
+        Step(
+            new, name=None if request.name is msgspec.UNSET else request.name, after=request.after()
+        )
+        for request, new in zip(requests, news, strict=False)
+    ]
+    if callback is not None:
+        last = replace(news[-1], run_anyway=True)
+        steps.append(Step(last, after=(*range(len(requests)), *callback.after())))
+    return steps

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
+from uuid import UUID
 
 from jobqueue.adapters.results import UnstorableResult, encode_result
+from jobqueue.domain.dependencies import Dependency
 from jobqueue.domain.errors import is_expected, is_permanent, retry_after
 from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import (
@@ -41,6 +43,10 @@ from jobqueue.entrypoints.worker.transactions import TransactionalEndings
 _log = logging.getLogger("jobqueue.worker")
 # Handlers log through `ctx.logger`, an adapter on this logger carrying the job's fields.
 _handler_log = logging.getLogger("jobqueue.jobs")
+
+
+# What a dependent's context reads of the jobs it waited for (`JobStore.dependency_results`).
+ReadDependencies = Callable[[Sequence[UUID]], Awaitable[Sequence[Dependency]]]
 
 
 @dataclass(slots=True, eq=False)
@@ -85,8 +91,10 @@ class Executor:
         config: PoolConfig,
         progress: ProgressWriter,
         endings: TransactionalEndings,
+        dependencies: ReadDependencies,
     ) -> None:
         self._registry = registry
+        self._dependencies = dependencies
         self._decoder = decoder
         self._config = config
         self._progress = progress
@@ -142,6 +150,8 @@ class Executor:
         payload: Any = job.payload
         if spec.payload_type is not None:
             payload = self._decoder.decode(job.type, job.payload, spec.payload_type)
+        # Read as the attempt starts: a failure to read them is the attempt's, retried.
+        dependencies = await self._dependencies(job.depends_on) if job.depends_on else ()
         context = JobContext(
             job_id=job.id,
             job_type=job.type,
@@ -154,6 +164,7 @@ class Executor:
             snoozes=job.snoozes,
             report_progress=self._progress.reporter(attempt.lease),
             open_transaction=self._endings.opener(attempt.lease),
+            dependencies=tuple(dependencies),
         )
         if spec.is_async:
             # An async function's call is its coroutine (`is_async` says so).

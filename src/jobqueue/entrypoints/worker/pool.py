@@ -87,7 +87,9 @@ class WorkerPool:
         self._progress = ProgressWriter(store, config.outcome_timeout)
         self._writer = OutcomeWriter(store, config.outcome_timeout)
         self._endings = TransactionalEndings(self._writer, transactions, config.outcome_timeout)
-        self._executor = Executor(registry, decoder, config, self._progress, self._endings)
+        self._executor = Executor(
+            registry, decoder, config, self._progress, self._endings, store.dependency_results
+        )
         self._keeper = LeaseKeeper(
             store, self, config.lease_duration, timeout=config.outcome_timeout
         )
