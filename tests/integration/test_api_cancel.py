@@ -115,7 +115,10 @@ async def test_cancel_by_filter_takes_the_first_up_to_the_limit(
     ("body", "message"),
     [
         ({}, "Object missing required field `status`"),
-        ({"status": "completed"}, "status must be pending or processing or waiting, got 'completed'"),
+        (
+            {"status": "completed"},
+            "status must be pending or processing or waiting, got 'completed'",
+        ),
         ({"status": "pending", "limit": 0}, "Expected `int` >= 1"),
         ({"status": "pending", "colour": "red"}, "unknown field `colour`"),
     ],
