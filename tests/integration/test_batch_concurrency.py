@@ -17,10 +17,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobqueue import NewJob, Unique, enqueue_many
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.schema import jobs
-from jobqueue.wire.requests import MAX_BATCH_JOBS
 from tests.support.processes import Service, free_port, start
 
 BATCHES = 4
+# Jobs per batch: a thousand, of the largest batch allowed (`MAX_BATCH_JOBS`).
+MAX_BATCH_JOBS = 1_000
 
 
 async def _keys_and_rows(engine: AsyncEngine) -> tuple[int, int]:

@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue.bench.command import parse_options, sizes_of
-from jobqueue.bench.sizes import DEFAULT_SIZES, QUICK_SIZES, parse_processes
+from jobqueue.bench.command import parse_options, scenarios_of, sizes_of
+from jobqueue.bench.sizes import (
+    DEFAULT_SIZES,
+    QUICK_SIZES,
+    SCENARIOS,
+    parse_processes,
+    parse_scenarios,
+)
+from jobqueue.domain.dependencies import MAX_DEPENDENCIES
 from jobqueue.entrypoints.cli import main as cli
 from jobqueue.wire.requests import MAX_BATCH_JOBS
 
@@ -77,11 +84,43 @@ def test_sizes_refuse_process_counts_out_of_order() -> None:
 
 
 def test_sizes_refuse_a_batch_that_post_jobs_batch_would_refuse() -> None:
-    assert DEFAULT_SIZES.batch == MAX_BATCH_JOBS
+    assert DEFAULT_SIZES.batch <= MAX_BATCH_JOBS
     with pytest.raises(ValueError, match=f"1 to {MAX_BATCH_JOBS} jobs"):
         replace(DEFAULT_SIZES, batch=MAX_BATCH_JOBS + 1)
     with pytest.raises(ValueError, match=f"1 to {MAX_BATCH_JOBS} jobs"):
         replace(DEFAULT_SIZES, batch=0)
+
+
+def test_the_full_run_chains_a_thousand_jobs_and_fans_ten_layers_of_a_hundred() -> None:
+    assert DEFAULT_SIZES.chain_jobs == 1_000
+    assert (DEFAULT_SIZES.fan_layers, DEFAULT_SIZES.fan_width) == (10, 100)
+    # Each job of the fan waits for the whole layer before: the harder case for locks.
+    assert DEFAULT_SIZES.fan_in is None
+    assert DEFAULT_SIZES.fan_waits_for == 100
+
+
+def test_the_graph_options_replace_their_sizes_and_zero_skips_the_chain() -> None:
+    argv = ["--chain-jobs", "0", "--fan-layers", "4", "--fan-width", "50", "--fan-in", "3"]
+
+    sizes = sizes_of(parse_options(argv, epilog=""))
+
+    assert sizes == replace(DEFAULT_SIZES, chain_jobs=0, fan_layers=4, fan_width=50, fan_in=3)
+    assert sizes.fan_waits_for == 3
+
+
+def test_sizes_refuse_a_fan_that_no_graph_could_hold() -> None:
+    with pytest.raises(ValueError, match="jobs of the layer before"):
+        replace(DEFAULT_SIZES, fan_width=10, fan_in=11)
+    with pytest.raises(ValueError, match=f"1 to {MAX_DEPENDENCIES} jobs"):
+        replace(DEFAULT_SIZES, fan_width=MAX_DEPENDENCIES + 1)
+
+
+def test_only_runs_the_scenarios_named_in_the_order_they_run() -> None:
+    assert scenarios_of(parse_options([], epilog="")) == SCENARIOS
+    assert scenarios_of(parse_options(["--only", "fan, chain"], epilog="")) == ("chain", "fan")
+    assert parse_scenarios("history,startup") == ("startup", "history")
+    with pytest.raises(ValueError, match="no scenario 'graphs'"):
+        parse_scenarios("chain,graphs")
 
 
 @pytest.mark.parametrize(
@@ -92,6 +131,9 @@ def test_sizes_refuse_a_batch_that_post_jobs_batch_would_refuse() -> None:
         ["--latency-samples", "1"],
         ["--wait-samples", "1"],
         ["--scheduled-rows", "-1"],
+        ["--fan-width", "0"],
+        ["--fan-in", "101"],
+        ["--only", "everything"],
         ["--bogus"],
     ],
 )

@@ -35,8 +35,9 @@ from jobqueue.domain.status import Status
 from jobqueue.domain.unique import DEFAULT_UNIQUE_STATES, MAX_UNIQUE_KEY_LENGTH, Unique
 
 # The most jobs one batch submission (`POST /jobs/batch`) holds: a request the server
-# decodes, checks and inserts whole, in one transaction, in well under a second.
-MAX_BATCH_JOBS = 1000
+# decodes, checks and inserts whole, in one transaction, in about a second; enough for a
+# workflow of a thousand steps and more, submitted at once.
+MAX_BATCH_JOBS = 5_000
 
 JobType = Annotated[
     str,
