@@ -26,7 +26,6 @@ from tests.integration.fault_handlers import (
     completed_per_job,
     read_executions,
     starts_per_job,
-    wait_for_log,
 )
 
 if TYPE_CHECKING:
