@@ -2,7 +2,8 @@
 handlers, and to an `api` that knows them only as the serve published them), the Python
 client, and in-process `enqueue` and `enqueue_many`. Each is stored with the same queue,
 priority, attempt budget, timeout and unique key: the type's options where the
-submission says nothing, the service's MAX_ATTEMPTS where neither does."""
+submission says nothing, the service's MAX_ATTEMPTS where neither does. A graph too,
+over HTTP and in-process (`enqueue_graph`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue import NewJob, Unique, enqueue, enqueue_many
+from jobqueue import NewJob, Step, Unique, enqueue, enqueue_graph, enqueue_many
 from jobqueue.client import Client
 from tests.integration.ways_in_handlers import MODULE, registry
 from tests.support.processes import Service, free_port, start, until
@@ -126,3 +127,41 @@ async def test_the_same_job_is_stored_alike_whichever_way_it_came_in(
     for payload, *stored in rows:
         key = unique.key_for(job_type, payload) if states is not None else None
         assert tuple(stored) == (queue, priority, budget, timeout, key, states), payload
+
+
+def _graph_over_http(services: list[Service]) -> None:
+    """A graph of two plain jobs sent to each service; a unique type's refused."""
+    graph = {
+        "jobs": [
+            {"type": "plain", "name": "first", "payload": {"customer": 0}},
+            {"type": "plain", "depends_on": ["first"], "payload": {"customer": 0}},
+        ]
+    }
+    for service in services:
+        with httpx.Client(base_url=service.base_url, timeout=10) as http:
+            until(
+                lambda http=http: http.post("/jobs/batch", json=graph).status_code == 201,
+                f"{service.base_url} accepts a graph of plain jobs",
+                within=10,
+            )
+            # A unique type's jobs (its handler's options) cannot be a graph's.
+            unique = {"jobs": [{**job, "type": "send_invoice"} for job in graph["jobs"]]}
+            refused = http.post("/jobs/batch", json=unique)
+            assert refused.status_code == 400
+            assert "cannot be unique (send_invoice's jobs are)" in refused.json()["error"]
+
+
+async def test_a_graph_is_resolved_alike_over_http_and_in_process(
+    services: list[Service], engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAX_ATTEMPTS", MAX_ATTEMPTS)
+    await asyncio.to_thread(_graph_over_http, services)
+    async with engine.begin() as connection:
+        first = Step(NewJob.build(type="plain", payload={"customer": 0}), name="first")
+        then = Step(NewJob.build(type="plain", payload={"customer": 0}), after=("first",))
+        await enqueue_graph(connection, [first, then], registry=registry)
+
+    rows = await _rows(engine, "plain")
+    assert len(rows) == 6
+    for _, *stored in rows:
+        assert tuple(stored) == ("default", 0, int(MAX_ATTEMPTS), None, None, None)
