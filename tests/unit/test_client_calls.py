@@ -28,6 +28,7 @@ from jobqueue.client import (
     Unavailable,
     UnexpectedAnswer,
     job_request,
+    sending,
 )
 from jobqueue.client import calls as calls_module
 from jobqueue.wire.queue_requests import QueueLimitsRequest
@@ -272,15 +273,17 @@ def test_retry_after_is_a_floor_of_the_wait_in_seconds_or_as_a_date() -> None:
     later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     for header, at_least, at_most in (("3", 3.0, 3.0), (later, 25.0, 30.0), ("soon", 0.0, 0.001)):
         response = httpx.Response(503, json={"error": "down"}, headers={"Retry-After": header})
-        delay = calls_module.judged(calls_module.health(), response, 0, retries)
+        delay = sending.judged(calls_module.health(), response, 0, retries)
         assert isinstance(delay, float)
         assert at_least <= delay <= at_most, header
 
 
 def test_the_client_s_keywords_are_the_request_s_options() -> None:
-    # A field added to the request is a keyword of `submit` too (or this fails).
-    fields = set(BatchJob.__struct_fields__) - {"type", "payload"}
+    # A field added to the request is a keyword of `submit` too (or this fails); but a
+    # batch job's name, a keyword of `job_request` alone: a job submitted alone has none.
+    fields = set(BatchJob.__struct_fields__) - {"type", "payload", "name"}
     assert set(SubmitOptions.__annotations__) == fields
+    assert "name" in inspect.signature(job_request).parameters
 
 
 @pytest.mark.parametrize("client_class", [Client, AsyncClient])

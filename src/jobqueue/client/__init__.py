@@ -10,16 +10,16 @@
 Every route of the API is a method; answers are the service's own records (msgspec
 Structs: `JobRecord`, `JobStatusView`, …), failures one exception per status
 (`BadRequest`, `NotFound`, `Conflict`, …, all `ApiError`). A submission carries an
-Idempotency-Key (a new one per call unless given), so the client can send it again
-after a broken connection; 502/503/504 (with their `Retry-After`) and failed
-connections are tried again with jittered exponential backoff (`Retries`), for every
-call that is safe to repeat.
+Idempotency-Key (a new one per call unless given; none for jobs that depend on each
+other, which take none), so the client can send it again after a broken connection;
+502/503/504 (with their `Retry-After`) and failed connections are tried again with
+jittered exponential backoff (`Retries`), for every call that is safe to repeat.
 """
 
 from __future__ import annotations
 
 from jobqueue.client.async_sessions import AsyncClient
-from jobqueue.client.calls import Retries
+from jobqueue.client.calls import Batch
 from jobqueue.client.errors import (
     ApiError,
     BadRequest,
@@ -36,6 +36,7 @@ from jobqueue.client.errors import (
     Unavailable,
     UnexpectedAnswer,
 )
+from jobqueue.client.sending import Retries
 from jobqueue.client.sessions import Client
 from jobqueue.domain.errors import NotEnded
 from jobqueue.wire.queue_records import QueueRecord, QueueStateView
@@ -50,6 +51,7 @@ from jobqueue.wire.records import (
     SubmittedRecord,
     UniqueView,
     WorkerView,
+    WorkflowRecord,
 )
 from jobqueue.wire.requests import BatchJob, SubmitOptions, job_request
 
@@ -58,6 +60,7 @@ __all__ = [
     "AsyncClient",
     "AttemptView",
     "BadRequest",
+    "Batch",
     "BatchItem",
     "BatchJob",
     "Client",
@@ -86,5 +89,6 @@ __all__ = [
     "UnexpectedAnswer",
     "UniqueView",
     "WorkerView",
+    "WorkflowRecord",
     "job_request",
 ]

@@ -13,15 +13,15 @@ from uuid import UUID
 
 import httpx
 
-from jobqueue.client import calls
-from jobqueue.client.calls import Call, Retries
+from jobqueue.client import calls, sending
+from jobqueue.client.calls import Batch, Call
 from jobqueue.client.connection import http_options
 from jobqueue.client.errors import Unavailable
+from jobqueue.client.sending import Retries
 from jobqueue.client.sessions import DEFAULT_RETRIES, http_request
 from jobqueue.domain.status import Status
 from jobqueue.wire.queue_records import QueueRecord, QueueStateView
 from jobqueue.wire.records import (
-    BatchItem,
     JobList,
     JobRecord,
     JobStatusView,
@@ -29,6 +29,7 @@ from jobqueue.wire.records import (
     PeriodicView,
     SubmittedRecord,
     WorkerView,
+    WorkflowRecord,
 )
 from jobqueue.wire.requests import BatchJob, SubmitOptions, job_request
 
@@ -72,14 +73,14 @@ class AsyncClient:
         tries = 0
         while True:
             try:
-                verdict = calls.judged(
+                verdict = sending.judged(
                     call,
                     await self._http.request(**http_request(call, self._timeout)),
                     tries,
                     self._retries,
                 )
             except httpx.TransportError as error:
-                verdict = calls.after_failure(call, error, tries, self._retries, self._base_url)
+                verdict = sending.after_failure(call, error, tries, self._retries, self._base_url)
             if not isinstance(verdict, float):
                 return verdict
             await asyncio.sleep(verdict)
@@ -90,8 +91,11 @@ class AsyncClient:
     ) -> SubmittedRecord:
         return await self._send(calls.submit(job_request(job_type, payload, **options)))
 
-    async def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:
-        return (await self._send(calls.submit_batch(jobs))).jobs
+    async def submit_batch(
+        self, jobs: Sequence[BatchJob], *, callback: BatchJob | None = None
+    ) -> Batch:
+        """As `Client.submit_batch`."""
+        return Batch.of(await self._send(calls.submit_batch(jobs, callback)))
 
     async def job(self, job_id: UUID | str) -> JobRecord:
         return await self._send(calls.job(job_id))
@@ -193,6 +197,16 @@ class AsyncClient:
         limit: int | None = None,
     ) -> int:
         return (await self._send(calls.cancel_many(status, queue, job_type, limit))).cancelled
+
+    async def workflow(self, workflow_id: UUID | str) -> WorkflowRecord:
+        """As `Client.workflow`."""
+        return await self._send(calls.workflow(workflow_id))
+
+    async def cancel_workflow(self, workflow_id: UUID | str) -> int:
+        return (await self._send(calls.cancel_workflow(workflow_id))).count
+
+    async def retry_workflow(self, workflow_id: UUID | str) -> int:
+        return (await self._send(calls.retry_workflow(workflow_id))).count
 
     async def queues(self) -> list[QueueRecord]:
         return (await self._send(calls.queues())).queues

@@ -1,27 +1,23 @@
-"""Every call of the API as data (`Call`), and the rules both clients follow to send one:
-how its answer is decoded, which failures are tried again and after how long.
+"""Every call of the API as data (`Call`): its method, path, body, and whether sending it
+again is harmless; and the answers both clients hand back (`Batch`). How a call is sent,
+its answer decoded and its failures tried again is `sending.py`'s.
 
-The sync and the async client differ only in how they wait; what a call is, and what
-an answer means, is written once, here.
+The sync and the async client differ only in how they wait; what a call is, is written
+once, here.
 """
 
 from __future__ import annotations
 
-import random
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 from uuid import UUID
 
-import httpx
 import msgspec
-from msgspec.structs import replace
 
-from jobqueue.client.errors import BY_STATUS, ApiError, ServiceUnreachable, UnexpectedAnswer
 from jobqueue.domain.durations import format_duration
 from jobqueue.domain.errors import NotEnded
 from jobqueue.domain.status import LIVE, Status
@@ -29,10 +25,10 @@ from jobqueue.wire.action_requests import RescheduleRequest
 from jobqueue.wire.queue_records import QueueList, QueueStateView
 from jobqueue.wire.queue_requests import QueueLimitsRequest
 from jobqueue.wire.records import (
+    BatchItem,
     BatchResult,
     Cancelled,
     Discarded,
-    ErrorBody,
     HealthBody,
     JobList,
     JobRecord,
@@ -42,6 +38,8 @@ from jobqueue.wire.records import (
     Retried,
     SubmittedRecord,
     WorkerList,
+    WorkflowActed,
+    WorkflowRecord,
 )
 from jobqueue.wire.requests import BatchJob
 
@@ -64,7 +62,8 @@ class Call(Generic[T]):
     headers: Mapping[str, str] = field(default_factory=dict)
     # Whether sending it again after a broken connection is harmless: reads, submissions
     # (their Idempotency-Key replays the first), a single job's retry or cancel (a second
-    # is a 409). Not so a bulk action, which would act on more jobs.
+    # is a 409). Not so a bulk action or a workflow's, which would act on more jobs, nor
+    # a graph's submission, which carries no key.
     repeatable: bool = True
     # The statuses after which it is tried again.
     retried_on: frozenset[int] = _TRANSIENT
@@ -76,125 +75,57 @@ class Call(Generic[T]):
         return None if self.body is None else msgspec.json.encode(self.body)
 
 
-@dataclass(frozen=True)
-class Retries:
-    """How often, and how far apart, a call is tried again after a 503 or a failed
-    connection: full-jitter exponential backoff from `base` to `cap`, and never sooner
-    than a `Retry-After` asks."""
-
-    attempts: int = 4  # tries in all; 1: never again
-    base: timedelta = timedelta(milliseconds=200)
-    cap: timedelta = timedelta(seconds=5)
-
-    def delay(self, tries: int, retry_after: float | None = None) -> float:
-        ceiling = min(self.cap.total_seconds(), self.base.total_seconds() * 2**tries)
-        return max(retry_after or 0.0, random.uniform(0, ceiling))
-
-
-def judged(call: Call[T], response: httpx.Response, tries: int, retries: Retries) -> T | float:
-    """The decoded answer, or the delay before trying again; raises the status's
-    `ApiError` once trying again cannot help."""
-    if response.is_success:
-        try:
-            return msgspec.json.decode(response.content, type=call.answer)
-        except (msgspec.DecodeError, msgspec.ValidationError) as error:
-            raise UnexpectedAnswer(
-                f"{call.method} {call.path}: {response.status_code}, but not an answer of the "
-                f"jobqueue API ({error}); is the URL the service's?"
-            ) from error
-    if response.status_code in call.retried_on and tries + 1 < retries.attempts:
-        return retries.delay(tries, _retry_after(response.headers.get("retry-after")))
-    raise _error(response)
-
-
-def after_failure(
-    call: Call[Any], error: httpx.TransportError, tries: int, retries: Retries, base_url: str
-) -> float:
-    """The delay before trying `call` again after `error`; raises `ServiceUnreachable`
-    when it must not be (the request may have arrived) or may not be tried any more."""
-    # A connection never made sent nothing: any call may go again.
-    unsent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
-    if (unsent or call.repeatable) and tries + 1 < retries.attempts:
-        return retries.delay(tries)
-    # The service's URL first: what a person checks (a typo, a port, a service down).
-    message = f"cannot reach {base_url} ({_reason(error)}"
-    message += f", {tries + 1} tries)" if tries else ")"
-    if not unsent and not call.repeatable:
-        message += f"; {call.method} {call.path} may have been carried out"
-    raise ServiceUnreachable(message) from error
-
-
-def _reason(error: httpx.TransportError) -> str:
-    """Why `error` left no answer, in a few words: the operating system's reason for a
-    failed connection ("connection refused", "name or service not known"), or the
-    limit a timeout ran out."""
-    if isinstance(error, httpx.ConnectTimeout):
-        return f"no connection within {_limit(error, 'connect')}"
-    if isinstance(error, httpx.ReadTimeout):
-        return f"no answer within {_limit(error, 'read')}"
-    if isinstance(error, httpx.TimeoutException):
-        return f"timed out ({type(error).__name__})"
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, OSError) and cause.strerror:
-            return cause.strerror[:1].lower() + cause.strerror[1:]
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(error, httpx.RemoteProtocolError):
-        return f"the connection closed without an answer: {error}"
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
-def _limit(error: httpx.TimeoutException, phase: str) -> str:
-    """The time limit of `phase` that `error` ran out, as the client was given it."""
-    try:
-        limit = error.request.extensions.get("timeout", {}).get(phase)
-    except RuntimeError:  # an error made without its request
-        limit = None
-    return "the time allowed" if limit is None else f"{limit:g}s"
-
-
-def _error(response: httpx.Response) -> ApiError:
-    kind = BY_STATUS.get(response.status_code, ApiError)
-    try:
-        message = msgspec.json.decode(response.content, type=ErrorBody).error
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        # Not the service's own answer (a proxy's page): its first line says enough.
-        message = response.text.strip().splitlines()[0][:200] if response.text.strip() else ""
-    return kind(response.status_code, message, response.headers.get("x-request-id"))
-
-
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    if value.strip().isdigit():
-        return float(value.strip())
-    try:
-        moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max((moment - datetime.now(moment.tzinfo)).total_seconds(), 0.0)
-
-
 # --- the calls ------------------------------------------------------------------------------
 
 
 def submit(job: BatchJob) -> Call[SubmittedRecord]:
-    # The key goes in the header; the body is what POST /jobs takes without it.
-    key = _new_key() if job.idempotency_key is msgspec.UNSET else job.idempotency_key
-    body = replace(job, idempotency_key=msgspec.UNSET)
-    return Call("POST", "/jobs", SubmittedRecord, body=body, headers={_IDEMPOTENCY_KEY: key})
+    """`POST /jobs`. The key goes in the header, and the body is what POST /jobs takes
+    without it. A job that depends on others takes no key (the service refuses one: its
+    key's earlier job would not be the one its dependencies name), so it gets none unless
+    given, and is not sent again once it may have arrived."""
+    body = _job_body(job)
+    key = body.pop("idempotency_key", None)
+    if key is None and job.depends_on:
+        return Call("POST", "/jobs", SubmittedRecord, body=body, repeatable=False)
+    headers = {_IDEMPOTENCY_KEY: _new_key() if key is None else key}
+    return Call("POST", "/jobs", SubmittedRecord, body=body, headers=headers)
 
 
-def submit_batch(jobs: Sequence[BatchJob]) -> Call[BatchResult]:
-    # Every job gets a key, so that the batch can be sent again after a broken connection
-    # and replay rather than double.
-    keyed = [
-        job
-        if job.idempotency_key is not msgspec.UNSET
-        else replace(job, idempotency_key=_new_key())
-        for job in jobs
-    ]
-    return Call("POST", "/jobs/batch", BatchResult, body={"jobs": keyed})
+def submit_batch(jobs: Sequence[BatchJob], callback: BatchJob | None = None) -> Call[BatchResult]:
+    """`POST /jobs/batch`. Every job gets a key, so that the batch can be sent again after
+    a broken connection and replay rather than double; but not a graph's (jobs naming or
+    depending on others, or a callback), which take none: such a batch is sent once."""
+    graph = callback is not None or any(
+        job.depends_on or job.name is not msgspec.UNSET for job in jobs
+    )
+    bodies = [_job_body(job) for job in jobs]
+    if not graph:
+        for body in bodies:
+            body.setdefault("idempotency_key", _new_key())
+    sent: dict[str, Any] = {"jobs": bodies}
+    if callback is not None:
+        sent["callback"] = _job_body(callback)
+    return Call("POST", "/jobs/batch", BatchResult, body=sent, repeatable=not graph)
+
+
+class Batch(list[BatchItem]):
+    """What both clients' `submit_batch` return: the batch's jobs, in the order sent (a
+    list, as it always was), with the batch's `callback` (None without one) and its
+    `workflow_id` (None unless its jobs depend on each other or it has a callback)."""
+
+    def __init__(
+        self,
+        jobs: Iterable[BatchItem] = (),
+        callback: BatchItem | None = None,
+        workflow_id: UUID | None = None,
+    ) -> None:
+        super().__init__(jobs)
+        self.callback = callback
+        self.workflow_id = workflow_id
+
+    @classmethod
+    def of(cls, answer: BatchResult) -> Batch:
+        return cls(answer.jobs, answer.callback, answer.workflow_id)
 
 
 def job(job_id: UUID | str) -> Call[JobRecord]:
@@ -317,6 +248,22 @@ def cancel_many(
     return Call("POST", "/jobs/cancel", Cancelled, body=body, repeatable=False)
 
 
+def workflow(workflow_id: UUID | str) -> Call[WorkflowRecord]:
+    return Call("GET", f"/workflows/{_segment(workflow_id)}", WorkflowRecord)
+
+
+# A workflow's cancel and retry act on every job of it that is live, or ended without
+# completing, at the time: sent again, they would act on what changed since.
+def cancel_workflow(workflow_id: UUID | str) -> Call[WorkflowActed]:
+    path = f"/workflows/{_segment(workflow_id)}/cancel"
+    return Call("POST", path, WorkflowActed, repeatable=False)
+
+
+def retry_workflow(workflow_id: UUID | str) -> Call[WorkflowActed]:
+    path = f"/workflows/{_segment(workflow_id)}/retry"
+    return Call("POST", path, WorkflowActed, repeatable=False)
+
+
 def queues() -> Call[QueueList]:
     return Call("GET", "/queues", QueueList)
 
@@ -382,6 +329,18 @@ def _segment(value: UUID | str) -> str:
     quoted = quote(str(value), safe="")
     # Whole dot segments would be resolved away by the URL ("/jobs/.." is "/").
     return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
+
+
+def _job_body(job: BatchJob) -> dict[str, Any]:
+    """`job` as the API's body holds it, without the fields it leaves at their defaults
+    that a service of an earlier version does not know (it refuses unknown fields): a
+    job without dependencies is sent as it always was."""
+    body: dict[str, Any] = msgspec.to_builtins(job)
+    if not body.get("depends_on"):
+        body.pop("depends_on", None)
+    if not body.get("run_anyway"):
+        body.pop("run_anyway", None)
+    return body
 
 
 def _new_key() -> str:

@@ -20,7 +20,8 @@ class InvalidClientOption(ClientError, ValueError):
 class ServiceUnreachable(ClientError):
     """No answer: the connection failed or broke, and retrying (where it was safe) did not
     help. The request may or may not have been acted on, unless it was a submission: those
-    carry an Idempotency-Key, so submitting again is safe."""
+    carry an Idempotency-Key, so submitting again is safe (but for jobs that depend on
+    each other, which take none: the message then says it may have been carried out)."""
 
 
 class UnexpectedAnswer(ClientError):
@@ -49,7 +50,7 @@ class Unauthorized(ApiError):
 
 
 class NotFound(ApiError):
-    """404: no such job (or route)."""
+    """404: no such job or workflow (or route)."""
 
 
 class MethodNotAllowed(ApiError):

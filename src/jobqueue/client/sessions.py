@@ -13,14 +13,14 @@ from uuid import UUID
 
 import httpx
 
-from jobqueue.client import calls
-from jobqueue.client.calls import Call, Retries
+from jobqueue.client import calls, sending
+from jobqueue.client.calls import Batch, Call
 from jobqueue.client.connection import http_options
 from jobqueue.client.errors import Unavailable
+from jobqueue.client.sending import Retries
 from jobqueue.domain.status import Status
 from jobqueue.wire.queue_records import QueueRecord, QueueStateView
 from jobqueue.wire.records import (
-    BatchItem,
     JobList,
     JobRecord,
     JobStatusView,
@@ -28,6 +28,7 @@ from jobqueue.wire.records import (
     PeriodicView,
     SubmittedRecord,
     WorkerView,
+    WorkflowRecord,
 )
 from jobqueue.wire.requests import BatchJob, SubmitOptions, job_request
 
@@ -92,14 +93,14 @@ class Client:
         tries = 0
         while True:
             try:
-                verdict = calls.judged(
+                verdict = sending.judged(
                     call,
                     self._http.request(**http_request(call, self._timeout)),
                     tries,
                     self._retries,
                 )
             except httpx.TransportError as error:
-                verdict = calls.after_failure(call, error, tries, self._retries, self._base_url)
+                verdict = sending.after_failure(call, error, tries, self._retries, self._base_url)
             if not isinstance(verdict, float):
                 return verdict
             time.sleep(verdict)
@@ -109,12 +110,17 @@ class Client:
         self, job_type: str, payload: Any = None, **options: Unpack[SubmitOptions]
     ) -> SubmittedRecord:
         """`POST /jobs`: the new job, or (`duplicate`) the job holding its unique key, or
-        (`replayed`) the job an earlier call with this `idempotency_key` made."""
+        (`replayed`) the job an earlier call with this `idempotency_key` made. With
+        `depends_on` (stored jobs' ids) it is `waiting` until each of them completed."""
         return self._send(calls.submit(job_request(job_type, payload, **options)))
 
-    def submit_batch(self, jobs: Sequence[BatchJob]) -> list[BatchItem]:
-        """`POST /jobs/batch`: all of `jobs` (made with `job_request`) or none."""
-        return self._send(calls.submit_batch(jobs)).jobs
+    def submit_batch(self, jobs: Sequence[BatchJob], *, callback: BatchJob | None = None) -> Batch:
+        """`POST /jobs/batch`: all of `jobs` (made with `job_request`) or none, as a list in
+        the order sent. Jobs may depend on each other (`job_request(..., name=...,
+        depends_on=[...])`); `callback`, a job run once all of them ended whatever their
+        outcomes, is the answer's `callback`; such a batch is a workflow, its id the
+        answer's `workflow_id`."""
+        return Batch.of(self._send(calls.submit_batch(jobs, callback)))
 
     def job(self, job_id: UUID | str) -> JobRecord:
         return self._send(calls.job(job_id))
@@ -216,6 +222,20 @@ class Client:
         limit: int | None = None,
     ) -> int:
         return self._send(calls.cancel_many(status, queue, job_type, limit)).cancelled
+
+    def workflow(self, workflow_id: UUID | str) -> WorkflowRecord:
+        """Every job of a workflow (results left out: read a job for its own), in the order
+        submitted, its counts by status, and whether every job ended."""
+        return self._send(calls.workflow(workflow_id))
+
+    def cancel_workflow(self, workflow_id: UUID | str) -> int:
+        """Cancel every job of a workflow that has not ended; how many were."""
+        return self._send(calls.cancel_workflow(workflow_id)).count
+
+    def retry_workflow(self, workflow_id: UUID | str) -> int:
+        """Retry a workflow's failed, dead-lettered and cancelled jobs, each waiting again
+        for those of its dependencies retried with it; how many were."""
+        return self._send(calls.retry_workflow(workflow_id)).count
 
     def queues(self) -> list[QueueRecord]:
         return self._send(calls.queues()).queues

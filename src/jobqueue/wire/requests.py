@@ -10,8 +10,10 @@ by `options()`: durations arrive as text ("90s") and uniqueness as an object.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Annotated, Any, TypedDict, Unpack
+from uuid import UUID
 
 import msgspec
 
@@ -335,24 +337,47 @@ class SubmitOptions(TypedDict, total=False):
     unique: Unique
     partition_key: str
     # Given: replays an earlier identical submission with it. Absent: a new key per
-    # call (per job of a batch), so that the call can be sent again safely.
+    # call (per job of a batch), so that the call can be sent again safely; but none for
+    # a job that depends on others, or is depended on, which takes none.
     idempotency_key: str
+    # The jobs it waits for: stored jobs' ids, or in a batch the names (`job_request`'s
+    # `name=`) or places (0, 1, …) of the batch's jobs. It starts once each completed.
+    depends_on: Sequence[UUID | str | int]
+    # Run once every one of them ended, whatever their outcomes, rather than be
+    # cancelled when one did not complete.
+    run_anyway: bool
 
 
-def job_request(job_type: str, payload: Any = None, **options: Unpack[SubmitOptions]) -> BatchJob:
+def job_request(
+    job_type: str,
+    payload: Any = None,
+    *,
+    name: str | None = None,
+    **options: Unpack[SubmitOptions],
+) -> BatchJob:
     """A job to submit (`submit`) or one of a batch (`submit_batch`), as the API's body
     holds it, from `SubmitOptions` keywords: a `timedelta` as a duration, a `Unique` as
-    its request."""
-    given: dict[str, Any] = {}
-    for name, value in options.items():
+    its request, `depends_on`'s ids and places as text. `name` is what the batch's
+    other jobs call it in their `depends_on`."""
+    given: dict[str, Any] = {} if name is None else {"name": name}
+    for option, value in options.items():
         if value is None:
             continue
         if isinstance(value, timedelta):
             value = format_duration(value)
         elif isinstance(value, Unique):
             value = UniqueRequest.of(value)
-        given[name] = value
+        elif option == "depends_on":
+            value = _references(value)
+        given[option] = value
     return BatchJob(type=job_type, payload={} if payload is None else payload, **given)
+
+
+def _references(depends_on: object) -> list[str]:
+    """`depends_on` as the API takes it: each id, name or place as text."""
+    if isinstance(depends_on, str | UUID) or not isinstance(depends_on, Iterable):
+        raise TypeError(f"depends_on takes a list of job ids, names or places, got {depends_on!r}")
+    return [str(each) for each in depends_on]
 
 
 def duration_of(text: str, name: str) -> timedelta:
