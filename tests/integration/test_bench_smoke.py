@@ -58,6 +58,10 @@ LATENCIES = {
 STARTUPS = {"startup.worker"}
 # Waits for a job's end: one waiter over HTTP, --quick's 5 at once, one in-process.
 WAITS = {"wait.http.c1", "wait.http.c5", "wait.in_process.c1"}
+# Jobs that wait for jobs, run by one worker process: the chain's total and hops, the
+# fan and as many independent jobs (medians of three runs each).
+GRAPH_THROUGHPUTS = {"graph.chain", "graph.fan", "graph.independent"}
+GRAPH_LATENCIES = {"graph.chain.hop"}
 RATIOS = {
     "enqueue_single_c8_vs_c1",
     "enqueue_bulk_vs_single_c1",
@@ -81,6 +85,7 @@ RATIOS = {
     "drain_2procs_vs_1procs",
     "drain_cpu_per_job_2procs_vs_1procs",
     "pickup_process_http_vs_enqueue_p99",
+    "graph_fan_vs_independent",
 }
 # API CPU per job, batch against single: only when the batch run took a clock tick of it,
 # which --quick's few batches may not.
@@ -201,7 +206,8 @@ def test_quick_run_reports_every_pickup_latency_as_ordered_positive_percentiles(
     metrics = quick_run.report["metrics"]
     samples = quick_run.report["settings"]["latency_samples"]
 
-    assert set(metrics) == THROUGHPUTS | PROCESS_DRAINS | LATENCIES | STARTUPS | WAITS
+    graphs = GRAPH_THROUGHPUTS | GRAPH_LATENCIES
+    assert set(metrics) == THROUGHPUTS | PROCESS_DRAINS | LATENCIES | STARTUPS | WAITS | graphs
     for name in LATENCIES:
         metric = metrics[name]
         assert metric["kind"] == "latency", name
@@ -231,6 +237,52 @@ def test_quick_run_reports_every_wait_for_a_jobs_end_as_ordered_percentiles_in_a
         assert "POLL_INTERVAL=1s" in metric["label"]
         assert metric["label"] in printed
     assert "5 waiters at once" in metrics["wait.http.c5"]["label"]
+
+
+@pytest.mark.slow
+def test_quick_run_reports_the_chains_hops_and_the_fan_beside_independent_jobs(
+    quick_run: QuickRun,
+) -> None:
+    metrics = quick_run.report["metrics"]
+    settings = quick_run.report["settings"]
+    printed = quick_run.result.stdout.split("Dependencies, a job's end", 1)[1]
+    layers, width = settings["fan_layers"], settings["fan_width"]
+
+    hop = metrics["graph.chain.hop"]
+    assert hop["kind"] == "latency"
+    assert hop["samples"] == settings["chain_jobs"] - 1
+    assert 0 < hop["p50_ms"] <= hop["p95_ms"] <= hop["p99_ms"] <= hop["max_ms"]
+    assert hop["label"] in printed
+    jobs = {
+        "graph.chain": settings["chain_jobs"],
+        "graph.fan": layers * width + 1,
+        "graph.independent": layers * width,
+    }
+    for name, count in jobs.items():
+        metric = metrics[name]
+        assert metric["kind"] == "throughput", name
+        assert metric["jobs"] == count, name
+        assert all(math.isfinite(v) and v > 0 for v in numbers(metric).values()), metric
+    # A chain of several jobs lasts longer than one of its hops.
+    assert metrics["graph.chain"]["seconds"] * 1000 > hop["p50_ms"]
+    assert f"each after all {width} of the layer before" in metrics["graph.fan"]["label"]
+    environment = quick_run.report["environment"]
+    assert environment["chain_submit_seconds"] > 0
+    assert environment["fan_submit_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_only_runs_the_scenarios_it_names(postgres_server: Server, tmp_path: Path) -> None:
+    output = tmp_path / "chain.json"
+
+    result = run_bench(postgres_server.url, "--only", "chain", "--json", str(output))
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(output.read_text())
+    assert set(report["metrics"]) == {"graph.chain", "graph.chain.hop"}
+    assert report["settings"]["scenarios"] == ["chain"]
+    assert "Start-up" not in result.stdout
+    assert "Dependencies, a job's end → its dependent's start" in result.stdout
 
 
 @pytest.mark.slow

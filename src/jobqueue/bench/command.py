@@ -68,7 +68,7 @@ def parse_options(argv: Sequence[str], epilog: str) -> argparse.Namespace:
         sizes_of(options)
     except ValueError as error:
         # Options each valid alone but not together: a fan's --fan-in above its width.
-        parser.error(str(error))
+        parser.error(f"--fan-width, --fan-in: {error}")
     return options
 
 

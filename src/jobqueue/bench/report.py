@@ -233,7 +233,7 @@ def wait_table(rows: Sequence[Measurement]) -> Table:
 
 def hop_table(rows: Sequence[Measurement]) -> Table:
     return _latencies(
-        "Jobs that wait for jobs, a job's end → its dependent's start",
+        "Dependencies, a job's end → its dependent's start",
         rows,
         caption="From the finished_at of a job (its ending's now(), the statement whose "
         "trigger releases its dependent) to its dependent's started_at (its claim's now()), "
