@@ -353,7 +353,7 @@ async def test_over_the_limit_the_count_says_how_many_one_call_takes(
         ("", "operation is required: retry or discard or cancel"),
         ("operation=purge&status=failed", "operation must be retry or discard or cancel"),
         ("operation=retry", "status is required"),
-        ("operation=retry&status=done", "status must be pending or processing or waiting"),
+        ("operation=retry&status=done", "status must be waiting or pending or processing"),
         (
             "operation=retry&status=completed",
             "cannot retry completed jobs: status must be cancelled or dead_letter or failed",

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import (
+    job_dependencies,
     jobs,
     key_starts,
     metadata,
@@ -162,6 +163,11 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
         "result",
         "progress",
         "watched",
+        "depends_on",
+        "run_anyway",
+        "workflow_id",
+        "waiting_for",
+        "has_dependents",
     }
 
     downgrade(url, "base")
@@ -589,6 +595,7 @@ def test_drift_check_notices_a_column_the_migrations_lack(database_url: str) -> 
     job_rollup.to_metadata(changed)
     key_starts.to_metadata(changed)
     type_rates.to_metadata(changed)
+    job_dependencies.to_metadata(changed)
     jobs.to_metadata(changed).append_column(Column("colour", Text))
     drift = _drift(database_url, changed)
     assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "colour")]

@@ -11,6 +11,7 @@ from datetime import timedelta
 from uuid import UUID, uuid4
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
@@ -65,11 +66,72 @@ async def _seed_pair(engine: AsyncEngine, operation: Operation, source: Status) 
     ]
 
 
+# Written by the database for a graph, not by a store call on the job itself: the
+# ending of the job it waits for, and its workflow's retry.
+_GRAPH = (Operation.DEPENDENCIES_MET, Operation.DEPENDENCY_FAILED, Operation.RETRY_WORKFLOW)
+_BLOCKER = "blocker"
+
+
+async def _graph_pair(engine: AsyncEngine, operation: Operation, job_ids: list[UUID]) -> None:
+    """The pair as a graph can meet them: waiting jobs wait for a pending blocker; in a
+    workflow, the second depends on the first (a retry makes it wait for it again)."""
+    async with engine.begin() as connection:
+        if operation is Operation.RETRY_WORKFLOW:
+            await connection.execute(
+                text(
+                    "UPDATE jobs SET workflow_id = :workflow, has_dependents = id = :first,"
+                    " depends_on = CASE WHEN id = :second THEN ARRAY[CAST(:first AS uuid)] END"
+                    " WHERE id IN (:first, :second)"
+                ),
+                {"workflow": uuid4(), "first": job_ids[0], "second": job_ids[1]},
+            )
+            return
+    blocker = await seed_job(engine, Status.PENDING, attempts=0, job_type=_BLOCKER)
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE jobs SET has_dependents = true WHERE id = :id"), {"id": blocker}
+        )
+        for job_id in job_ids:
+            await connection.execute(
+                text(
+                    "UPDATE jobs SET waiting_for = 1, depends_on = ARRAY[CAST(:blocker AS uuid)]"
+                    " WHERE id = :id AND status = 'waiting'"
+                ),
+                {"id": job_id, "blocker": blocker},
+            )
+            await connection.execute(
+                text(
+                    "INSERT INTO job_dependencies (depends_on, job_id)"
+                    " SELECT :blocker, id FROM jobs WHERE id = :id AND status = 'waiting'"
+                ),
+                {"id": job_id, "blocker": blocker},
+            )
+
+
+async def _apply_graph(
+    store: PostgresJobStore, operation: Operation, job_ids: list[UUID]
+) -> dict[UUID, Job | JobQueueError | None]:
+    """The graph's writes; a job they did not move is passed over (None)."""
+    before = {job_id: await store.get(job_id) for job_id in job_ids}
+    if operation is Operation.RETRY_WORKFLOW:
+        workflow = before[job_ids[0]].workflow_id
+        assert workflow is not None
+        await store.retry_workflow(workflow)
+    else:
+        (blocker,) = await store.claim(1, timedelta(minutes=5), types=[_BLOCKER])
+        met = operation is Operation.DEPENDENCIES_MET
+        await record(store, blocker.lease, Decision.complete() if met else Decision.fail("no"))
+    after = {job_id: await store.get(job_id) for job_id in job_ids}
+    return {i: None if after[i] == before[i] else after[i] for i in job_ids}
+
+
 async def _apply(
     store: PostgresJobStore, operation: Operation, job_ids: list[UUID]
 ) -> dict[UUID, Job | JobQueueError | None]:
     """What the operation did to each job: the job it wrote, the error refusing it, or
-    None when a batch operation (claim, recovery) passed it over."""
+    None when a batch operation (claim, recovery, a graph's) passed it over."""
+    if operation in _GRAPH:
+        return await _apply_graph(store, operation, job_ids)
     if operation is Operation.CLAIM:
         picked = {
             job.id: job for job in await store.claim(10, timedelta(minutes=5), types=TEST_TYPES)
@@ -95,7 +157,7 @@ async def _apply(
 
 
 def _is_expected_refusal(operation: Operation, source: Status, outcome: object) -> bool:
-    if operation in (Operation.CLAIM, Operation.RECOVER):
+    if operation in (Operation.CLAIM, Operation.RECOVER, *_GRAPH):
         return outcome is None
     if operation in (Operation.RETRY, Operation.CANCEL, Operation.RESCHEDULE):
         return isinstance(outcome, InvalidTransition) and outcome.status == source
@@ -109,6 +171,8 @@ async def test_store_accepts_exactly_the_domain_transitions(
 ) -> None:
     store = PostgresJobStore(engine)
     job_ids = await _seed_pair(engine, operation, source)
+    if operation in _GRAPH:
+        await _graph_pair(engine, operation, job_ids)
     before = {job_id: await read_row(engine, job_id) for job_id in job_ids}
 
     outcomes = await _apply(store, operation, job_ids)
