@@ -24,6 +24,7 @@ from jobqueue.domain.job import Job
 from jobqueue.domain.progress import Progress
 from jobqueue.domain.status import TRAITS, Phase, Status
 from jobqueue.domain.transitions import DELETABLE, Operation, sources
+from jobqueue.entrypoints.http.ui.links import Links, links_to, workflow_link
 from jobqueue.entrypoints.http.ui.overview import age
 
 # A payload or a result is shown up to this many bytes of its pretty JSON: a page of
@@ -32,6 +33,9 @@ from jobqueue.entrypoints.http.ui.overview import age
 PAYLOAD_SHOWN_BYTES: Final = 64 * 1024
 # How often a live job's status part asks for itself again.
 REFRESH_SECONDS: Final = 2
+# The jobs it depends on the page links to (it may depend on a thousand); the rest are
+# counted, and listed by `GET /jobs/{id}`.
+SHOWN_DEPENDENCIES: Final = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +67,9 @@ ACTIONS: Final = (
         done="cancelled",
         said="Cancelled: the job will not run again unless it is retried.",
         allowed=sources(Operation.CANCEL),
-        consequence="A pending job never runs. A running one is stopped by its worker, and "
-        "nothing its handler does from then on is recorded. It can be retried later.",
+        consequence="A waiting or pending job never runs. A running one is stopped by its "
+        "worker, and nothing its handler does from then on is recorded. It can be retried "
+        "later.",
     ),
     JobAction(
         name="discard",
@@ -244,10 +249,20 @@ def _note(status: Status, *, earlier: bool) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Fact:
-    # Its `data-fact` (what tests find it by), label and value: text, a moment, or None.
+    # Its `data-fact` (what tests find it by), label and value: text, a moment, links to
+    # other pages, or None.
     name: str
     label: str
-    value: str | Moment | None
+    value: str | Moment | Links | None
+
+    @property
+    def kind(self) -> str:
+        """How the template lays its value out: "none", "text", "moment" or "links"."""
+        if self.value is None:
+            return "none"
+        if isinstance(self.value, str):
+            return "text"
+        return "moment" if isinstance(self.value, Moment) else "links"
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,4 +319,22 @@ def _facts(job: Job) -> tuple[Fact, ...]:
         Fact("partition_key", "Partition key", job.partition_key),
         Fact("idempotency_key", "Idempotency key", job.idempotency_key),
         Fact("snoozes", "Snoozes", str(job.snoozes)),
+        *dependency_facts(job),
     )
+
+
+def dependency_facts(job: Job) -> tuple[Fact, ...]:
+    """Its workflow and the jobs it depends on, linked, whether it runs anyway, and while
+    it waits how many of them have not ended: none of these for a job outside any graph."""
+    facts = []
+    if job.workflow_id is not None:
+        facts.append(Fact("workflow", "Workflow", Links((workflow_link(job.workflow_id),))))
+    if job.depends_on:
+        shown = links_to(job.depends_on, SHOWN_DEPENDENCIES)
+        facts.append(Fact("depends_on", "Depends on", shown))
+    if job.run_anyway:
+        facts.append(Fact("run_anyway", "Runs anyway", "yes, whatever its dependencies' ends"))
+    if job.status is Status.WAITING:
+        of = len(job.depends_on or ())
+        facts.append(Fact("waiting_for", "Waiting for", f"{job.waiting_for} of {of} jobs"))
+    return tuple(facts)

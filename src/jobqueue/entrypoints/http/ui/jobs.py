@@ -49,6 +49,7 @@ MOMENT_LABELS: Final = {
 ORDER_NOTES: Final = {
     Status.PENDING: "In the order claims take them: by queue, priority, type, then due time",
     Status.PROCESSING: "Soonest lease end first",
+    Status.WAITING: "Soonest due first: for most, the order they were submitted in",
 }
 FINISHED_NOTE: Final = "Most recently finished first"
 _SIGNED_IN: Final = {DASHBOARD: True}
@@ -68,9 +69,14 @@ class JobRow:
     error: str
 
 
+def cut_error(error: str | None) -> str:
+    """A job's last error as a row shows it: its first characters, "…" when cut."""
+    error = error or ""
+    return error if len(error) <= _SHOWN_ERROR else error[:_SHOWN_ERROR] + "…"
+
+
 def job_row(job: Job) -> JobRow:
     moment: datetime | None = getattr(job, TRAITS[job.status].order.column.value)
-    error = job.last_error or ""
     return JobRow(
         id=str(job.id),
         href=f"{JOBS_PATH}/{job.id}",
@@ -80,7 +86,7 @@ def job_row(job: Job) -> JobRow:
         attempts=f"{job.attempts}/{job.max_attempts}",
         created=shown_time(job.created_at),
         moment="" if moment is None else shown_time(moment),
-        error=error if len(error) <= _SHOWN_ERROR else error[:_SHOWN_ERROR] + "…",
+        error=cut_error(job.last_error),
     )
 
 
