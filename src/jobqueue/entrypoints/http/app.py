@@ -51,6 +51,7 @@ from jobqueue.entrypoints.http.ui.queues import QueuePagesController
 from jobqueue.entrypoints.http.ui.registry_pages import RegistryPagesController
 from jobqueue.entrypoints.http.ui.sign_in import SignInController
 from jobqueue.entrypoints.http.ui.throughput import ThroughputCharts
+from jobqueue.entrypoints.http.ui.workflow_routes import WorkflowPageController
 from jobqueue.entrypoints.http.worker_routes import Workers, WorkersController
 from jobqueue.entrypoints.http.workflow_routes import WorkflowsController
 from jobqueue.entrypoints.service.published_types import TypeCatalogue
@@ -156,6 +157,7 @@ def create_app(
             # are open.
             DashboardController,
             JobPageController,
+            WorkflowPageController,
             QueuePagesController,
             BulkController,
             RegistryPagesController,
