@@ -10,7 +10,8 @@ Releasing is a trigger's work, so that every statement that ends a job does it (
 worker's endings, recovery's dead letters, a cancel, a bulk action, a delete, and any
 statement added later) and nothing scans for it:
 - A row trigger notes each ending of a job that has dependents (`has_dependents`: its
-  WHEN clause is all other endings pay) in a setting local to the transaction.
+  WHEN clause is all other endings pay) in a temporary table of the session, and says
+  so in a setting local to the transaction.
 - A statement trigger, once the statement's rows are written, deletes the noted jobs'
   edges and counts them off their waiting dependents, locked in id order, whatever the
   order the statement ended its rows in (it fires after every status-writing statement,
@@ -70,22 +71,26 @@ _INDEXES = {
     "ix_jobs_workflow": "ON jobs (workflow_id, created_at, id) WHERE workflow_id IS NOT NULL",
 }
 
-# Each entry is `<id>=<status>` ('deleted' for a deleted job), comma-separated.
+# Noted in a temporary table of the session (made at its first noted ending, kept while
+# the connection lives), with a transaction-local flag saying there is something to do:
+# a string of them in a setting was copied whole at every append, and a statement ending
+# ten thousand jobs with dependents took 11-21 s (measured).
 _NOTE_ENDING = """
 CREATE OR REPLACE FUNCTION jobqueue_note_ending() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    entry text;
-    noted text := coalesce(current_setting('jobqueue.ended', true), '');
 BEGIN
-    IF TG_OP = 'DELETE' THEN
-        entry := OLD.id::text || '=deleted';
-    ELSE
-        entry := NEW.id::text || '=' || NEW.status;
+    IF coalesce(current_setting('jobqueue.ended', true), '') = '' THEN
+        -- Not IF NOT EXISTS, which sends a NOTICE each time the table exists.
+        IF to_regclass('pg_temp.jobqueue_ended') IS NULL THEN
+            CREATE TEMPORARY TABLE jobqueue_ended (id uuid, status text);
+        END IF;
+        PERFORM set_config('jobqueue.ended', 'on', true);
     END IF;
-    PERFORM set_config(
-        'jobqueue.ended', CASE WHEN noted = '' THEN entry ELSE noted || ',' || entry END, true
-    );
+    IF TG_OP = 'DELETE' THEN
+        INSERT INTO jobqueue_ended VALUES (OLD.id, 'deleted');
+    ELSE
+        INSERT INTO jobqueue_ended VALUES (NEW.id, NEW.status);
+    END IF;
     RETURN NULL;
 END
 $$
@@ -95,7 +100,8 @@ _RELEASE = """
 CREATE OR REPLACE FUNCTION jobqueue_release_dependents() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-    noted text;
+    ended_ids uuid[];
+    ended_statuses text[];
     started integer;
 BEGIN
     IF coalesce(current_setting('jobqueue.ended', true), '') = ''
@@ -104,12 +110,15 @@ BEGIN
     END IF;
     PERFORM set_config('jobqueue.releasing', 'on', true);
     LOOP
-        noted := coalesce(current_setting('jobqueue.ended', true), '');
-        EXIT WHEN noted = '';
+        EXIT WHEN current_setting('jobqueue.ended') = '';
         PERFORM set_config('jobqueue.ended', '', true);
+        -- Taken out as arrays: joined as the temporary table, unanalysed, the edges and
+        -- the jobs were read whole (a hash join); an array's unnest is planned as the few
+        -- rows it is, each looked up by its key.
+        WITH taken AS (DELETE FROM jobqueue_ended RETURNING id, status)
+        SELECT array_agg(id), array_agg(status) INTO ended_ids, ended_statuses FROM taken;
         WITH ended AS (
-            SELECT split_part(entry, '=', 1)::uuid AS id, split_part(entry, '=', 2) AS status
-            FROM unnest(string_to_array(noted, ',')) AS entry
+            SELECT * FROM unnest(ended_ids, ended_statuses) AS ended (id, status)
         ),
         met AS (
             DELETE FROM job_dependencies
