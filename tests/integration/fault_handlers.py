@@ -14,7 +14,7 @@ concurrent processes never interleave, and a process killed mid-attempt leaves i
 - `work_sync`: the same in a plain function (the pool's threads).
 - `long`: sleeps `seconds` (async), for leases that must renew.
 - `step`: a graph's job: sleeps `ms`, returns its `n` and the count and sum of the `n`s
-  its dependencies returned (`ctx.dependencies`).
+  its dependencies returned (`await ctx.dependencies()`).
 
 Below the handlers, the tests' side, never used by a worker (so what it needs is
 imported where it is used, and a worker's start-up pays nothing for it): reading the
@@ -108,7 +108,7 @@ async def step(ctx: JobContext, payload: Layer) -> dict[str, int]:
     # A graph's job: its result is its number, and what it saw of its dependencies'.
     _record(ctx, "start")
     await asyncio.sleep(payload.ms / 1000)
-    seen = [each.result for each in ctx.dependencies if each.completed]
+    seen = [each.result for each in await ctx.dependencies() if each.completed]
     _record(ctx, "end")
     numbers = [each["n"] for each in seen if isinstance(each, dict)]
     return {"n": payload.n, "seen": len(numbers), "sum": sum(numbers)}

@@ -21,7 +21,7 @@ async def fetch(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
 @registry.handler("transform")
 async def transform(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     rows = 0
-    for dependency in ctx.dependencies:
+    for dependency in await ctx.dependencies():
         assert isinstance(dependency.result, dict)
         rows += int(dependency.result["rows"])  # type: ignore[arg-type]
     most = int(payload.get("most", 1000))
@@ -40,5 +40,5 @@ async def report(ctx: JobContext, payload: dict[str, Any]) -> list[dict[str, Any
             "result": dependency.result,
             "error": dependency.error,
         }
-        for dependency in ctx.dependencies
+        for dependency in await ctx.dependencies()
     ]

@@ -36,8 +36,15 @@ async def test_a_fan_in_reads_its_dependencies_results_in_order() -> None:
 
     @registry.handler("merge")
     async def merge(ctx: JobContext, payload: Any) -> int:
-        seen.append(ctx.dependencies)
-        return sum(_n(each.result) for each in ctx.dependencies if each.completed)
+        dependencies = await ctx.dependencies()
+        seen.append(dependencies)
+        # Read once per attempt: a second call answers the first's.
+        assert await ctx.dependencies() is dependencies
+        return sum(_n(each.result) for each in dependencies if each.completed)
+
+    @registry.handler("alone")
+    async def alone(ctx: JobContext, payload: Any) -> int:
+        return len(await ctx.dependencies())
 
     @registry.handler("never")
     async def never(ctx: JobContext, payload: Any) -> None:
@@ -50,15 +57,18 @@ async def test_a_fan_in_reads_its_dependencies_results_in_order() -> None:
         Step(_new("merge", run_anyway=True), name="callback", after=("p2", "p3")),
     ]
     submitted = [each.job for each in await store.submit_graph(steps)]
+    lone = (await store.submit(_new("alone"))).job
     parts, good, bad, callback = submitted[:4], submitted[4], submitted[5], submitted[6]
 
     pool = make_pool(store, registry, config(workers=2))
     async with running(pool):
         good_done = await settled(store, good, Status.COMPLETED)
         callback_done = await settled(store, callback, Status.COMPLETED)
+        lone_done = await settled(store, lone, Status.COMPLETED)
 
     assert good_done.result == 4
     assert callback_done.result == 3
+    assert lone_done.result == 0
     first, second = seen if seen[0][0].id == parts[3].id else seen[::-1]
     assert [each.id for each in first] == [parts[3].id, parts[0].id, parts[1].id]
     assert all(each.status is Status.COMPLETED for each in first)

@@ -110,10 +110,8 @@ class JobContext:
     report_progress: Callable[[Progress], None] | None = None
     # What `transaction` opens (the worker's); None: no database to offer one.
     open_transaction: Callable[[], AbstractAsyncContextManager[Any]] | None = None
-    # The jobs it waited for (`depends_on`), in that order, as they ended: each one's
-    # status, result (completed) or error. All completed, unless it runs anyway (a
-    # callback); one deleted since is left out.
-    dependencies: tuple[Dependency, ...] = ()
+    # What `dependencies` reads (the worker's); None: it waited for none.
+    read_dependencies: Callable[[], Awaitable[tuple[Dependency, ...]]] | None = None
 
     def transaction(self) -> AbstractAsyncContextManager[Any]:
         """`async with ctx.transaction() as connection:` your writes to the jobs'
@@ -124,6 +122,14 @@ class JobContext:
         if self.open_transaction is None:
             raise RuntimeError("ctx.transaction() is offered by a worker, on its database")
         return self.open_transaction()
+
+    async def dependencies(self) -> tuple[Dependency, ...]:
+        """The jobs it waited for (`depends_on`), in order, as they ended (status, result
+        or error): all completed unless it runs anyway; one deleted since is left out.
+        Read at the first call, from an async handler: one that needs none pays nothing."""
+        if self.read_dependencies is None:
+            return ()
+        return await self.read_dependencies()
 
     def progress(
         self,

@@ -150,8 +150,6 @@ class Executor:
         payload: Any = job.payload
         if spec.payload_type is not None:
             payload = self._decoder.decode(job.type, job.payload, spec.payload_type)
-        # Read as the attempt starts: a failure to read them is the attempt's, retried.
-        dependencies = await self._dependencies(job.depends_on) if job.depends_on else ()
         context = JobContext(
             job_id=job.id,
             job_type=job.type,
@@ -164,7 +162,7 @@ class Executor:
             snoozes=job.snoozes,
             report_progress=self._progress.reporter(attempt.lease),
             open_transaction=self._endings.opener(attempt.lease),
-            dependencies=tuple(dependencies),
+            read_dependencies=self._reader(job.depends_on) if job.depends_on else None,
         )
         if spec.is_async:
             # An async function's call is its coroutine (`is_async` says so).
@@ -178,6 +176,19 @@ class Executor:
             attempt.stop.request(_reason_of(attempt))
             await self._until_returned(attempt, thread)
             raise
+
+    def _reader(self, ids: tuple[UUID, ...]) -> Callable[[], Awaitable[tuple[Dependency, ...]]]:
+        """The read of `ids` as the store answers it, once per attempt (a second call
+        answers the first's); a failure to read is the handler's, and retried."""
+        read: tuple[Dependency, ...] | None = None
+
+        async def dependencies() -> tuple[Dependency, ...]:
+            nonlocal read
+            if read is None:
+                read = tuple(await self._dependencies(ids))
+            return read
+
+        return dependencies
 
     async def _until_returned(self, attempt: Attempt, thread: asyncio.Future[Any]) -> None:
         """Wait for a sync attempt's thread, after it was asked to stop. Once shutdown has
