@@ -45,11 +45,14 @@ class Dataset:
     processing: int = 200
     # Live worker processes in the registry, expiring far ahead.
     workers: int = 4
+    # Workflows, each a pending root and the jobs waiting for it (`WORKFLOW_SIZE` in all).
+    workflows: int = 20
 
     def describe(self) -> str:
         return (
             f"{self.finished:,} finished and {self.pending:,} pending jobs, {self.processing:,} "
-            f"running, over {self.queues} queues and {self.types} types, {self.days} days"
+            f"running, {self.workflows:,} workflows of {WORKFLOW_SIZE} jobs, over "
+            f"{self.queues} queues and {self.types} types, {self.days} days"
         )
 
 
@@ -61,6 +64,8 @@ CANCELLED_SHARE = 0.02
 SCHEDULED_SHARE = 0.3
 # Of every job, the share with an idempotency key, and the share with a unique key.
 KEYED_SHARE = 0.05
+# The jobs of one workflow: a root, and the steps waiting for it.
+WORKFLOW_SIZE = 50
 
 _ERRORS = (
     "ValueError: order {n} could not be charged: card declined",
@@ -204,6 +209,44 @@ def _processing_rows(dataset: Dataset) -> str:
     """
 
 
+def _workflow_rows(dataset: Dataset) -> str:
+    """Workflows as a graph's insert leaves them: a root due tomorrow (no worker runs
+    during the bench) and steps waiting for it, an edge each."""
+    job_id = (
+        "(lpad(to_hex((extract(epoch FROM created) * 1000)::bigint), 12, '0') || '7'"
+        " || substr(md5(:kind || w || '-' || n), 1, 19))::uuid"
+    )
+    return f"""
+    WITH made AS (
+        SELECT w, n, created, {job_id} AS id
+        FROM (
+            SELECT w, n, now() - make_interval(secs => w) AS created
+            FROM generate_series(1, {dataset.workflows}) AS w,
+                generate_series(0, {WORKFLOW_SIZE - 1}) AS n
+        ) AS g
+    ),
+    rooted AS (
+        SELECT made.*, root.id AS root FROM made JOIN made AS root USING (w)
+        WHERE root.n = 0
+    ),
+    roots AS (
+        INSERT INTO jobs (id, type, status, max_attempts, run_at, workflow_id,
+                          has_dependents, created_at, updated_at)
+        SELECT id, 'workflow.root', 'pending', 3, now() + interval '1 day', root, true,
+            created, created
+        FROM rooted WHERE n = 0
+    ),
+    steps AS (
+        INSERT INTO jobs (id, type, status, max_attempts, workflow_id, depends_on,
+                          waiting_for, created_at, updated_at)
+        SELECT id, 'workflow.step', 'waiting', 3, root, ARRAY[root], 1, created, created
+        FROM rooted WHERE n > 0
+        RETURNING id, depends_on[1] AS root
+    )
+    INSERT INTO job_dependencies (depends_on, job_id) SELECT root, id FROM steps
+    """
+
+
 def _workers(dataset: Dataset) -> str:
     queues = ", ".join("'" + name + "'" for name in queue_names(dataset.queues))
     types = ", ".join("'" + name + "'" for name in type_names(dataset.types))
@@ -246,12 +289,15 @@ async def fill(engine: AsyncEngine, dataset: Dataset) -> None:
     filled."""
     async with engine.begin() as connection:
         await connection.execute(text(f"DROP TABLE IF EXISTS {_MARKER}"))
-        await connection.execute(text("TRUNCATE jobs, processes, queues, job_rollup"))
+        await connection.execute(
+            text("TRUNCATE jobs, job_dependencies, processes, queues, job_rollup")
+        )
     await _chunked(engine, "finished jobs", _finished_rows(dataset), dataset.finished)
     await _chunked(engine, "pending jobs", _pending_rows(dataset), dataset.pending)
     async with engine.begin() as connection:
         await connection.execute(text(_processing_rows(dataset)), {"total": dataset.processing})
         await connection.execute(text(_workers(dataset)), {"total": dataset.workers})
+        await connection.execute(text(_workflow_rows(dataset)), {"kind": "w"})
         # The charts' rollup: a row per minute of the days and queue, as workers leave it.
         await connection.execute(text(_rollup(dataset)))
         # Two queues paused, as an operator on call might have left them.
@@ -262,6 +308,7 @@ async def fill(engine: AsyncEngine, dataset: Dataset) -> None:
     async with progress("VACUUM ANALYZE"), engine.connect() as connection:
         autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
         await autocommit.execute(text("VACUUM ANALYZE jobs"))
+        await autocommit.execute(text("VACUUM ANALYZE job_dependencies"))
         await autocommit.execute(text("VACUUM ANALYZE processes"))
         await autocommit.execute(text("VACUUM ANALYZE queues"))
         await autocommit.execute(text("VACUUM ANALYZE job_rollup"))
@@ -311,6 +358,12 @@ async def samples(engine: AsyncEngine, dataset: Dataset) -> Samples:
             )
         ).scalar()
         processes = (await connection.execute(text("SELECT id FROM processes ORDER BY id"))).all()
+        # By its index (`ix_jobs_workflow`, of the jobs that have one).
+        workflow = (
+            await connection.execute(
+                text("SELECT workflow_id FROM jobs WHERE workflow_id IS NOT NULL LIMIT 1")
+            )
+        ).scalar()
     queues = queue_names(dataset.queues)
     return Samples(
         # The busiest queue (the skew favours the first), and the one with the fewest
@@ -322,4 +375,5 @@ async def samples(engine: AsyncEngine, dataset: Dataset) -> Samples:
         idempotency_key=str(idempotency_key or ""),
         processes=tuple(str(row[0]) for row in processes),
         error_text="declined",
+        workflow=str(workflow or ""),
     )

@@ -56,6 +56,8 @@ class Samples:
     processes: tuple[str, ...]  # ids of live worker processes
     error_text: str  # a word of some jobs' errors
     now: datetime = field(default_factory=datetime.now)
+    # A workflow's id (`/ui/workflows/{id}`); empty: the table holds none.
+    workflow: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +172,8 @@ _KINDS = {
     "worker": "process",
     "process": "process",
     "process_id": "process",
+    "workflow": "workflow",
+    "workflow_id": "workflow",
 }
 # The jobs browser's (`ui/job_filters.py` parses its query string itself): each status's
 # first page, narrowed by what its index holds (a queue of pending jobs, a type of
@@ -236,6 +240,7 @@ def _values(kind: str, samples: Samples) -> list[str]:
         "process": list(samples.processes[:1]),
         "since": [(since.replace(hour=0, minute=0, second=0)).isoformat()],
         "until": [since.isoformat()],
+        "workflow": [samples.workflow] if samples.workflow else [],
     }[kind]
 
 
