@@ -12,13 +12,12 @@ it, and the last given wins. What they are when left out is decided when the com
 from __future__ import annotations
 
 import argparse
-import json
-from datetime import datetime, timedelta
 from typing import Any
 
 from jobqueue.domain.bulk import ACTIONABLE, CANCELLABLE, MAX_SELECTED
-from jobqueue.domain.durations import format_duration, parse_duration
+from jobqueue.domain.durations import format_duration
 from jobqueue.domain.status import Status
+from jobqueue.entrypoints.cli import values
 from jobqueue.entrypoints.cli.jobs_commands import (
     DEFAULT_WAIT,
     ENDED_OTHERWISE,
@@ -58,7 +57,7 @@ def add_service_options(
     )
     group.add_argument(
         "--request-timeout",
-        type=_seconds,
+        type=values.seconds,
         default=argparse.SUPPRESS,
         metavar="SECONDS",
         help=f"how long to wait for each answer (default {DEFAULT_REQUEST_TIMEOUT:g})",
@@ -140,7 +139,7 @@ def add_commands(commands: Any, epilog: str) -> None:
     waiting.add_argument("job_id", metavar="JOB_ID")
     waiting.add_argument(
         "--timeout",
-        type=_duration,
+        type=values.duration,
         default=DEFAULT_WAIT,
         metavar="DURATION",
         help=f"give up after this long (default {format_duration(DEFAULT_WAIT)}; 0s: "
@@ -219,7 +218,9 @@ def _add_submit(parser: argparse.ArgumentParser) -> None:
     service, as the API does."""
     parser.add_argument("job_type", metavar="TYPE", help="a job type the API accepts")
     payload = parser.add_mutually_exclusive_group()
-    payload.add_argument("--payload", type=_json, help="the payload, as JSON (default {})")
+    payload.add_argument(
+        "--payload", type=values.json_value, help="the payload, as JSON (default {})"
+    )
     payload.add_argument(
         "--payload-file", metavar="FILE", help="read the payload (JSON) from FILE; '-': stdin"
     )
@@ -231,7 +232,7 @@ def _add_submit(parser: argparse.ArgumentParser) -> None:
     _add_when(parser.add_mutually_exclusive_group(), "not before")
     parser.add_argument(
         "--timeout",
-        type=_duration,
+        type=values.duration,
         metavar="DURATION",
         help="how long one attempt may run (default: the type's, else JOB_TIMEOUT)",
     )
@@ -250,18 +251,21 @@ def _add_submit(parser: argparse.ArgumentParser) -> None:
     unique.add_argument("--unique-key", metavar="KEY", help="unique by this key")
     unique.add_argument(
         "--unique-by",
-        type=_names,
+        type=values.names,
         metavar="FIELD[,FIELD…]",
         help="unique by type and these payload fields",
     )
     unique.add_argument(
         "--unique-states",
-        type=_statuses,
+        type=values.statuses,
         metavar="STATUS[,STATUS…]",
         help="the statuses the key counts in (default: pending,processing)",
     )
     unique.add_argument(
-        "--unique-period", type=_duration, metavar="DURATION", help="one job per key per period"
+        "--unique-period",
+        type=values.duration,
+        metavar="DURATION",
+        help="one job per key per period",
     )
     parser.add_argument(
         "--idempotency-key",
@@ -275,7 +279,7 @@ def _add_submit(parser: argparse.ArgumentParser) -> None:
     waiting.add_argument("--wait", action="store_true", help="wait for the job's end")
     waiting.add_argument(
         "--wait-timeout",
-        type=_duration,
+        type=values.duration,
         metavar="DURATION",
         help=f"give up waiting after this long (default {format_duration(DEFAULT_WAIT)}; "
         "implies --wait)",
@@ -286,12 +290,12 @@ def _add_when(group: argparse._MutuallyExclusiveGroup, said: str) -> None:
     """`--run-at` or `--delay`, as a submission and a reschedule take them."""
     group.add_argument(
         "--run-at",
-        type=_instant,
+        type=values.instant,
         metavar="TIME",
         help=f"{said} this instant, with its offset: 2026-12-01T09:00:00Z",
     )
     group.add_argument(
-        "--delay", type=_duration, metavar="DURATION", help=f"{said} this long from now: 90s"
+        "--delay", type=values.duration, metavar="DURATION", help=f"{said} this long from now: 90s"
     )
 
 
@@ -304,72 +308,9 @@ def _add_selection(parser: argparse.ArgumentParser, statuses: frozenset[Status])
     parser.add_argument("--type", dest="job_type", help="only jobs of this type")
     parser.add_argument(
         "--limit",
-        type=_positive,
+        type=values.positive,
         help=f"at most this many, the oldest first (default: all of them, {MAX_SELECTED} a call)",
     )
     parser.add_argument(
         "-y", "--yes", action="store_true", help="do not ask first (on a terminal it asks)"
     )
-
-
-# --- values ----------------------------------------------------------------------------
-# Each raises ArgumentTypeError, which argparse reports as a usage error (exit 2).
-
-
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
-
-
-def _instant(text: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a time such as 2026-12-01T09:00:00Z"
-        ) from None
-    if moment.tzinfo is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} has no offset: add Z (UTC) or one such as +01:00"
-        )
-    return moment
-
-
-def _duration(text: str) -> timedelta:
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = 0.0
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return seconds
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
-    return int(text)
-
-
-def _names(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in text.split(",") if name.strip())
-    if not names:
-        raise argparse.ArgumentTypeError("names no field")
-    return names
-
-
-def _statuses(text: str) -> frozenset[Status]:
-    try:
-        return frozenset(Status(name) for name in _names(text))
-    except ValueError:
-        shown = ", ".join(status.value for status in Status)
-        raise argparse.ArgumentTypeError(f"{text!r}: each must be one of {shown}") from None
