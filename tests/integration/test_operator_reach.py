@@ -50,8 +50,8 @@ def test_the_service_options_are_refused_where_they_mean_nothing() -> None:
 
     assert done.returncode == 2
     assert (
-        "--url, --json: for the jobs, queues, types, periodic and workers commands, not migrate"
-        in done.stderr
+        "--url, --json: for the jobs, workflows, queues, types, periodic and workers commands, "
+        "not migrate" in done.stderr
     )
 
 

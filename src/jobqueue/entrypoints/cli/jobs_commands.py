@@ -115,6 +115,8 @@ def _submit(client: Client, args: argparse.Namespace) -> SubmittedRecord:
     option of `jobs submit` by adding it to the parser."""
     from jobqueue.client import SubmitOptions
 
+    if args.run_anyway and not args.depends_on:
+        raise UsageError("--run-anyway: give the jobs it runs after with --after")
     names = SubmitOptions.__required_keys__ | SubmitOptions.__optional_keys__
     options = {
         name: getattr(args, name)
@@ -150,7 +152,8 @@ def _unique(args: argparse.Namespace) -> Unique | None:
 
 def submit_batch(client: Client, args: argparse.Namespace) -> list[BatchItem]:
     """`POST /jobs/batch` with the jobs of a file: a list of `POST /jobs` bodies, or the
-    API's own body (`{"jobs": [...]}`), checked against the API's types before sending."""
+    API's own body (`{"jobs": [...], "callback": {...}}`), checked against the API's types
+    before sending. The jobs stored, in the order sent, then the callback if any."""
     import msgspec
 
     from jobqueue.wire.requests import BatchJob, BatchRequest
@@ -163,7 +166,12 @@ def submit_batch(client: Client, args: argparse.Namespace) -> list[BatchItem]:
         raise UsageError(f"{args.file}: not a list of jobs: {error}") from None
     except msgspec.DecodeError as error:
         raise UsageError(f"{args.file}: not JSON: {error}") from None
-    return client.submit_batch(jobs if isinstance(jobs, list) else jobs.jobs)
+    if isinstance(jobs, list):
+        return client.submit_batch(jobs)
+    given = jobs.callback
+    callback = None if given is None else BatchJob(**msgspec.structs.asdict(given))
+    batch = client.submit_batch(jobs.jobs, callback=callback)
+    return batch if batch.callback is None else [*batch, batch.callback]
 
 
 def _read(path: str) -> str:

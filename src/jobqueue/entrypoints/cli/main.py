@@ -1,5 +1,5 @@
-"""The `jobqueue` command: serve, api, worker, migrate, bench; and jobs, queues, types,
-periodic (an operator's commands against a running service, `operate.py`)."""
+"""The `jobqueue` command: serve, api, worker, migrate, bench; and jobs, workflows, queues,
+types, periodic, workers (an operator's commands against a running service, `operate.py`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""`jobqueue jobs …`, `queues …`, `types list`, `periodic list` and `workers list`: an
-operator's look at a running service, and the actions they take on it, through its HTTP
-API (`jobqueue.client`), so the same commands reach a service on another host, token and
-all.
+"""`jobqueue jobs …`, `workflows …`, `queues …`, `types list`, `periodic list` and
+`workers list`: an operator's look at a running service, and the actions they take on
+it, through its HTTP API (`jobqueue.client`), so the same commands reach a service on
+another host, token and all.
 
 What each takes is in `operator_parsers.py`; what the jobs' commands do, `jobs_commands.py`;
 how an answer is printed, `output.py`. Exit status 0, 1 when the service refused or could
@@ -147,6 +147,18 @@ def _type_rates(given: list[str]) -> dict[str, str]:
     return {name: str(rate) for name, rate in rated}
 
 
+def _workflow_acted(client: Client, args: argparse.Namespace) -> Any:
+    """A workflow's cancel or retry, printed as the API answers it: its id and the count."""
+    from uuid import UUID
+
+    from jobqueue.wire.records import WorkflowActed
+
+    act = client.cancel_workflow if args.action == "cancel" else client.retry_workflow
+    count = act(args.workflow_id)
+    # The service took the id as a UUID: so does this.
+    return WorkflowActed(UUID(args.workflow_id), count)
+
+
 _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {
     ("jobs", "submit"): jobs_commands.submit,
     ("jobs", "submit-batch"): jobs_commands.submit_batch,
@@ -161,6 +173,9 @@ _ACTIONS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], Any]] = {
     ),
     ("jobs", "delete"): lambda client, args: client.delete(args.job_id),
     **{("jobs", action): jobs_commands.bulk for action in BULK_ACTIONS},
+    ("workflows", "show"): lambda client, args: client.workflow(args.workflow_id),
+    ("workflows", "cancel"): _workflow_acted,
+    ("workflows", "retry"): _workflow_acted,
     ("queues", "list"): lambda client, args: client.queues(),
     ("queues", "pause"): lambda client, args: client.pause(args.name),
     ("queues", "resume"): lambda client, args: client.resume(args.name),

@@ -1,5 +1,5 @@
-"""What the operator's commands take on the command line: `jobqueue jobs|queues|types|
-periodic …`, each an operation of the HTTP API, and the options that say which service
+"""What the operator's commands take on the command line: `jobqueue jobs|workflows|queues|
+types|periodic|workers …`, each an operation of the HTTP API, and the options that say which service
 (`--url`, `--token`, `--request-timeout`) and how to print (`--json`).
 
 Those options are accepted before the command, between its words and after them
@@ -29,7 +29,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 URL_VARIABLE = "JOBQUEUE_URL"
 TOKEN_VARIABLE = "JOBQUEUE_TOKEN"
 DEFAULT_REQUEST_TIMEOUT = 10.0
-OPERATOR_COMMANDS = ("jobs", "queues", "types", "periodic", "workers")
+OPERATOR_COMMANDS = ("jobs", "workflows", "queues", "types", "periodic", "workers")
 # The bulk actions, with the statuses each may select (the API's own rule).
 BULK_ACTIONS: dict[str, frozenset[Status]] = {
     "retry-many": ACTIONABLE,
@@ -155,6 +155,24 @@ def add_commands(commands: Any, epilog: str) -> None:
     ):
         _add_selection(action(jobs, name, summary), BULK_ACTIONS[name])
 
+    workflows = command(
+        "workflows", "show, cancel and retry workflows: jobs submitted to wait for each other"
+    )
+    for name, summary in (
+        (
+            "show",
+            "a workflow's jobs in the order submitted (status, dependencies not ended, "
+            "error) and how many are in each status",
+        ),
+        ("cancel", "cancel every job of a workflow that has not ended; prints how many"),
+        (
+            "retry",
+            "retry a workflow's failed, dead-lettered and cancelled jobs, each waiting again "
+            "for its dependencies retried with it; prints how many",
+        ),
+    ):
+        action(workflows, name, summary).add_argument("workflow_id", metavar="WORKFLOW_ID")
+
     queues = command("queues", "list, pause, resume and limit queues")
     action(queues, "list", "every queue: counts, oldest due job, paused, limits and their use")
     for name, summary in (
@@ -241,6 +259,24 @@ def _add_submit(parser: argparse.ArgumentParser) -> None:
         metavar="KEY",
         help="the share of its queue it belongs to, as a tenant (default: the type's "
         "partition_by fields, else none)",
+    )
+    after = parser.add_argument_group(
+        "dependencies",
+        "wait for stored jobs: the job is waiting until each of them completed, and is "
+        "cancelled when one ends otherwise",
+    )
+    after.add_argument(
+        "--after",
+        dest="depends_on",
+        action="append",
+        metavar="JOB_ID",
+        help="start once this job completed; repeat for more",
+    )
+    after.add_argument(
+        "--run-anyway",
+        action="store_true",
+        default=None,
+        help="start once every --after job ended, however it ended, rather than be cancelled",
     )
     unique = parser.add_argument_group(
         "unique jobs", "at most one job per key; a duplicate is answered with the job holding it"

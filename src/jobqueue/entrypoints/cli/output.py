@@ -12,14 +12,29 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from rich.table import Table
 
-    from jobqueue.client import JobRecord, JobTypeView, PeriodicView, QueueRecord, WorkerView
+    from jobqueue.client import (
+        JobRecord,
+        JobTypeView,
+        PeriodicView,
+        QueueRecord,
+        WorkerView,
+        WorkflowRecord,
+    )
     from jobqueue.wire.queue_records import QueueLimitsView
     from jobqueue.wire.records import ProgressView
 
-# How much of an error a table cell shows; `show` and --json give it whole.
+# How much of an error a table cell shows; `show` and --json give it whole. A workflow's
+# table shows more: a dependent's error names the job it depended on, then how it ended.
 _ERROR_WIDTH = 60
+_WORKFLOW_ERROR_WIDTH = 80
+# The jobs a job card lists of those it depends on (up to a thousand): --json has them all.
+_DEPENDENCIES_SHOWN = 10
+# A job card's fields that say nothing unless set: those of a job that depends on others.
+_UNLESS_SET = {"depends_on": None, "run_anyway": False, "workflow_id": None, "waiting_for": 0}
 # A payload or result on one line up to this many characters; longer, indented, at most
 # _JSON_LINES lines of at most _JSON_WIDTH characters: a result may be a megabyte, which
 # would bury the rest of the card. --json gives it whole.
@@ -47,13 +62,15 @@ def write(command: str, answer: Any, stream: Any, as_json: bool) -> None:
 
 
 def _rendered(command: str, answer: Any) -> Any:
-    from jobqueue.client import JobRecord
+    from jobqueue.client import JobRecord, WorkflowRecord
 
     if isinstance(answer, list):
         # By the command, not the first row: an empty list still has its own header.
         return _TABLES[command](answer)
     if isinstance(answer, JobRecord):
         return _job_card(answer)
+    if isinstance(answer, WorkflowRecord):
+        return _workflow_view(answer)
     # A queue's state after a pause or resume; a bulk action's count.
     return _card({name: getattr(answer, name) for name in answer.__struct_fields__})
 
@@ -84,6 +101,11 @@ def _job_card(job: JobRecord) -> Table:
 
     fields = msgspec.structs.asdict(job)
     history = fields.pop("history")
+    for name, unset in _UNLESS_SET.items():
+        if fields[name] == unset:
+            del fields[name]
+    if job.depends_on:
+        fields["depends_on"] = _ids_text(job.depends_on)
     fields["payload"] = json_text(job.payload)
     # A result is JSON that may be null itself; a job without one (not completed, or a
     # handler that returned None) shows nothing, as for any other empty field.
@@ -109,6 +131,37 @@ def _job_card(job: JobRecord) -> Table:
         card.add_row("", "")
         card.add_row("history", attempts)
     return card
+
+
+def _ids_text(ids: Sequence[UUID]) -> str:
+    """Ids a line each, the first `_DEPENDENCIES_SHOWN` of them, saying how many more."""
+    lines = [str(each) for each in ids[:_DEPENDENCIES_SHOWN]]
+    if len(ids) > _DEPENDENCIES_SHOWN:
+        lines.append(f"… and {len(ids) - _DEPENDENCIES_SHOWN:,} more (--json shows them all)")
+    return "\n".join(lines)
+
+
+def _workflow_view(workflow: WorkflowRecord) -> Any:
+    """A workflow's jobs, a row each in the order submitted, then a line of its counts."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("id", "type", "status", "waiting_for", "last_error"):
+        table.add_column(column, no_wrap=column != "last_error")
+    for job in workflow.jobs:
+        table.add_row(
+            str(job.id),
+            job.type,
+            job.status.value,
+            str(job.waiting_for) if job.waiting_for else "",
+            _cut(job.last_error or "", _WORKFLOW_ERROR_WIDTH),
+        )
+    counts = ", ".join(f"{count} {status}" for status, count in workflow.counts.items())
+    jobs = f"{len(workflow.jobs)} job" + ("" if len(workflow.jobs) == 1 else "s")
+    ended = "ended" if workflow.ended else "not ended"
+    return Group(table, Text(""), Text(f"workflow {workflow.id}: {jobs} ({counts}), {ended}"))
 
 
 def _queue_table(queues: Sequence[QueueRecord]) -> Table:
@@ -332,6 +385,6 @@ def _when(moment: datetime | None) -> str:
     return "" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _cut(text: str) -> str:
+def _cut(text: str, width: int = _ERROR_WIDTH) -> str:
     line = text.splitlines()[0] if text else ""
-    return line if len(line) <= _ERROR_WIDTH else line[: _ERROR_WIDTH - 1] + "…"
+    return line if len(line) <= width else line[: width - 1] + "…"
