@@ -241,3 +241,22 @@ async def test_a_workflow_is_cancelled_and_its_failed_steps_retried(
 
 def _ids(jobs: Sequence[Job]) -> list[UUID]:
     return [job.id for job in jobs]
+
+
+async def test_a_waiting_callback_waits_again_for_the_steps_a_retry_runs_again(
+    store: PostgresJobStore,
+) -> None:
+    a, _b, callback = await _graph(
+        store,
+        Step(_new("a"), name="a"),
+        Step(_new("b", delay=timedelta(hours=1)), name="b"),
+        Step(_new("callback", run_anyway=True), after=("a", "b")),
+    )
+    await _run(store, "a", Decision.fail("first try"))
+    assert (await store.get(callback.id)).waiting_for == 1
+    assert a.workflow_id is not None
+    assert await store.retry_workflow(a.workflow_id) == 1
+    assert (await store.get(callback.id)).waiting_for == 2
+    await _run(store, "a", Decision.complete())
+    waiting = await store.get(callback.id)
+    assert (waiting.status, waiting.waiting_for) == (Status.WAITING, 1)

@@ -115,6 +115,14 @@ class FakeGraphs:
             if job.status in (Status.FAILED, Status.DEAD_LETTER, Status.CANCELLED)
         ]
         again = {job.id for job in chosen}
+        # A job still waiting waits again for the retried steps it depends on.
+        for job in workflow:
+            if job.status is Status.WAITING:
+                retried = [each for each in job.depends_on or () if each in again]
+                for dependency in retried:
+                    self._edges.setdefault(dependency, set()).add(job.id)
+                now = self._jobs[job.id]
+                self._jobs[job.id] = replace(now, waiting_for=now.waiting_for + len(retried))
         for job in chosen:
             awaited = [
                 each

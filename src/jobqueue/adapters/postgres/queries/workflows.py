@@ -46,7 +46,9 @@ CANCEL_WORKFLOW = Statement(
 # Its steps that ended without completing, retried together: each waits again for those
 # of its dependencies that are live once the retry is written (retried with it, or live
 # already, locked so that none ends before the new edges are seen), else is pending. A
-# dependency outside the workflow that did not complete is not waited for again.
+# job of it still waiting (a callback, run anyway) waits again for the retried steps it
+# depends on, whose endings it had counted. A dependency outside the workflow that did
+# not complete is not waited for again.
 RETRY_WORKFLOW = Statement(
     "retry_workflow",
     f"""
@@ -64,15 +66,31 @@ RETRY_WORKFLOW = Statement(
         ORDER BY jobs.id
         FOR UPDATE
     ),
+    still_waiting AS MATERIALIZED (
+        SELECT id, depends_on FROM jobs
+        WHERE workflow_id = :workflow_id AND status = 'waiting'
+        ORDER BY id
+        LIMIT :limit
+        FOR UPDATE
+    ),
     edges AS MATERIALIZED (
         SELECT dependency, retried.id AS job_id
         FROM retried, unnest(retried.depends_on) AS dependency
         WHERE dependency IN (SELECT id FROM retried) OR dependency IN (SELECT id FROM live)
+        UNION ALL
+        SELECT dependency, still_waiting.id
+        FROM still_waiting, unnest(still_waiting.depends_on) AS dependency
+        WHERE dependency IN (SELECT id FROM retried)
     ),
     linked AS (
         INSERT INTO job_dependencies (depends_on, job_id)
         SELECT dependency, job_id FROM edges
         ON CONFLICT DO NOTHING
+    ),
+    rewaiting AS (
+        UPDATE jobs SET waiting_for = jobs.waiting_for + again.n
+        FROM (SELECT job_id, count(*) AS n FROM edges GROUP BY job_id) AS again
+        WHERE jobs.id = again.job_id AND jobs.id IN (SELECT id FROM still_waiting)
     ),
     counted AS (
         SELECT retried.id, count(edges.job_id) AS n
