@@ -158,3 +158,17 @@ async def test_a_workflow_is_cancelled_and_retried_through_the_api(
     bad = await client.get("/workflows/not-a-uuid")
     assert bad.status_code == 400
     assert bad.json() == {"error": "workflow id must be a UUID, got 'not-a-uuid'"}
+
+
+async def test_a_callback_of_more_jobs_than_it_may_wait_for_is_a_400(
+    client: AsyncTestClient[Any], engine: AsyncEngine
+) -> None:
+    body = {"jobs": [SLEEP] * 1_001, "callback": SLEEP}
+    response = await client.post("/jobs/batch", json=body)
+
+    assert response.status_code == 400, response.text
+    assert response.json() == {
+        "error": "callback: a callback waits for every job of its batch, at most 1,000; "
+        "this batch has 1,001"
+    }
+    assert await _count(engine) == 0

@@ -101,8 +101,7 @@ class JobContext:
     max_attempts: int
     deadline: datetime
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
-    # Set by the worker when the attempt should end early (timeout, shutdown, lost lease,
-    # a cancel).
+    # Set by the worker to end the attempt early (timeout, shutdown, lost lease, a cancel).
     stop: StopRequest = field(default_factory=StopRequest)
     # How often the job snoozed so far (`Snooze`); those runs gave their attempts back.
     snoozes: int = 0

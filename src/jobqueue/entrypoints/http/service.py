@@ -14,7 +14,7 @@ import msgspec
 from jobqueue.adapters.postgres.endings import EndingWatch
 from jobqueue.adapters.telemetry.trace_context import annotate_current_span, current_traceparent
 from jobqueue.domain.bulk import Selection, SelectionCount
-from jobqueue.domain.dependencies import Step
+from jobqueue.domain.dependencies import MAX_DEPENDENCIES, DependencyError, Step
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.fields import check_schedule
 from jobqueue.domain.flow import QueueLimits
@@ -330,6 +330,11 @@ def _steps(
         for request, new in zip(requests, news, strict=False)
     ]
     if callback is not None:
+        if len(requests) > MAX_DEPENDENCIES:
+            raise DependencyError(
+                f"callback: a callback waits for every job of its batch, at most "
+                f"{MAX_DEPENDENCIES:,}; this batch has {len(requests):,}"
+            )
         last = replace(news[-1], run_anyway=True)
         steps.append(Step(last, after=(*range(len(requests)), *callback.after())))
     return steps
