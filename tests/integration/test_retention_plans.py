@@ -83,7 +83,12 @@ async def test_queue_depth_counts_read_only_the_small_partial_indexes(
         counts = await stats.count_by_status()
     [(statement, parameters)] = [(s, p) for s, p in sent if "jobs" in s]
 
-    assert counts == {Status.WAITING: 20, Status.PENDING: 20, Status.PROCESSING: 20, Status.DEAD_LETTER: 50}
+    assert counts == {
+        Status.WAITING: 20,
+        Status.PENDING: 20,
+        Status.PROCESSING: 20,
+        Status.DEAD_LETTER: 50,
+    }
     for plan in await custom_and_generic_plans(plan_engine, statement, parameters):
         for status in COUNTED:
             # An index scan or a bitmap scan of the index: both read only its few rows.
