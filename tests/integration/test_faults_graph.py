@@ -155,7 +155,8 @@ def test_a_workflow_runs_in_order_once_through_sigkills(
     assert not not_completed, f"{len(not_completed)} jobs did not complete: {figures}"
     twice = {job_id: n for job_id, n in completions.items() if n > 1}
     assert not twice, f"jobs completed twice: {list(twice.items())[:10]} {figures}"
-    assert sorted(completions) == sorted(rows), figures
+    # Not every completion has its line: a process killed between its commit and its log
+    # loses the line, never the ending (the rows say every job completed).
     over = [i for i, n in starts.items() if n > rows[i]["attempts"]]
     assert not over, f"executions > attempts: {over[:10]} {figures}"
     assert not early, f"started before a dependency completed: {early[:5]} {figures}"
