@@ -50,8 +50,9 @@ SAMPLE_EVERY = 0.02
 # From a kill until every slot its process held is free again: the lease, a recovery
 # pass, and slack for a loaded machine (2 s was too little on a machine three times
 # slower than usual, with the rest of the suite beside it: one slot came back after
-# more than 5.5 s, its recovery pass late).
-SLOTS_BACK_WITHIN = 3.0 + 0.5 + 3.5
+# more than 5.5 s, its recovery pass late; 3.5 s too little in a clean clone's CI run
+# on 2026-12-05: 7.02 s). What it must catch is a slot never freed, not a late pass.
+SLOTS_BACK_WITHIN = 3.0 + 0.5 + 5.5
 
 
 def _worker(database_url: str, logs: Path, **settings: str) -> Service:
