@@ -111,8 +111,7 @@ def _values(placed: Sequence[Placed], workflow_id: UUID) -> dict[str, list[Any]]
         "waiting_for": [each.waiting_for for each in placed],
         "has_dependents": [each.has_dependents for each in placed],
     }
-    assert tuple(graph) == GRAPH_COLUMNS
-    values |= {f"each_{name}": column for name, column in graph.items()}
+    values |= {f"each_{name}": graph[name] for name in GRAPH_COLUMNS}
     return values
 
 

@@ -108,11 +108,16 @@ STORE_DOWN = error_spec("The job store is unavailable; retry later")
 
 
 def parse_job_id(raw: str) -> UUID:
+    return parse_uuid(raw, "job id")
+
+
+def parse_uuid(raw: str, what: str) -> UUID:
+    """`raw` as a UUID; a 400 saying `what` must be one, showing what came (cut short)."""
     try:
         return UUID(raw)
     except ValueError:
         shown = raw if len(raw) <= 64 else raw[:64] + "…"
-        raise ClientException(detail=f"job id must be a UUID, got {shown!r}") from None
+        raise ClientException(detail=f"{what} must be a UUID, got {shown!r}") from None
 
 
 # A long poll's bound: short enough for proxies that cut idle responses at a minute.

@@ -9,12 +9,11 @@ from uuid import UUID
 
 from litestar import Controller, get, post
 from litestar.di import NamedDependency
-from litestar.exceptions import ClientException
 from litestar.params import PathParameter
 from litestar.status_codes import HTTP_200_OK
 
 from jobqueue.domain.status import LIVE, Status
-from jobqueue.entrypoints.http.parameters import STORE_DOWN, error_spec
+from jobqueue.entrypoints.http.parameters import STORE_DOWN, error_spec, parse_uuid
 from jobqueue.entrypoints.http.service import JobService
 from jobqueue.wire.records import JobRecord, WorkflowActed, WorkflowRecord
 
@@ -27,11 +26,7 @@ _UNKNOWN = error_spec("No job of this workflow is stored")
 
 
 def parse_workflow_id(raw: str) -> UUID:
-    try:
-        return UUID(raw)
-    except ValueError:
-        shown = raw if len(raw) <= 64 else raw[:64] + "…"
-        raise ClientException(detail=f"workflow id must be a UUID, got {shown!r}") from None
+    return parse_uuid(raw, "workflow id")
 
 
 class WorkflowsController(Controller):
