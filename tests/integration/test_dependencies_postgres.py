@@ -245,17 +245,23 @@ def _ids(jobs: Sequence[Job]) -> list[UUID]:
     return [job.id for job in jobs]
 
 
-async def test_a_waiting_callback_waits_again_for_the_steps_a_retry_runs_again(
-    store: PostgresJobStore,
-) -> None:
-    a, _b, callback = await _graph(
+async def _callback_after_a_failed(store: PostgresJobStore) -> list[Job]:
+    """`a` (failed), `b` (due in an hour) and a callback after both, waiting for `b`."""
+    jobs = await _graph(
         store,
         Step(_new("a"), name="a"),
         Step(_new("b", delay=timedelta(hours=1)), name="b"),
         Step(_new("callback", run_anyway=True), after=("a", "b")),
     )
     await _run(store, "a", Decision.fail("first try"))
-    assert (await store.get(callback.id)).waiting_for == 1
+    assert (await store.get(jobs[2].id)).waiting_for == 1
+    return jobs
+
+
+async def test_a_waiting_callback_waits_again_for_the_steps_a_retry_runs_again(
+    store: PostgresJobStore,
+) -> None:
+    a, _b, callback = await _callback_after_a_failed(store)
     assert a.workflow_id is not None
     assert await store.retry_workflow(a.workflow_id) == 1
     assert (await store.get(callback.id)).waiting_for == 2
@@ -267,14 +273,7 @@ async def test_a_waiting_callback_waits_again_for_the_steps_a_retry_runs_again(
 async def test_a_retried_dependency_is_waited_for_again_by_the_jobs_that_counted_it(
     store: PostgresJobStore, engine: AsyncEngine
 ) -> None:
-    a, b, callback = await _graph(
-        store,
-        Step(_new("a"), name="a"),
-        Step(_new("b", delay=timedelta(hours=1)), name="b"),
-        Step(_new("callback", run_anyway=True), after=("a", "b")),
-    )
-    await _run(store, "a", Decision.fail("first try"))
-    assert (await store.get(callback.id)).waiting_for == 1
+    a, b, callback = await _callback_after_a_failed(store)
     # An operator's retry of `a` alone: the callback counted its ending, and waits for
     # the next one.
     await store.retry(a.id)
