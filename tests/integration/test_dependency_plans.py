@@ -77,6 +77,7 @@ async def _add_workflows(url: str) -> None:
         async with engine.connect() as connection:
             await connection.exec_driver_sql("ANALYZE jobs")
             await connection.exec_driver_sql("ANALYZE job_dependencies")
+            await connection.exec_driver_sql("ANALYZE job_waits")
             await connection.commit()
     finally:
         await engine.dispose()
@@ -97,7 +98,9 @@ _OTHER_WORKFLOWS = f"""
         SELECT 'other step', 'waiting', 3, workflow.id, ARRAY[workflow.root], 1
         FROM workflow, generate_series(2, {WORKFLOW_SIZE})
         RETURNING id, depends_on[1] AS root
-    )
+    ),
+    -- Their counts, as a graph's insert writes them (migration 0025).
+    counts AS (INSERT INTO job_waits (job_id, remaining) SELECT id, 1 FROM steps)
     INSERT INTO job_dependencies (depends_on, job_id) SELECT root, id FROM steps
 """
 

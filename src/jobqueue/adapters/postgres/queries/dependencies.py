@@ -51,6 +51,16 @@ INSERT_EDGES = Statement(
     """,
 )
 
+# The counts of the jobs a graph inserts waiting (`job_waits`, migration 0025): written
+# here rather than by an insert trigger, which every other insert would pay for.
+INSERT_WAITS = Statement(
+    "insert_waits",
+    """
+    INSERT INTO job_waits (job_id, remaining)
+    SELECT * FROM unnest(CAST(:ids AS uuid[]), CAST(:counts AS integer[]))
+    """,
+)
+
 # What a dependent's handler reads of the jobs it depended on, by primary key.
 DEPENDENCY_RESULTS = Statement(
     "dependency_results",
