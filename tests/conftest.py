@@ -129,7 +129,7 @@ async def _emptied(engine: AsyncEngine) -> None:
                 await connection.execute(
                     text(
                         "TRUNCATE jobs, queues, key_starts, type_rates, job_types, periodic_slots,"
-                        " job_rollup"
+                        " job_rollup, job_dependencies, job_waits"
                     )
                 )
             return

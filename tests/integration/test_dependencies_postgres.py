@@ -55,11 +55,11 @@ async def _run(store: PostgresJobStore, kind: str, decision: Decision) -> list[J
     return [await record(store, job.lease, decision) for job in claimed]
 
 
-async def _edges(engine: AsyncEngine) -> int:
+async def _rows(engine: AsyncEngine, table: str) -> int:
+    """How many rows `table` holds: `job_waits` one per waiting job, `job_dependencies`
+    one per edge, kept until its dependency is deleted."""
     async with engine.connect() as connection:
-        return int(
-            (await connection.execute(text("SELECT count(*) FROM job_dependencies"))).scalar_one()
-        )
+        return int((await connection.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one())
 
 
 async def test_a_chain_runs_in_order_each_released_by_the_ending(
@@ -83,7 +83,9 @@ async def test_a_chain_runs_in_order_each_released_by_the_ending(
     await _run(store, "b", Decision.complete())
     await _run(store, "c", Decision.complete())
     assert await _statuses(store, [a, b, c]) == [Status.COMPLETED] * 3
-    assert await _edges(engine) == 0
+    assert (await _rows(engine, "job_waits"), await _rows(engine, "job_dependencies")) == (0, 2)
+    await store.delete(a.id)
+    assert await _rows(engine, "job_dependencies") == 1
 
 
 async def test_a_fan_in_waits_for_every_dependency(store: PostgresJobStore) -> None:
@@ -199,7 +201,7 @@ async def test_a_graph_that_cannot_run_is_refused_and_stores_nothing(
     async with engine.connect() as connection:
         count = (await connection.execute(text("SELECT count(*) FROM jobs"))).scalar_one()
     assert count == 1
-    assert await _edges(engine) == 0
+    assert (await _rows(engine, "job_waits"), await _rows(engine, "job_dependencies")) == (0, 0)
     # Run anyway, a failed dependency is no refusal: it already ended.
     (callback,) = await _graph(store, Step(_new(run_anyway=True), after=(str(failed.id),)))
     assert callback.status is Status.PENDING
@@ -236,27 +238,77 @@ async def test_a_workflow_is_cancelled_and_its_failed_steps_retried(
         await store.workflow(uuid4())
     with pytest.raises(WorkflowNotFound):
         await store.cancel_workflow(uuid4())
-    assert await _edges(engine) == 0
+    assert await _rows(engine, "job_waits") == 0
 
 
 def _ids(jobs: Sequence[Job]) -> list[UUID]:
     return [job.id for job in jobs]
 
 
-async def test_a_waiting_callback_waits_again_for_the_steps_a_retry_runs_again(
-    store: PostgresJobStore,
-) -> None:
-    a, _b, callback = await _graph(
+async def _callback_after_a_failed(store: PostgresJobStore) -> list[Job]:
+    """`a` (failed), `b` (due in an hour) and a callback after both, waiting for `b`."""
+    jobs = await _graph(
         store,
         Step(_new("a"), name="a"),
         Step(_new("b", delay=timedelta(hours=1)), name="b"),
         Step(_new("callback", run_anyway=True), after=("a", "b")),
     )
     await _run(store, "a", Decision.fail("first try"))
-    assert (await store.get(callback.id)).waiting_for == 1
+    assert (await store.get(jobs[2].id)).waiting_for == 1
+    return jobs
+
+
+async def test_a_waiting_callback_waits_again_for_the_steps_a_retry_runs_again(
+    store: PostgresJobStore,
+) -> None:
+    a, _b, callback = await _callback_after_a_failed(store)
     assert a.workflow_id is not None
     assert await store.retry_workflow(a.workflow_id) == 1
     assert (await store.get(callback.id)).waiting_for == 2
     await _run(store, "a", Decision.complete())
     waiting = await store.get(callback.id)
     assert (waiting.status, waiting.waiting_for) == (Status.WAITING, 1)
+
+
+async def test_a_retried_dependency_is_waited_for_again_by_the_jobs_that_counted_it(
+    store: PostgresJobStore, engine: AsyncEngine
+) -> None:
+    a, b, callback = await _callback_after_a_failed(store)
+    # An operator's retry of `a` alone: the callback counted its ending, and waits for
+    # the next one.
+    await store.retry(a.id)
+    assert (await store.get(callback.id)).waiting_for == 2
+    await _run(store, "a", Decision.complete())
+    assert (await store.get(callback.id)).waiting_for == 1
+    # A live dependency deleted counts as ended `deleted`: run anyway, the callback runs;
+    # the deleted job's edges go with it, and the callback's count with its waiting.
+    await store.delete(b.id)
+    released = await store.get(callback.id)
+    assert (released.status, released.waiting_for) == (Status.PENDING, 0)
+    assert (await _rows(engine, "job_waits"), await _rows(engine, "job_dependencies")) == (0, 1)
+    # A job that ended long ago, deleted (retention), takes its edges too.
+    await store.delete(a.id)
+    assert await _rows(engine, "job_dependencies") == 0
+
+
+async def test_a_waiting_job_cancelled_or_deleted_stops_being_counted(
+    store: PostgresJobStore, engine: AsyncEngine
+) -> None:
+    root, cancelled, deleted, kept = await _graph(
+        store,
+        Step(_new("root"), name="root"),
+        Step(_new("cancelled"), after=("root",)),
+        Step(_new("deleted"), after=("root",)),
+        Step(_new("kept"), after=("root",)),
+    )
+    assert await _rows(engine, "job_waits") == 3
+    await store.cancel(cancelled.id)
+    await store.delete(deleted.id)
+    assert await _rows(engine, "job_waits") == 1
+    await _run(store, "root", Decision.complete())
+    assert await _statuses(store, [root, cancelled, kept]) == [
+        Status.COMPLETED,
+        Status.CANCELLED,
+        Status.PENDING,
+    ]
+    assert await _rows(engine, "job_waits") == 0

@@ -21,6 +21,7 @@ from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import (
     job_dependencies,
+    job_waits,
     jobs,
     key_starts,
     metadata,
@@ -596,6 +597,7 @@ def test_drift_check_notices_a_column_the_migrations_lack(database_url: str) -> 
     key_starts.to_metadata(changed)
     type_rates.to_metadata(changed)
     job_dependencies.to_metadata(changed)
+    job_waits.to_metadata(changed)
     jobs.to_metadata(changed).append_column(Column("colour", Text))
     drift = _drift(database_url, changed)
     assert [(entry[0], entry[3].name) for entry in drift] == [("add_column", "colour")]

@@ -106,6 +106,14 @@ async def _graph_pair(engine: AsyncEngine, operation: Operation, job_ids: list[U
                 ),
                 {"id": job_id, "blocker": blocker},
             )
+            # Its count, as a graph's insert writes it (migration 0025).
+            await connection.execute(
+                text(
+                    "INSERT INTO job_waits (job_id, remaining)"
+                    " SELECT id, 1 FROM jobs WHERE id = :id AND status = 'waiting'"
+                ),
+                {"id": job_id},
+            )
 
 
 async def _apply_graph(

@@ -1,8 +1,10 @@
 """The in-memory store's dependencies (`domain/dependencies.py`): who waits for whom, and
-the release migration 0024's triggers write in PostgreSQL, done as they do it: when a
-job that has dependents ends (or is deleted while live), its edges are counted off its
-waiting dependents, in id order; the last one makes a dependent pending, one that did not
-complete cancels it unless it runs anyway, and those cancels release in turn."""
+the release migrations 0024 and 0025's triggers write in PostgreSQL, done as they do it:
+when a job that has dependents ends (or is deleted while live), its edges are counted off
+its waiting dependents, in id order; the last one makes a dependent pending, one that did
+not complete cancels it unless it runs anyway, and those cancels release in turn. A job
+retried on its own is counted back on by the dependents still waiting that had counted
+its ending (a workflow's retry counts its own steps as RETRY_WORKFLOW does)."""
 
 from __future__ import annotations
 
@@ -32,17 +34,22 @@ class FakeGraphs:
         # Read at each use: the store replaces its table when a call is rolled back.
         self._table = jobs
         self._edges: dict[UUID, set[UUID]] = {}
+        # The edges an ending counted, by dependency: a retry of it counts them back on.
+        self._counted: dict[UUID, set[UUID]] = {}
         self._has_dependents: set[UUID] = set()
+        self._retrying_workflow = False
 
     @property
     def _jobs(self) -> MutableMapping[UUID, Job]:
         return self._table()
 
-    def snapshot(self) -> tuple[dict[UUID, set[UUID]], set[UUID]]:
-        return ({k: set(v) for k, v in self._edges.items()}, set(self._has_dependents))
+    def snapshot(self) -> tuple[dict[UUID, set[UUID]], dict[UUID, set[UUID]], set[UUID]]:
+        return (_copied(self._edges), _copied(self._counted), set(self._has_dependents))
 
-    def restore(self, saved: tuple[dict[UUID, set[UUID]], set[UUID]]) -> None:
-        self._edges, self._has_dependents = saved
+    def restore(
+        self, saved: tuple[dict[UUID, set[UUID]], dict[UUID, set[UUID]], set[UUID]]
+    ) -> None:
+        self._edges, self._counted, self._has_dependents = saved
 
     def placed(self, steps: Sequence[Step], ids: Sequence[UUID]) -> tuple[list[Placed], UUID]:
         """`steps` placed (refused as PostgreSQL refuses them), their stored dependencies
@@ -65,9 +72,19 @@ class FakeGraphs:
         return placed, workflow_id
 
     def ended(self, before: Job, status: Status | str, now: datetime) -> None:
-        """`before` (as it was) ended in `status`, or was deleted (`DELETED`)."""
-        if before.id in self._has_dependents and before.status in LIVE and status not in LIVE:
+        """`before` (as it was) moved to `status`, or was deleted (`DELETED`)."""
+        if before.id not in self._has_dependents:
+            return
+        if before.status in LIVE and status not in LIVE:
             self._release([(before.id, str(status))], now)
+        elif status in LIVE and before.status not in LIVE and not self._retrying_workflow:
+            for dependent in sorted(self._counted.pop(before.id, set())):
+                job = self._jobs.get(dependent)
+                if job is not None and job.status is Status.WAITING:
+                    self._edges.setdefault(before.id, set()).add(dependent)
+                    self._jobs[dependent] = replace(job, waiting_for=job.waiting_for + 1)
+        if status == DELETED:
+            self._counted.pop(before.id, None)
 
     def _release(self, ended: list[tuple[UUID, str]], now: datetime) -> None:
         while ended:
@@ -75,6 +92,7 @@ class FakeGraphs:
             for dependency, status in ended:
                 for dependent in self._edges.pop(dependency, set()):
                     met.setdefault(dependent, []).append((dependency, status))
+                    self._counted.setdefault(dependency, set()).add(dependent)
             ended = []
             for job_id in sorted(met):
                 job = self._jobs.get(job_id)
@@ -108,7 +126,15 @@ class FakeGraphs:
 
     def retried(self, workflow: Sequence[Job], retry: Callable[[Job, Status, int], Job]) -> int:
         """A workflow's jobs that ended without completing, retried as RETRY_WORKFLOW
-        retries them: `retry(job, status, waiting_for)` writes each."""
+        retries them: `retry(job, status, waiting_for)` writes each. Its own counts: the
+        retries' revivals are not counted again."""
+        self._retrying_workflow = True
+        try:
+            return self._retried(workflow, retry)
+        finally:
+            self._retrying_workflow = False
+
+    def _retried(self, workflow: Sequence[Job], retry: Callable[[Job, Status, int], Job]) -> int:
         chosen = [
             job
             for job in workflow
@@ -134,3 +160,7 @@ class FakeGraphs:
             status = Status.WAITING if awaited else Status.PENDING
             retry(job, status, len(awaited))
         return len(chosen)
+
+
+def _copied(edges: dict[UUID, set[UUID]]) -> dict[UUID, set[UUID]]:
+    return {key: set(value) for key, value in edges.items()}

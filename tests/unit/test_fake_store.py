@@ -346,3 +346,26 @@ async def test_claim_and_recovery_refuse_limits_below_one(
         await store.claim(limit, LEASE, types=TEST_TYPES)
     with pytest.raises(ValueError, match="at least 1"):
         await store.recover_expired(limit)
+
+
+async def test_a_dependency_retried_alone_is_waited_for_again_as_in_postgresql(
+    store: InMemoryJobStore,
+) -> None:
+    # As test_dependencies_postgres's test of the same name: the callback counted the
+    # first ending, and waits for the retry's.
+    first, _later, callback = await store.submit_graph(
+        [
+            Step(NewJob.build(type="first", max_attempts=1), name="first"),
+            Step(NewJob.build(type="later", delay=timedelta(hours=1)), name="later"),
+            Step(NewJob.build(type="callback", run_anyway=True), after=("first", "later")),
+        ]
+    )
+    [claimed] = await store.claim(1, timedelta(minutes=1), types=["first"])
+    await record(store, claimed.lease, Decision.fail("first try"))
+    assert (await store.get(callback.job.id)).waiting_for == 1
+    await store.retry(first.job.id)
+    assert (await store.get(callback.job.id)).waiting_for == 2
+    [claimed] = await store.claim(1, timedelta(minutes=1), types=["first"])
+    await record(store, claimed.lease, Decision.complete())
+    waiting = await store.get(callback.job.id)
+    assert (waiting.status, waiting.waiting_for) == (Status.WAITING, 1)

@@ -38,7 +38,7 @@ def fan(layers: int, width: int, waits_for: int, new: NewJob) -> list[Step]:
 
 def edges(steps: Sequence[Step]) -> int:
     """The dependencies the steps wait for, added up: the rows the graph's insert writes
-    into `job_dependencies`, and its endings delete."""
+    into `job_dependencies`, and its endings read."""
     return sum(len(step.after) for step in steps)
 
 

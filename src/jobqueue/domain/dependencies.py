@@ -8,7 +8,7 @@ read by the store under their locks: waiting for as many as are live, or pending
 none is. A dependency that ended without completing refuses its dependent, unless it
 runs anyway: such a job would never run.
 
-Once stored, the database releases dependents (migration 0024): the statement that ends
+Once stored, the database releases dependents (migrations 0024, 0025): the statement that ends
 a job (whoever writes it: a worker, recovery, a cancel, a delete) makes each waiting
 dependent pending when it was the last one it waited for, or cancels it when the job did
 not complete and the dependent does not run anyway.

@@ -22,6 +22,7 @@ from jobqueue.adapters.postgres.failures import refused_values, store_failures
 from jobqueue.adapters.postgres.ids import time_ordered_ids
 from jobqueue.adapters.postgres.queries.dependencies import (
     INSERT_EDGES,
+    INSERT_WAITS,
     LOCK_DEPENDENCIES,
     MARK_DEPENDENCIES,
 )
@@ -80,6 +81,13 @@ async def insert_graph(
             dependencies, dependents = zip(*edges, strict=True)
             values = {"dependencies": list(dependencies), "dependents": list(dependents)}
             await connection.execute(INSERT_EDGES.clause, values)
+        waiting = [each for each in placed if each.status is Status.WAITING]
+        if waiting:
+            counts = {
+                "ids": [each.id for each in waiting],
+                "counts": [each.waiting_for for each in waiting],
+            }
+            await connection.execute(INSERT_WAITS.clause, counts)
     return [
         Submitted(
             replace(

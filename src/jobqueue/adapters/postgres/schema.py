@@ -160,8 +160,8 @@ jobs = Table(
     # Someone waits for the job's end (`queries/watches.py`): the triggers of migration
     # 0023 announce it. Not a `Job` field: no one but those triggers reads it.
     Column("watched", Boolean, nullable=False, server_default=text("false")),
-    # Some job waits for it (a row of `job_dependencies` names it): migration 0024's
-    # triggers release its dependents when it ends. Not a `Job` field either.
+    # Some job waits for it (a row of `job_dependencies` names it): migrations 0024 and
+    # 0025's triggers release its dependents when it ends. Not a `Job` field either.
     Column("has_dependents", Boolean, nullable=False, server_default=text("false")),
     CheckConstraint(f"status IN ({_STATUSES})", name="status"),
     # The domain's range, so that no row holds a priority no claim reads. Queue names are
@@ -270,15 +270,28 @@ jobs = Table(
 )
 
 
-# Who still waits for whom: a row per dependency of a waiting job that has not ended
-# (`domain/dependencies.py`). The statement ending a job deletes its rows and counts
-# them off its dependents' `waiting_for` (migration 0024), so the table holds only edges
-# still to be met; a job's `depends_on` keeps them all.
+# Who waits for whom: a row per dependency a job waited for while it was live
+# (`domain/dependencies.py`), kept until that dependency is deleted; a job's `depends_on`
+# holds them all. Each ending of a dependency counts its rows off its waiting dependents'
+# `job_waits`, and each retry of it back on (migrations 0024 and 0025).
 job_dependencies = Table(
     "job_dependencies",
     metadata,
     Column("depends_on", UUID(as_uuid=True), primary_key=True),
     Column("job_id", UUID(as_uuid=True), primary_key=True),
+)
+
+# How many of a waiting job's dependencies are still live: a row while, and only while,
+# the job waits, started from its `waiting_for` by migration 0025's triggers. Apart from
+# `jobs` so that counting an ending off a dependent rewrites two integers, on a page with
+# room for the new version (fillfactor), and no index; the `jobs` row is written once,
+# when the job is released.
+job_waits = Table(
+    "job_waits",
+    metadata,
+    Column("job_id", UUID(as_uuid=True), primary_key=True),
+    Column("remaining", Integer, nullable=False),
+    postgresql_with={"fillfactor": 50},
 )
 
 

@@ -290,7 +290,7 @@ async def fill(engine: AsyncEngine, dataset: Dataset) -> None:
     async with engine.begin() as connection:
         await connection.execute(text(f"DROP TABLE IF EXISTS {_MARKER}"))
         await connection.execute(
-            text("TRUNCATE jobs, job_dependencies, processes, queues, job_rollup")
+            text("TRUNCATE jobs, job_dependencies, job_waits, processes, queues, job_rollup")
         )
     await _chunked(engine, "finished jobs", _finished_rows(dataset), dataset.finished)
     await _chunked(engine, "pending jobs", _pending_rows(dataset), dataset.pending)

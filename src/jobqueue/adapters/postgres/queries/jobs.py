@@ -17,6 +17,7 @@ from jobqueue.adapters.postgres.queries.sql import (
     appended_attempt,
     narrowed,
     quoted,
+    record,
     stamped,
 )
 from jobqueue.adapters.postgres.statement import Statement
@@ -156,7 +157,7 @@ RECOVER_EXPIRED = Statement(
 
 # --- reading one job ---------------------------------------------------------------------
 
-GET_JOB = Statement("get_job", "SELECT * FROM jobs WHERE id = :id")
+GET_JOB = Statement("get_job", f"SELECT {record()} FROM jobs WHERE id = :id")
 
 # Someone waits for the job's end: marked on the live row, so that the statement ending
 # it (written after this one, or waiting for its lock) announces it (migration 0023's

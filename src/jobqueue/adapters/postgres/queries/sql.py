@@ -36,13 +36,31 @@ def narrowed(*, by_queue: bool, by_type: bool) -> str:
     )
 
 
+def record(table: str = "jobs", *, result: bool = True) -> str:
+    """The columns of a job's record from `table`'s rows (`jobs`, or a subquery of its
+    rows). Its `waiting_for` is how many of its dependencies are still live, while it
+    waits: `job_waits` counts them (migration 0025), the row keeps the count it began
+    with. Without `result`, read as NULL."""
+
+    def read(column: str) -> str:
+        if column == "result" and not result:
+            return "CAST(NULL AS jsonb) AS result"
+        if column == "waiting_for":
+            return (
+                f"CASE WHEN {table}.status = {quoted(Status.WAITING)} THEN coalesce(("
+                f"SELECT job_waits.remaining FROM job_waits WHERE job_waits.job_id = {table}.id"
+                f"), {table}.waiting_for) ELSE 0 END AS waiting_for"
+            )
+        return f"{table}.{column}"
+
+    return ", ".join(read(column.name) for column in jobs.columns)
+
+
 def listed(table: str = "jobs") -> str:
-    """The columns of `table`'s rows (`jobs`, or a subquery of its rows) a page of jobs
-    reads: every one but `result`, read as NULL. A result may be large (up to
-    RESULT_MAX_BYTES), and a page of completed jobs would carry a hundred of them; a
-    job's record (`GET_JOB`) has it."""
-    kept = (f"{table}.{column.name}" for column in jobs.columns if column.name != "result")
-    return ", ".join([*kept, "CAST(NULL AS jsonb) AS result"])
+    """The columns of `table`'s rows a page of jobs reads: its `record` but `result`. A
+    result may be large (up to RESULT_MAX_BYTES), and a page of completed jobs would carry
+    a hundred of them; a job's record (`GET_JOB`) has it."""
+    return record(table, result=False)
 
 
 def stamped(progress: str) -> str:

@@ -45,10 +45,13 @@ CANCEL_WORKFLOW = Statement(
 
 # Its steps that ended without completing, retried together: each waits again for those
 # of its dependencies that are live once the retry is written (retried with it, or live
-# already, locked so that none ends before the new edges are seen), else is pending. A
-# job of it still waiting (a callback, run anyway) waits again for the retried steps it
-# depends on, whose endings it had counted. A dependency outside the workflow that did
-# not complete is not waited for again.
+# already, locked so that none ends before the new edges are seen), else is pending. Its
+# count starts at those live already: the retried ones, like every retried job with
+# dependents, are counted back on by migration 0025's release, for each dependent waiting
+# then (a job of the workflow still waiting, a callback run anyway, too). An edge to a
+# still-waiting job from a retried step it did not wait for when submitted is added, so
+# that it waits for it now. A dependency outside the workflow that did not complete is
+# not waited for again.
 RETRY_WORKFLOW = Statement(
     "retry_workflow",
     f"""
@@ -87,19 +90,16 @@ RETRY_WORKFLOW = Statement(
         SELECT dependency, job_id FROM edges
         ON CONFLICT DO NOTHING
     ),
-    rewaiting AS (
-        UPDATE jobs SET waiting_for = jobs.waiting_for + again.n
-        FROM (SELECT job_id, count(*) AS n FROM edges GROUP BY job_id) AS again
-        WHERE jobs.id = again.job_id AND jobs.id IN (SELECT id FROM still_waiting)
-    ),
     counted AS (
-        SELECT retried.id, count(edges.job_id) AS n
+        SELECT retried.id, count(edges.job_id) AS n,
+            count(edges.job_id) FILTER (WHERE edges.dependency IN (SELECT id FROM live))
+                AS live_already
         FROM retried LEFT JOIN edges ON edges.job_id = retried.id
         GROUP BY retried.id
     )
     UPDATE jobs
     SET {retried("CASE WHEN counted.n > 0 THEN 'waiting' ELSE 'pending' END")},
-        waiting_for = counted.n
+        waiting_for = counted.live_already
     FROM counted
     WHERE jobs.id = counted.id
     RETURNING jobs.id
