@@ -213,6 +213,7 @@ async def test_an_interrupted_wait_leaves_the_job_and_says_how_to_wait_again(
         env=environment(None, JOBQUEUE_URL=service.base_url, JOBQUEUE_TOKEN=TOKEN),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        preexec_fn=_interruptible,
     )
     try:
         # Interrupted once the service holds its wait: the job is marked as waited for.
@@ -236,3 +237,10 @@ async def test_an_interrupted_wait_leaves_the_job_and_says_how_to_wait_again(
         f"jobqueue jobs wait {job.id}\n"
     )
     assert client.job(job.id).status == "pending"
+
+
+def _interruptible() -> None:
+    # A shell starts its background jobs with SIGINT ignored, which their children
+    # inherit, and Python then raises no KeyboardInterrupt: the command is started as
+    # a terminal's foreground one is, whatever started the tests.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
