@@ -294,19 +294,22 @@ async def test_a_retried_dependency_is_waited_for_again_by_the_jobs_that_counted
 async def test_a_waiting_job_cancelled_or_deleted_stops_being_counted(
     store: PostgresJobStore, engine: AsyncEngine
 ) -> None:
-    root, cancelled, deleted, kept = await _graph(
+    # Each waits for dependencies of its own, and so on a count of its own.
+    root, other, cancelled, deleted, kept = await _graph(
         store,
         Step(_new("root"), name="root"),
+        Step(_new("root"), name="other"),
         Step(_new("cancelled"), after=("root",)),
-        Step(_new("deleted"), after=("root",)),
-        Step(_new("kept"), after=("root",)),
+        Step(_new("deleted"), after=("other",)),
+        Step(_new("kept"), after=("root", "other")),
     )
     assert await _rows(engine, "job_waits") == 3
     await store.cancel(cancelled.id)
     await store.delete(deleted.id)
     assert await _rows(engine, "job_waits") == 1
     await _run(store, "root", Decision.complete())
-    assert await _statuses(store, [root, cancelled, kept]) == [
+    assert await _statuses(store, [root, other, cancelled, kept]) == [
+        Status.COMPLETED,
         Status.COMPLETED,
         Status.CANCELLED,
         Status.PENDING,

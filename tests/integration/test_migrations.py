@@ -169,6 +169,7 @@ def test_upgrade_downgrade_upgrade_round_trips_on_an_empty_database(
         "workflow_id",
         "waiting_for",
         "has_dependents",
+        "wait_id",
     }
 
     downgrade(url, "base")

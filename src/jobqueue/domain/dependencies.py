@@ -8,10 +8,10 @@ read by the store under their locks: waiting for as many as are live, or pending
 none is. A dependency that ended without completing refuses its dependent, unless it
 runs anyway: such a job would never run.
 
-Once stored, the database releases dependents (migrations 0024, 0025): the statement that ends
-a job (whoever writes it: a worker, recovery, a cancel, a delete) makes each waiting
-dependent pending when it was the last one it waited for, or cancels it when the job did
-not complete and the dependent does not run anyway.
+Once stored, the database releases dependents (migrations 0024 to 0026): the statement
+that ends a job (whoever writes it: a worker, recovery, a cancel, a delete) makes each
+waiting dependent pending when it was the last one it waited for, or cancels it when the
+job did not complete and the dependent does not run anyway.
 """
 
 from __future__ import annotations
@@ -203,16 +203,37 @@ def place(linked: Linked, statuses: Mapping[UUID, Status]) -> list[Placed]:
     return placed
 
 
-def edges_of(placed: Sequence[Placed], statuses: Mapping[UUID, Status]) -> list[tuple[UUID, UUID]]:
-    """The (dependency, dependent) pairs still to be met: each dependency of the graph's
-    own, and each stored one that is live. Their count per job is its `waiting_for`."""
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Jobs of a graph that wait for the same dependencies still to be met: the store
+    counts each of those endings once for them all (a fan-in's layer, waiting for the
+    whole layer before, shares one count) rather than once per job."""
+
+    jobs: tuple[UUID, ...]
+    dependencies: tuple[UUID, ...]
+
+    @property
+    def shared(self) -> bool:
+        return len(self.jobs) > 1
+
+
+def waits_of(placed: Sequence[Placed], statuses: Mapping[UUID, Status]) -> list[Wait]:
+    """The waiting jobs of `placed`, grouped by their dependencies, with those still to be
+    met: each of the graph's own, and each stored one that is live. How many is each
+    job's `waiting_for`."""
     own = {each.id for each in placed}
-    return [
-        (dependency, each.id)
-        for each in placed
-        for dependency in each.new.depends_on or ()
-        if dependency in own or statuses.get(dependency) in LIVE
-    ]
+    groups: dict[frozenset[UUID], tuple[tuple[UUID, ...], list[UUID]]] = {}
+    for each in placed:
+        live = tuple(
+            dependency
+            for dependency in each.new.depends_on or ()
+            if dependency in own or statuses.get(dependency) in LIVE
+        )
+        # By all they depend on, not the live ones only: a workflow's retry makes its
+        # jobs wait for an ended one again, and must find only those that depend on it.
+        if live:
+            groups.setdefault(frozenset(each.new.depends_on or ()), (live, []))[1].append(each.id)
+    return [Wait(tuple(jobs), live) for live, jobs in groups.values()]
 
 
 def _stored_id(reference: str) -> UUID:

@@ -1,6 +1,7 @@
 """A graph's jobs stored in one transaction (`domain/dependencies.py`): the stored jobs it
 depends on locked and read, each job placed (waiting, or pending), the jobs inserted with
-their ids, and the edges still to be met.
+their ids, and the counts of the jobs that wait (`job_waits`: one per set of dependencies
+still to be met, which the jobs waiting for the same ones share) with their edges.
 
 Every way in that submits a job with dependencies comes here: `POST /jobs` and the batch
 (through the store), `enqueue` and `enqueue_many` in a caller's transaction. A graph is
@@ -36,10 +37,11 @@ from jobqueue.domain.dependencies import (
     DependencyError,
     Placed,
     Step,
+    Wait,
     check_keyless,
-    edges_of,
     link,
     place,
+    waits_of,
 )
 from jobqueue.domain.ports import Submitted
 from jobqueue.domain.status import Status
@@ -66,28 +68,32 @@ async def insert_graph(
             joined = [rows[i].workflow_id for i in linked.stored if i in rows]
             workflow_id = next((each for each in joined if each is not None), new_workflow)
         placed = place(linked, statuses)
+        waits = _counted(waits_of(placed, statuses))
         if linked.stored:
             values = {"ids": list(linked.stored), "workflow_id": workflow_id}
             await connection.execute(MARK_DEPENDENCIES.clause, values)
         runnable = any(each.status is Status.PENDING for each in placed)
         statement = INSERT_GRAPH_ANNOUNCED if announce and runnable else INSERT_GRAPH
-        inserted = await connection.execute(statement.clause, _values(placed, workflow_id))
+        rows_of = _values(placed, workflow_id, waits)
+        inserted = await connection.execute(statement.clause, rows_of)
         stored_at = {row[0]: row[1] for row in inserted}
         if len(stored_at) != len(placed):
             # Only keys can conflict, and they were refused: an id made twice.
             raise DependencyError("a job of this graph was not stored; submit it again")
-        edges = edges_of(placed, statuses)
-        if edges:
-            dependencies, dependents = zip(*edges, strict=True)
-            values = {"dependencies": list(dependencies), "dependents": list(dependents)}
-            await connection.execute(INSERT_EDGES.clause, values)
-        waiting = [each for each in placed if each.status is Status.WAITING]
-        if waiting:
-            counts = {
-                "ids": [each.id for each in waiting],
-                "counts": [each.waiting_for for each in waiting],
+        if waits:
+            edges = [
+                (dependency, count)
+                for count, wait in waits.items()
+                for dependency in wait.dependencies
+            ]
+            dependencies, counts = zip(*edges, strict=True)
+            linked_by = {"dependencies": list(dependencies), "dependents": list(counts)}
+            await connection.execute(INSERT_EDGES.clause, linked_by)
+            counted = {
+                "ids": list(waits),
+                "counts": [len(wait.dependencies) for wait in waits.values()],
             }
-            await connection.execute(INSERT_WAITS.clause, counts)
+            await connection.execute(INSERT_WAITS.clause, counted)
     return [
         Submitted(
             replace(
@@ -102,7 +108,17 @@ async def insert_graph(
     ]
 
 
-def _values(placed: Sequence[Placed], workflow_id: UUID) -> dict[str, list[Any]]:
+def _counted(waits: Sequence[Wait]) -> dict[UUID, Wait]:
+    """Each wait by the id of its count in `job_waits`: its job's own when it waits alone,
+    a new one when its jobs share it (their `wait_id`)."""
+    shared = iter(time_ordered_ids(sum(wait.shared for wait in waits)))
+    return {next(shared) if wait.shared else wait.jobs[0]: wait for wait in waits}
+
+
+def _values(
+    placed: Sequence[Placed], workflow_id: UUID, waits: dict[UUID, Wait]
+) -> dict[str, list[Any]]:
+    shared_by = {job: count for count, wait in waits.items() if wait.shared for job in wait.jobs}
     values: dict[str, list[Any]] = {"each_id": [each.id for each in placed]}
     for name in SUBMITTED:
         column = [getattr(each.new, name) for each in placed]
@@ -118,6 +134,7 @@ def _values(placed: Sequence[Placed], workflow_id: UUID) -> dict[str, list[Any]]
         "status": [each.status.value for each in placed],
         "waiting_for": [each.waiting_for for each in placed],
         "has_dependents": [each.has_dependents for each in placed],
+        "wait_id": [shared_by.get(each.id) for each in placed],
     }
     values |= {f"each_{name}": graph[name] for name in GRAPH_COLUMNS}
     return values

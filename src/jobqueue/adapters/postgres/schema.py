@@ -163,6 +163,10 @@ jobs = Table(
     # Some job waits for it (a row of `job_dependencies` names it): migrations 0024 and
     # 0025's triggers release its dependents when it ends. Not a `Job` field either.
     Column("has_dependents", Boolean, nullable=False, server_default=text("false")),
+    # The count of `job_waits` the job waits on, when it shares one with the jobs of its
+    # graph that wait for the same dependencies (migration 0026); NULL when it waits on
+    # a count of its own id. Not a `Job` field: only the store reads it.
+    Column("wait_id", UUID(as_uuid=True)),
     CheckConstraint(f"status IN ({_STATUSES})", name="status"),
     # The domain's range, so that no row holds a priority no claim reads. Queue names are
     # checked where jobs are made, not here: a regular-expression CHECK cost a fifth of a
@@ -251,6 +255,12 @@ jobs = Table(
     ),
     # Jobs waiting for their dependencies, in submission order (`status.TRAITS`).
     Index("ix_jobs_waiting", "run_at", postgresql_where=text("status = 'waiting'")),
+    # The jobs sharing a count, those still waiting: what its last ending releases.
+    Index(
+        "ix_jobs_wait_id",
+        "wait_id",
+        postgresql_where=text("status = 'waiting' AND wait_id IS NOT NULL"),
+    ),
     # A workflow's jobs in submission order (`GET /workflows/{id}`, its cancel and
     # retry): jobs in none are not in it.
     Index(
@@ -270,10 +280,11 @@ jobs = Table(
 )
 
 
-# Who waits for whom: a row per dependency a job waited for while it was live
-# (`domain/dependencies.py`), kept until that dependency is deleted; a job's `depends_on`
-# holds them all. Each ending of a dependency counts its rows off its waiting dependents'
-# `job_waits`, and each retry of it back on (migrations 0024 and 0025).
+# Who waits for whom: a row per dependency a count of `job_waits` waited for while it was
+# live (`domain/dependencies.py`), kept until that dependency is deleted; `job_id` is the
+# count's id (a job's own, or one its jobs share: `jobs.wait_id`), and each job's
+# `depends_on` holds its dependencies all. Each ending of a dependency counts its rows
+# off the counts, and each retry of it back on (migrations 0024 to 0026).
 job_dependencies = Table(
     "job_dependencies",
     metadata,
@@ -281,11 +292,13 @@ job_dependencies = Table(
     Column("job_id", UUID(as_uuid=True), primary_key=True),
 )
 
-# How many of a waiting job's dependencies are still live: a row while, and only while,
-# the job waits, started from its `waiting_for` by migration 0025's triggers. Apart from
-# `jobs` so that counting an ending off a dependent rewrites two integers, on a page with
-# room for the new version (fillfactor), and no index; the `jobs` row is written once,
-# when the job is released.
+# How many of the dependencies some waiting jobs wait for are still live: a row while,
+# and only while, a job waits on it, started from its `waiting_for` (migrations 0025 and
+# 0026). A job waiting alone has the count of its own id; the jobs of a graph that wait
+# for the same dependencies share one (`jobs.wait_id`), so that a fan-in's ending
+# rewrites one count, not one per dependent. Apart from `jobs` so that counting an
+# ending rewrites two integers, on a page with room for the new version (fillfactor),
+# and no index; the `jobs` rows are written once, when released.
 job_waits = Table(
     "job_waits",
     metadata,

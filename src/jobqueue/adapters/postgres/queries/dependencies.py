@@ -36,8 +36,8 @@ MARK_DEPENDENCIES = Statement(
     """,
 )
 
-# Who waits for whom, a row per live dependency (`dependencies.edges_of`), kept until
-# that dependency is deleted.
+# Who waits for whom, a row per live dependency of each count (`dependencies.waits_of`):
+# `:dependents` are the counts' ids. Kept until that dependency is deleted.
 # Written in the order an ending reads them, a dependency's together: its edges then
 # share a page or two instead of one each (a fan's lookups took half the time, measured).
 INSERT_EDGES = Statement(
@@ -51,8 +51,9 @@ INSERT_EDGES = Statement(
     """,
 )
 
-# The counts of the jobs a graph inserts waiting (`job_waits`, migration 0025): written
-# here rather than by an insert trigger, which every other insert would pay for.
+# The counts the jobs a graph inserts waiting wait on (`job_waits`, migrations 0025 and
+# 0026): a job's own, or one shared by the jobs waiting for the same dependencies.
+# Written here rather than by an insert trigger, which every other insert would pay for.
 INSERT_WAITS = Statement(
     "insert_waits",
     """

@@ -55,6 +55,7 @@ GRAPH_COLUMNS = (
     "status",
     "waiting_for",
     "has_dependents",
+    "wait_id",
 )
 
 SUBMITTED = tuple(field.name for field in fields(NewJob) if field.name not in _NOT_STORED)

@@ -39,8 +39,8 @@ def narrowed(*, by_queue: bool, by_type: bool) -> str:
 def record(table: str = "jobs", *, result: bool = True) -> str:
     """The columns of a job's record from `table`'s rows (`jobs`, or a subquery of its
     rows). Its `waiting_for` is how many of its dependencies are still live, while it
-    waits: `job_waits` counts them (migration 0025), the row keeps the count it began
-    with. Without `result`, read as NULL."""
+    waits: `job_waits` counts them (migrations 0025 and 0026: its own count, or the one
+    it shares), the row keeps the count it began with. Without `result`, read as NULL."""
 
     def read(column: str) -> str:
         if column == "result" and not result:
@@ -48,7 +48,8 @@ def record(table: str = "jobs", *, result: bool = True) -> str:
         if column == "waiting_for":
             return (
                 f"CASE WHEN {table}.status = {quoted(Status.WAITING)} THEN coalesce(("
-                f"SELECT job_waits.remaining FROM job_waits WHERE job_waits.job_id = {table}.id"
+                "SELECT job_waits.remaining FROM job_waits"
+                f" WHERE job_waits.job_id = coalesce({table}.wait_id, {table}.id)"
                 f"), {table}.waiting_for) ELSE 0 END AS waiting_for"
             )
         return f"{table}.{column}"

@@ -50,8 +50,9 @@ CANCEL_WORKFLOW = Statement(
 # dependents, are counted back on by migration 0025's release, for each dependent waiting
 # then (a job of the workflow still waiting, a callback run anyway, too). An edge to a
 # still-waiting job from a retried step it did not wait for when submitted is added, so
-# that it waits for it now. A dependency outside the workflow that did not complete is
-# not waited for again.
+# that it waits for it now (its count's, when shared: migration 0026). A retried step
+# waits on a count of its own. A dependency outside the workflow that did not complete
+# is not waited for again.
 RETRY_WORKFLOW = Statement(
     "retry_workflow",
     f"""
@@ -70,7 +71,7 @@ RETRY_WORKFLOW = Statement(
         FOR UPDATE
     ),
     still_waiting AS MATERIALIZED (
-        SELECT id, depends_on FROM jobs
+        SELECT id, wait_id, depends_on FROM jobs
         WHERE workflow_id = :workflow_id AND status = 'waiting'
         ORDER BY id
         LIMIT :limit
@@ -81,7 +82,7 @@ RETRY_WORKFLOW = Statement(
         FROM retried, unnest(retried.depends_on) AS dependency
         WHERE dependency IN (SELECT id FROM retried) OR dependency IN (SELECT id FROM live)
         UNION ALL
-        SELECT dependency, still_waiting.id
+        SELECT dependency, coalesce(still_waiting.wait_id, still_waiting.id)
         FROM still_waiting, unnest(still_waiting.depends_on) AS dependency
         WHERE dependency IN (SELECT id FROM retried)
     ),
@@ -99,7 +100,8 @@ RETRY_WORKFLOW = Statement(
     )
     UPDATE jobs
     SET {retried("CASE WHEN counted.n > 0 THEN 'waiting' ELSE 'pending' END")},
-        waiting_for = counted.live_already
+        waiting_for = counted.live_already,
+        wait_id = NULL
     FROM counted
     WHERE jobs.id = counted.id
     RETURNING jobs.id
