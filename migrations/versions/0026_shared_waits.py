@@ -11,8 +11,8 @@ fan). The 100 now share one count and 100 edges: each ending rewrites one row.
 The release reads a count's jobs through `ix_jobs_wait_id` (its waiting jobs only), or
 the job of its own id; a shared count goes with the last of its jobs to stop waiting.
 
-Safe on a live table: a nullable column without a default (a catalog change, under a
-5 s lock_timeout), an index made concurrently and empty, and the two functions replaced
+Safe on a live table: a nullable column without a default (a catalog change, its lock
+tried 50 ms at a time), an index made concurrently and empty, and the two functions replaced
 in place: no row has a `wait_id` until a graph written by this revision's code stores
 one, and the new functions count the rows without one as 0025's did. Downgrading gives
 each waiting job that shares a count a count and edges of its own, under the same brief
@@ -212,15 +212,18 @@ END
 $$
 """
 
-# Tried for 50 ms at a time, with a pause between, as 0025's switch: while a lock request
-# waits, every write queues behind it.
-_LOCK_JOBS = """
+
+def _tried_briefly(statement: str) -> str:
+    """`statement` (one taking a lock on `jobs`) tried for 50 ms at a time, with a pause
+    between, as 0025's switch: while a lock request waits, every write queues behind it,
+    so a long wait for one slow transaction would hold them all."""
+    return f"""
 DO $$
 BEGIN
     FOR attempt IN 1..200 LOOP
         BEGIN
             SET LOCAL lock_timeout = '50ms';
-            LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE;
+            {statement};
             SET LOCAL lock_timeout = '5s';
             RETURN;
         EXCEPTION WHEN lock_not_available THEN
@@ -231,6 +234,7 @@ BEGIN
 END
 $$
 """
+
 
 # Each waiting job that shares a count gets one of its own, with the count's value, and
 # the count's edges (those of its `depends_on` the count has, looked up by key).
@@ -265,9 +269,7 @@ WHERE NOT EXISTS (SELECT FROM jobs WHERE jobs.id = job_waits.job_id)
 
 def upgrade() -> None:
     with op.get_context().autocommit_block():
-        op.execute("SET lock_timeout = '5s'")
-        op.execute("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS wait_id uuid")
-        op.execute("RESET lock_timeout")
+        op.execute(_tried_briefly("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS wait_id uuid"))
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_INDEX}")
         op.execute(f"CREATE INDEX CONCURRENTLY {_INDEX} {_INDEX_DEFINITION}")
         op.execute(_TRACK)
@@ -288,8 +290,7 @@ def downgrade() -> None:
     before = _revision_0025()
     # No release between the unsharing and the switch of the functions: 0025's would not
     # find a shared count's jobs, this revision's would count both.
-    op.execute("SET LOCAL lock_timeout = '5s'")
-    op.execute(_LOCK_JOBS)
+    op.execute(_tried_briefly("LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE"))
     op.execute("SET LOCAL enable_seqscan = off")  # the waiting jobs by their index
     op.execute(_UNSHARE)
     op.execute(_DROP_SHARED)
@@ -298,6 +299,4 @@ def downgrade() -> None:
     op.execute("SET LOCAL enable_seqscan = on")
     with op.get_context().autocommit_block():
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_INDEX}")
-        op.execute("SET lock_timeout = '5s'")
-        op.execute("ALTER TABLE jobs DROP COLUMN IF EXISTS wait_id")
-        op.execute("RESET lock_timeout")
+        op.execute(_tried_briefly("ALTER TABLE jobs DROP COLUMN IF EXISTS wait_id"))
