@@ -9,8 +9,8 @@ away, while writes go on, losing no job."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -136,10 +136,32 @@ async def _watch(
                 writes.blocking.add((" ".join(was["query"].split()), mode))
 
 
+class MigrationFailed(Exception):
+    """The migration's process ended in error (its stderr is the message)."""
+
+
+async def _migrate(url: str, direction: str, revision: str) -> None:
+    """Migrate `url` (`direction` "upgrade" or "downgrade") in a process of its own, as a
+    deployment does: run in a thread of the test's process, the migration's statements
+    queued for the interpreter behind the writers and the monitor, and held `jobs`
+    locked the longer for it (a writer's 100 ms timeout was met so on a loaded machine)."""
+    program = (
+        "import sys\n"
+        "from jobqueue.adapters.postgres import migrations\n"
+        "getattr(migrations, sys.argv[1])(sys.argv[2], sys.argv[3])\n"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", program, direction, url, revision, stderr=asyncio.subprocess.PIPE
+    )
+    _, errors = await process.communicate()
+    if process.returncode != 0:
+        raise MigrationFailed(errors.decode())
+
+
 async def _migrate_while_writing(
-    url: str, migrate: Callable[[], None], ids: list[UUID], *others: asyncpg.Connection
+    url: str, direction: str, revision: str, ids: list[UUID], *others: asyncpg.Connection
 ) -> Writes:
-    """Run `migrate` in a thread while one connection inserts job after job and another
+    """Migrate (see `_migrate`) while one connection inserts job after job and another
     ends `ids`' jobs one by one (UPDATE OF status, which 0024's triggers fire on), deleting
     one in ten, each write under LOCK_TIMEOUT; and a third watches the locks (`others`
     are the test's own connections, idle meanwhile). The ids written are removed."""
@@ -152,7 +174,7 @@ async def _migrate_while_writing(
             await connection.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
         writers = [inserting.get_server_pid(), ending.get_server_pid()]
         ours = [*writers, monitor.get_server_pid(), *(c.get_server_pid() for c in others)]
-        migrating = asyncio.create_task(asyncio.to_thread(migrate))
+        migrating = asyncio.create_task(_migrate(url, direction, revision))
 
         async def write(connection: asyncpg.Connection, query: str, *args: Any) -> None:
             started = time.perf_counter()
@@ -242,9 +264,7 @@ async def test_dependencies_arrive_on_a_filled_table_without_blocking_writes(
         old = await connection.fetchval(
             "SELECT id FROM jobs WHERE status = 'pending' ORDER BY id DESC LIMIT 1"
         )
-        up = await _migrate_while_writing(
-            url, lambda: upgrade(url, "0024"), ids, connection, listening
-        )
+        up = await _migrate_while_writing(url, "upgrade", "0024", ids, connection, listening)
         total = FILLED_ROWS + up.inserted - up.deleted
 
         assert await asyncio.to_thread(_job_columns, url) >= COLUMNS
@@ -322,9 +342,7 @@ async def test_dependencies_arrive_on_a_filled_table_without_blocking_writes(
                 ENDED,
             )
         ]
-        down = await _migrate_while_writing(
-            url, lambda: downgrade(url, "0023"), ids, connection, listening
-        )
+        down = await _migrate_while_writing(url, "downgrade", "0023", ids, connection, listening)
         total += down.inserted - down.deleted
 
         assert COLUMNS.isdisjoint(await asyncio.to_thread(_job_columns, url))

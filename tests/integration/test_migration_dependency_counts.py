@@ -157,7 +157,7 @@ async def test_dependency_counts_arrive_on_a_filled_table_without_blocking_write
             connection, _LIVE_EDGES
         )
 
-        up = await _migrate_while_writing(url, lambda: upgrade(url), ids, connection)
+        up = await _migrate_while_writing(url, "upgrade", "head", ids, connection)
         assert await _version(url) == [(HEAD,)]
         # A row per waiting job, no other, its count 0024's.
         assert await _job_waits(connection) == before
@@ -186,7 +186,7 @@ async def test_dependency_counts_arrive_on_a_filled_table_without_blocking_write
         assert {(graph.second, graph.both) for graph in unmet} <= kept
         assert {(graph.first, graph.both) for graph in met} <= kept
 
-        down = await _migrate_while_writing(url, lambda: downgrade(url, "0024"), ids, connection)
+        down = await _migrate_while_writing(url, "downgrade", "0024", ids, connection)
         assert await _version(url) == [("0024",)]
         assert await _waiting_for(connection) == counted
         # A waiting job keeps only the edges still to be met, as 0024 keeps them; the

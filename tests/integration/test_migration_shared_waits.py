@@ -16,7 +16,7 @@ from uuid import UUID
 import asyncpg
 
 from jobqueue.adapters.postgres.database import create_engine
-from jobqueue.adapters.postgres.migrations import downgrade, upgrade
+from jobqueue.adapters.postgres.migrations import upgrade
 from jobqueue.adapters.postgres.schema import metadata
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.dependencies import Step
@@ -161,7 +161,7 @@ async def test_shared_counts_arrive_and_leave_on_a_filled_table_without_blocking
         before = await _job_waits(connection)
         assert before == _counts(met, both=1) | _counts(unmet, both=2)
 
-        up = await _migrate_while_writing(url, lambda: upgrade(url, REVISION), ids, connection)
+        up = await _migrate_while_writing(url, "upgrade", REVISION, ids, connection)
         assert await _version(url) == [(REVISION,)]
         # The counts untouched, none shared: every row is still its own job's.
         assert await _job_waits(connection) == before
@@ -294,7 +294,7 @@ async def test_shared_counts_arrive_and_leave_on_a_filled_table_without_blocking
             ]
         }
 
-        down = await _migrate_while_writing(url, lambda: downgrade(url, "0025"), ids, connection)
+        down = await _migrate_while_writing(url, "downgrade", "0025", ids, connection)
         assert await _version(url) == [("0025",)]
         # Each waiting job on a count of its own id with the value it waited on, shared or
         # not, and no other count: the shared ones are gone.
