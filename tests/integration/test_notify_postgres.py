@@ -13,15 +13,13 @@ import asyncpg
 import pytest
 
 from jobqueue.adapters.postgres.database import create_engine
-from jobqueue.adapters.postgres.notify import (
-    CHANNEL,
+from jobqueue.adapters.postgres.listener import (
     Connect,
     ListenConnection,
     Listener,
-    Notifier,
     asyncpg_connect,
-    pg_notify,
 )
+from jobqueue.adapters.postgres.notify import CHANNEL, Notifier, pg_notify
 from tests.support.postgres import dsn, with_database
 
 DEADLINE = 30.0

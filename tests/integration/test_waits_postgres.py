@@ -18,7 +18,8 @@ import jobqueue
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.endings import EndingWatch
 from jobqueue.adapters.postgres.engine_waits import waits_of
-from jobqueue.adapters.postgres.notify import CHANNEL, Listener, asyncpg_connect
+from jobqueue.adapters.postgres.listener import Listener, asyncpg_connect
+from jobqueue.adapters.postgres.notify import CHANNEL
 from jobqueue.adapters.postgres.queries.jobs import ENDINGS_CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import JobNotFound, NotEnded

@@ -11,7 +11,8 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.adapters.postgres.database import driver_arguments
-from jobqueue.adapters.postgres.notify import CHANNEL, MISSED, Listener
+from jobqueue.adapters.postgres.listener import Listener
+from jobqueue.adapters.postgres.notify import CHANNEL, MISSED
 from jobqueue.domain.backoff import Backoff
 from tests.unit.pool_harness import eventually
 

@@ -20,7 +20,7 @@ from jobqueue.domain.fields import DEFAULT_PRIORITY, DEFAULT_QUEUE
 HISTORY_TYPE = "bench.history"
 SCHEDULED_TYPE = "bench.scheduled"
 # The `application_name` of a service process's LISTEN connection (`asyncpg_connect` in
-# adapters/postgres/notify.py): one per worker process that is listening for new jobs,
+# adapters/postgres/listener.py): one per worker process that is listening for new jobs,
 # and one per API process, which listens for jobs' ends.
 LISTENER_APPLICATION = "jobqueue listener"
 # That of the LISTEN connection of an in-process producer's waits (`jobqueue.wait`,

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import Pool
 
 from jobqueue.adapters.postgres.endings import EndingWatch
-from jobqueue.adapters.postgres.notify import Listener, asyncpg_connect
+from jobqueue.adapters.postgres.listener import Listener, asyncpg_connect
 from jobqueue.adapters.postgres.queries.jobs import ENDINGS_CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import Job

@@ -8,10 +8,11 @@ A NOTIFY inside each enqueue transaction would make PostgreSQL serialise those c
 (measured: ~18,400 inserts/s plain, ~4,750/s with a NOTIFY per insert), so wake-ups are
 never sent per job nor inside a job's transaction.
 
-The working side (`Listener`) holds one dedicated connection, outside the engine's pool,
-doing `LISTEN` and calling back (the pool's `wake`) on each notification. Both are an
-optimisation of latency only: a lost notification, a dead listener or `NOTIFY=false`
-leave workers polling, so a job is claimed by the next poll at the latest.
+The working side (`listener.Listener`) holds one dedicated connection, outside the
+engine's pool, doing `LISTEN` and calling back (the pool's `wake`) on each notification.
+Both are an optimisation of latency only: a lost notification, a dead listener or
+`NOTIFY=false` leave workers polling, so a job is claimed by the next poll at the
+latest.
 
 Only jobs due now are announced: a submission and an operator's retry. A retry after a
 failure is due later, at its backoff time, and nobody is told: the next poll after its
@@ -22,22 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from functools import partial
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Self
 
-import asyncpg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.adapters.postgres.database import driver_arguments
 from jobqueue.adapters.postgres.driver import fetch_pooled
 from jobqueue.adapters.postgres.failures import reason
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.adapters.telemetry.logging import Outage
-from jobqueue.domain.backoff import Backoff
 
 # The only channel; never built from anything a client sent.
 CHANNEL = "jobqueue_jobs"
@@ -55,11 +51,6 @@ Sleep = Callable[[float], Awaitable[None]]
 # submissions costs at most 500 NOTIFY transactions a second, not one per job.
 DEFAULT_NOTIFY_INTERVAL = timedelta(milliseconds=2)
 _SEND_TIMEOUT = timedelta(seconds=5)
-_RECONNECT_BACKOFF = Backoff(timedelta(milliseconds=250), timedelta(seconds=10))
-_CONNECT_TIMEOUT = timedelta(seconds=10)
-# A half-open TCP connection never reports itself lost; a periodic query finds it.
-_CHECK_EVERY = timedelta(seconds=15)
-_CHECK_TIMEOUT = timedelta(seconds=5)
 
 
 # --- the submitting side -------------------------------------------------------------------
@@ -83,7 +74,7 @@ def pg_notify(engine: AsyncEngine) -> Send:
     return send
 
 
-class _Background:
+class Background:
     """Work on a task of its own: started once, stopped by `aclose`, and usable as
     `async with`, which does both."""
 
@@ -122,7 +113,7 @@ class _Background:
         await self.aclose()
 
 
-class Notifier(_Background):
+class Notifier(Background):
     """Coalesces "a job is available" into at most one `send` per `interval`.
 
     The first call after a quiet spell is sent at once; calls made while a send is in
@@ -233,164 +224,3 @@ class Notifier(_Background):
             self._outage.failed(reason(error))
             return
         self._outage.ok()
-
-
-# --- the working side ---------------------------------------------------------------------
-
-
-class ListenConnection(Protocol):
-    """A connection dedicated to receiving notifications."""
-
-    async def listen(self, channel: str, on_notify: Callable[[str], None]) -> None:
-        """Subscribe: `on_notify` is called with the payload of every notification on
-        `channel`."""
-
-    async def until_lost(self) -> None:
-        """Return, or raise, once the connection can no longer deliver notifications."""
-
-    async def close(self) -> None:
-        """Release the connection; must not raise."""
-
-
-Connect = Callable[[], Awaitable[ListenConnection]]
-
-
-class Listener(_Background):
-    """Calls `on_notify[channel]` with the payload of every notification on each of its
-    channels, from a connection it keeps open.
-
-    A connection that cannot be opened or is lost is retried with capped, jittered
-    backoff. After a LISTEN that follows a refusal or a loss, every callback is called
-    once more, with an empty payload (`MISSED`): something may have been announced while
-    nobody was listening. `on_listening` is told each time it starts (True, once every
-    channel is listened to) and stops (False) hearing them.
-    """
-
-    def __init__(
-        self,
-        connect: Connect,
-        on_notify: Mapping[str, Callable[[str], None]],
-        *,
-        backoff: Backoff = _RECONNECT_BACKOFF,
-        sleep: Sleep = asyncio.sleep,
-        rand: Callable[[], float] = random.random,
-        on_listening: Callable[[bool], None] = lambda _listening: None,
-    ) -> None:
-        super().__init__()
-        self._connect = connect
-        self._on_notify = on_notify
-        self._on_listening = on_listening
-        self._backoff = backoff
-        self._sleep = sleep
-        self._rand = rand
-
-    _task_name = "listener"
-
-    async def _run(self) -> None:
-        failures = 0
-        deaf = False  # since the first attempt; nothing could have been missed before it
-        while True:
-            if failures:
-                delay = self._backoff.delay(failures, self._rand).total_seconds()
-                await self._sleep(delay)
-            try:
-                connection = await self._connect()
-            except Exception as error:
-                failures += 1
-                deaf = True
-                self._report("could not connect to listen for new jobs", error, failures)
-                continue
-            try:
-                for channel, callback in self._on_notify.items():
-                    await connection.listen(channel, partial(self._notified, callback))
-                _log.info("listening for new jobs", extra={"channels": list(self._on_notify)})
-                if deaf:
-                    for callback in self._on_notify.values():
-                        self._notified(callback, MISSED)
-                failures, deaf = 0, False
-                self._on_listening(True)
-                await connection.until_lost()
-                _log.warning("the connection listening for new jobs was lost; reconnecting")
-            except Exception as error:
-                self._report("listening for new jobs failed", error, failures + 1)
-            finally:
-                self._on_listening(False)
-                await connection.close()
-            failures += 1
-            deaf = True
-
-    def _notified(self, callback: Callable[[str], None], payload: str) -> None:
-        try:
-            callback(payload)
-        except Exception:
-            _log.exception("a notification callback failed")
-
-    def _report(self, message: str, error: Exception, failures: int) -> None:
-        _log.warning(
-            "%s; workers poll meanwhile, retrying in at most %gs",
-            message,
-            self._backoff.ceiling(failures).total_seconds(),
-            extra={"error": reason(error), "failures": failures},
-        )
-
-
-# --- asyncpg ------------------------------------------------------------------------------
-
-
-def asyncpg_connect(
-    url: str,
-    *,
-    application_name: str = "jobqueue listener",
-    connect_timeout: timedelta = _CONNECT_TIMEOUT,
-    check_every: timedelta = _CHECK_EVERY,
-    check_timeout: timedelta = _CHECK_TIMEOUT,
-) -> Connect:
-    """A `Connect` opening a plain asyncpg connection to `url`, outside any pool (a
-    pooled connection would be handed to someone else, and its LISTEN with it)."""
-    arguments = {"timeout": connect_timeout.total_seconds(), **driver_arguments(url)}
-    arguments["server_settings"] = {
-        **arguments.get("server_settings", {}),
-        "application_name": application_name,
-    }
-
-    async def connect() -> ListenConnection:
-        connection = await asyncpg.connect(**arguments)
-        return _AsyncpgListenConnection(
-            connection, check_every.total_seconds(), check_timeout.total_seconds()
-        )
-
-    return connect
-
-
-class _AsyncpgListenConnection:
-    def __init__(self, connection: Any, check_every: float, check_timeout: float) -> None:
-        self._connection = connection
-        self._check_every = check_every
-        self._check_timeout = check_timeout
-        self._lost = asyncio.Event()
-        connection.add_termination_listener(lambda _connection: self._lost.set())
-
-    async def listen(self, channel: str, on_notify: Callable[[str], None]) -> None:
-        def callback(_connection: Any, _pid: int, _channel: str, payload: str) -> None:
-            on_notify(payload)
-
-        await self._connection.add_listener(channel, callback)
-
-    async def until_lost(self) -> None:
-        while not self._lost.is_set() and not self._connection.is_closed():
-            try:
-                async with asyncio.timeout(self._check_every):
-                    await self._lost.wait()
-            except TimeoutError:
-                async with asyncio.timeout(self._check_timeout):
-                    await self._connection.execute("SELECT 1")
-
-    async def close(self) -> None:
-        if self._connection.is_closed():
-            return
-        try:
-            async with asyncio.timeout(self._check_timeout):
-                await self._connection.close()
-        except Exception:
-            # A connection that cannot say goodbye is dropped instead.
-            self._connection.terminate()

@@ -10,7 +10,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from jobqueue.adapters.postgres.endings import EndingWatch
-from jobqueue.adapters.postgres.notify import CHANNEL, Listener, Notifier, asyncpg_connect
+from jobqueue.adapters.postgres.listener import Listener, asyncpg_connect
+from jobqueue.adapters.postgres.notify import CHANNEL, Notifier
 from jobqueue.adapters.postgres.queries.jobs import CANCELS_CHANNEL, ENDINGS_CHANNEL
 from jobqueue.adapters.postgres.queries.queues import PAUSES_CHANNEL
 from jobqueue.entrypoints.service.components import StopPhase
