@@ -4,6 +4,7 @@ costs a handful of NOTIFYs, and a listener whose connection is killed comes back
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -11,8 +12,10 @@ from datetime import timedelta
 
 import asyncpg
 import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from jobqueue.adapters.postgres.database import create_engine
+import jobqueue
+from jobqueue.adapters.postgres.database import create_engine, normalize_url
 from jobqueue.adapters.postgres.listener import (
     Connect,
     ListenConnection,
@@ -20,9 +23,13 @@ from jobqueue.adapters.postgres.listener import (
     asyncpg_connect,
 )
 from jobqueue.adapters.postgres.notify import CHANNEL, Notifier, pg_notify
+from jobqueue.domain.job import NewJob
 from tests.support.postgres import dsn, with_database
 
 DEADLINE = 30.0
+# How long 8 producers flood their pool: a send starved for a connection would leave
+# most of it without a wake-up (the notifier's send timeout is 5 s).
+FLOOD_SECONDS = 4.0
 
 
 class WatchedConnection:
@@ -197,3 +204,40 @@ async def test_a_notifier_whose_database_fails_logs_and_never_raises(
     [warning] = ours(caplog)
     assert "could not send a wake-up notification" in warning.getMessage()
     assert "does not exist" in getattr(warning, "error", "")
+
+
+async def test_producers_holding_every_connection_of_their_pool_still_announce_their_jobs(
+    database_url: str, raw: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`enqueue(engine)` from 8 tasks on a pool of 8 without overflow, as a user's own
+    engine may be: the notifier's send would wait behind them for a connection (no
+    wake-up at all for up to its 5 s timeout, then a warning, seen in the peer bench);
+    their own inserts carry the wake-ups instead."""
+    caplog.set_level(logging.WARNING, logger="jobqueue.notify")
+    heard: list[float] = []
+    loop = asyncio.get_running_loop()
+    await raw.add_listener(CHANNEL, lambda *_: heard.append(loop.time()))
+    engine = create_async_engine(normalize_url(database_url), pool_size=8, max_overflow=0)
+    new = NewJob.build(type="flood", default_max_attempts=3)
+    enqueued = 0
+    began = loop.time()
+    stop_at = began + FLOOD_SECONDS
+
+    async def produce() -> None:
+        nonlocal enqueued
+        while loop.time() < stop_at:
+            await jobqueue.enqueue(engine, new)
+            enqueued += 1
+
+    try:
+        await asyncio.gather(*(produce() for _ in range(8)))
+    finally:
+        await engine.dispose()
+    await raw.execute(f"NOTIFY {CHANNEL}")  # delivered after every earlier one
+    await until(lambda: bool(heard) and heard[-1] >= stop_at)
+
+    moments = [began, *(each for each in heard if each < stop_at), stop_at]
+    longest = max(later - earlier for earlier, later in itertools.pairwise(moments))
+    assert enqueued > 100
+    assert longest < FLOOD_SECONDS / 2, f"no wake-up for {longest:.2f}s of {FLOOD_SECONDS}s"
+    assert ours(caplog) == []

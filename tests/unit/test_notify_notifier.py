@@ -199,6 +199,87 @@ async def test_a_send_that_hangs_is_abandoned_after_the_send_timeout(
     assert "TimeoutError" in getattr(caplog.records[0], "error", "")
 
 
+class WaitingSend:
+    """A send waiting for a connection until the test gives it one (`answer`)."""
+
+    def __init__(self) -> None:
+        self.waiting = asyncio.Event()
+        self.sent = 0
+        self.dropped = 0
+        self._answer = asyncio.Event()
+
+    async def __call__(self) -> None:
+        self.waiting.set()
+        try:
+            await self._answer.wait()
+        except asyncio.CancelledError:
+            self.dropped += 1
+            raise
+        self._answer.clear()
+        self.waiting.clear()
+        self.sent += 1
+
+    def answer(self) -> None:
+        self._answer.set()
+
+
+async def test_a_send_waiting_for_a_connection_is_carried_by_the_next_caller_instead(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="jobqueue.notify")
+    send, interval = WaitingSend(), ManualInterval()
+    notifier = Notifier(send, interval=INTERVAL, sleep=interval)
+    notifier.start()
+    try:
+        notifier.job_available()
+        await asyncio.wait_for(send.waiting.wait(), 5)
+        # Callers' statements hold the connections it waits for: the first to come takes
+        # the wake-up over, the others notify as before, through the notifier.
+        assert notifier.carry()
+        assert not notifier.carry()
+        await let_everything_run()
+        assert send.dropped == 0  # not before the carrying statement committed
+
+        notifier.carried()
+        await eventually(lambda: len(interval.requested) == 1, "the interval after it")
+        assert (send.sent, send.dropped) == (0, 1)
+        # The carried wake-up was this interval's send, as the notifier's own would be.
+        notifier.job_available()
+        assert not notifier.carry()
+        interval.end()
+        await eventually(lambda: send.waiting.is_set(), "the coalesced send")
+        send.answer()
+        await eventually(lambda: send.sent == 1, "the coalesced send went out")
+    finally:
+        await notifier.aclose(flush=False)
+    assert caplog.records == []
+
+
+async def test_a_taken_over_send_whose_caller_never_committed_still_goes_out() -> None:
+    send, interval = WaitingSend(), ManualInterval()
+    notifier = Notifier(send, interval=INTERVAL, sleep=interval)
+    notifier.start()
+    try:
+        notifier.job_available()
+        await asyncio.wait_for(send.waiting.wait(), 5)
+        assert notifier.carry()  # and then its statement fails: `carried` never comes
+        send.answer()
+
+        await eventually(lambda: send.sent == 1, "the notifier's own send")
+        assert send.dropped == 0
+        # A late word from that caller drops nothing of the next send.
+        notifier.carried()
+        interval.end()
+        notifier.job_available()
+        await eventually(lambda: send.waiting.is_set(), "the next send")
+        await let_everything_run()
+        assert send.dropped == 0
+        send.answer()
+        await eventually(lambda: send.sent == 2, "the next send went out")
+    finally:
+        await notifier.aclose(flush=False)
+
+
 async def test_aclose_sends_a_wake_up_still_owed_then_ignores_further_calls() -> None:
     send, interval = RecordingSend(), ManualInterval()
     notifier = await started(send, interval)

@@ -216,8 +216,12 @@ async def _enqueue_committed(engine: AsyncEngine, new: NewJob, announce: bool) -
     # per interval notifies, so commits seldom queue for the notification lock.
     carried = notifier is not None and notifier.carry()
     submitted = await submit_pooled(engine, new, announced=carried)
-    if notifier is not None and not carried and not submitted.replayed:
-        notifier.job_available()
+    if notifier is not None and not submitted.replayed:
+        # A replay inserted nothing, so its statement notified nothing.
+        if carried:
+            notifier.carried()
+        else:
+            notifier.job_available()
     return submitted
 
 

@@ -123,6 +123,12 @@ class Notifier(Background):
     The task sending them runs only while something is owed: it ends after the interval
     that follows its last send, and the next call starts another. So a notifier left
     behind (a producer dropping its engine) leaves no task pending.
+
+    Its sends take a connection from the callers' own pool, which callers enqueueing
+    flat out keep busy: a send could then wait for one past its timeout, the wake-up
+    late and a warning logged for nothing (seen with 8 producers on a pool of 8). So
+    while a send waits, the next caller's statement may carry that wake-up instead
+    (`carry`, then `carried` once committed), and the send is dropped.
     """
 
     def __init__(
@@ -143,6 +149,11 @@ class Notifier(Background):
         self._send_timeout = send_timeout.total_seconds()
         self._sleep = sleep
         self._wanted = asyncio.Event()
+        # A send of this notifier's own is on its way; whether a caller took it over
+        # (`carry`), and whether that caller's statement committed (`carried`).
+        self._sending = False
+        self._taken_over = False
+        self._relieved = asyncio.Event()
         self._started = False
         self._closed = False
         self._outage = Outage(
@@ -170,13 +181,27 @@ class Notifier(Background):
         send at its end, as after any send. Refused otherwise: the caller then calls
         `job_available`. A statement that fails after taking it owes nothing, since it
         enqueued nothing.
+
+        Taken too by the first caller while the notifier's own send is on its way: that
+        send is dropped once the caller says its statement committed (`carried`), and
+        goes on if it never does.
         """
-        if self._closed or not self._started or self._wanted.is_set():
+        if self._closed or not self._started:
+            return False
+        if self._sending:
+            taken, self._taken_over = not self._taken_over, True
+            return taken
+        if self._wanted.is_set():
             return False
         if self._task is not None and not self._task.done():
             return False
         self._task = asyncio.create_task(self._after_carried(), name=f"jobqueue {self._task_name}")
         return True
+
+    def carried(self) -> None:
+        """The statement that took the wake-up (`carry`) committed: it was sent."""
+        if self._taken_over:
+            self._relieved.set()
 
     _task_name = "notifier"
 
@@ -217,10 +242,22 @@ class Notifier(Background):
         await self._run()
 
     async def _send_logged(self) -> None:
+        self._sending, self._taken_over = True, False
+        self._relieved.clear()
+        sending = asyncio.ensure_future(self._send())
+        relieved = asyncio.ensure_future(self._relieved.wait())
         try:
             async with asyncio.timeout(self._send_timeout):
-                await self._send()
+                await asyncio.wait((sending, relieved), return_when=asyncio.FIRST_COMPLETED)
+            # Done, or a caller's statement carried it and the connection is not needed.
+            if sending.done():
+                sending.result()
         except Exception as error:
             self._outage.failed(reason(error))
             return
+        finally:
+            self._sending = False
+            for each in (sending, relieved):
+                each.cancel()
+            await asyncio.gather(sending, relieved, return_exceptions=True)
         self._outage.ok()
