@@ -9,7 +9,6 @@ away, while writes go on, losing no job."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +20,21 @@ from sqlalchemy.exc import DBAPIError
 
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import metadata
-from tests.integration.test_migrations import FILLED_ROWS, _drift, _fetch, _job_columns
+from tests.integration.test_migrations import (
+    FILLED_ROWS,
+    _drift,
+    _fetch,
+    _job_columns,
+    _migrate,
+)
 from tests.support.postgres import dsn
 
-# Far shorter than a table rewrite, a blocking index build or a validation under an
-# exclusive lock would hold a write back: a write that waits that long fails the test.
-LOCK_TIMEOUT = "100ms"
+# Far shorter than a table rewrite would hold a write back (seconds on FILLED_ROWS): a
+# write that waits that long fails the test. An index built or a constraint validated
+# under a lock is caught by the monitor whatever it lasts (`_reads_the_table`). The
+# brief holds of a trigger's switch took 12-34 ms; 100 ms was met twice in CI with a
+# neighbouring test filling its own table on the same two cores.
+LOCK_TIMEOUT = "250ms"
 # The filled table's pending jobs the ending writer ends (or deletes, one in ten).
 ENDED = 100_000
 
@@ -134,28 +142,6 @@ async def _watch(
                 and (was["query"], was["query_start"]) == (now["query"], now["query_start"])
             ):
                 writes.blocking.add((" ".join(was["query"].split()), mode))
-
-
-class MigrationFailed(Exception):
-    """The migration's process ended in error (its stderr is the message)."""
-
-
-async def _migrate(url: str, direction: str, revision: str) -> None:
-    """Migrate `url` (`direction` "upgrade" or "downgrade") in a process of its own, as a
-    deployment does: run in a thread of the test's process, the migration's statements
-    queued for the interpreter behind the writers and the monitor, and held `jobs`
-    locked the longer for it (a writer's 100 ms timeout was met so on a loaded machine)."""
-    program = (
-        "import sys\n"
-        "from jobqueue.adapters.postgres import migrations\n"
-        "getattr(migrations, sys.argv[1])(sys.argv[2], sys.argv[3])\n"
-    )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", program, direction, url, revision, stderr=asyncio.subprocess.PIPE
-    )
-    _, errors = await process.communicate()
-    if process.returncode != 0:
-        raise MigrationFailed(errors.decode())
 
 
 async def _migrate_while_writing(

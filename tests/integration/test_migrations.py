@@ -225,6 +225,28 @@ async def _valid_due_indexes(url: str) -> dict[str, bool]:
 FILLED_ROWS = 300_000
 
 
+class MigrationFailed(Exception):
+    """The migration's process ended in error (its stderr is the message)."""
+
+
+async def _migrate(url: str, direction: str, revision: str) -> None:
+    """Migrate `url` (`direction` "upgrade" or "downgrade") in a process of its own, as a
+    deployment does: run in a thread of the test's process, the migration's statements
+    queued for the interpreter behind the writers and the monitor, and held `jobs`
+    locked the longer for it (a writer's 100 ms timeout was met so on a loaded machine)."""
+    program = (
+        "import sys\n"
+        "from jobqueue.adapters.postgres import migrations\n"
+        "getattr(migrations, sys.argv[1])(sys.argv[2], sys.argv[3])\n"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", program, direction, url, revision, stderr=asyncio.subprocess.PIPE
+    )
+    _, errors = await process.communicate()
+    if process.returncode != 0:
+        raise MigrationFailed(errors.decode())
+
+
 async def _migrate_a_filled_table_while_writing(
     connection: asyncpg.Connection, url: str, revision: str
 ) -> int:
@@ -240,7 +262,7 @@ async def _migrate_a_filled_table_while_writing(
         FILLED_ROWS,
     )
     await connection.execute("SET lock_timeout = '100ms'")
-    migrating = asyncio.create_task(asyncio.to_thread(upgrade, url, revision))
+    migrating = asyncio.create_task(_migrate(url, "upgrade", revision))
     written = 0
     while not migrating.done():
         await connection.execute("INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
