@@ -68,7 +68,7 @@ class FakeGraphs:
                 self._jobs[job.id] = replace(job, workflow_id=workflow_id)
         self._has_dependents |= {each.id for each in placed if each.has_dependents}
         # Per job: sharing a count is PostgreSQL's economy, not a difference anyone sees.
-        for wait in waits_of(placed, statuses):
+        for wait in waits_of(placed):
             for dependency in wait.dependencies:
                 self._edges.setdefault(dependency, set()).update(wait.jobs)
         return placed, workflow_id

@@ -33,7 +33,7 @@ def test_jobs_depending_on_the_same_jobs_share_a_wait_in_any_order() -> None:
     placed = place(link(steps, ids), statuses)
     a, b, ab, ba, only_a, with_done, with_live, with_live_too = ids
 
-    waits = {wait.jobs: wait.dependencies for wait in waits_of(placed, statuses)}
+    waits = {wait.jobs: wait.dependencies for wait in waits_of(placed)}
 
     assert waits == {
         (ab, ba): (a, b),

@@ -130,14 +130,18 @@ class Linked:
 
 @dataclass(frozen=True, slots=True)
 class Placed:
-    """A graph's job as it is stored: its status, how many dependencies it waits for
-    (each an edge `(dependency, job)`), and whether a job waits for it."""
+    """A graph's job as it is stored: its status, the dependencies it waits for (the
+    graph's own, and the stored ones still live), and whether a job waits for it."""
 
     id: UUID
     new: NewJob
     status: Status
-    waiting_for: int
+    waits_for: tuple[UUID, ...]
     has_dependents: bool
+
+    @property
+    def waiting_for(self) -> int:
+        return len(self.waits_for)
 
 
 def link(steps: Sequence[Step], ids: Sequence[UUID]) -> Linked:
@@ -182,13 +186,13 @@ def place(linked: Linked, statuses: Mapping[UUID, Status]) -> list[Placed]:
     depended = {each for new in linked.news for each in new.depends_on or () if each in own}
     placed = []
     for job_id, new in zip(linked.ids, linked.news, strict=True):
-        waiting = 0
+        waiting: list[UUID] = []
         for dependency in new.depends_on or ():
             status = Status.PENDING if dependency in own else statuses.get(dependency)
             if status is None:
                 raise UnknownDependency(str(dependency))
             if status in LIVE:
-                waiting += 1
+                waiting.append(dependency)
             elif status is not Status.COMPLETED and not new.run_anyway:
                 raise DependencyEnded(dependency, status)
         placed.append(
@@ -196,7 +200,7 @@ def place(linked: Linked, statuses: Mapping[UUID, Status]) -> list[Placed]:
                 job_id,
                 new,
                 Status.WAITING if waiting else Status.PENDING,
-                waiting,
+                tuple(waiting),
                 job_id in depended,
             )
         )
@@ -217,22 +221,16 @@ class Wait:
         return len(self.jobs) > 1
 
 
-def waits_of(placed: Sequence[Placed], statuses: Mapping[UUID, Status]) -> list[Wait]:
-    """The waiting jobs of `placed`, grouped by their dependencies, with those still to be
-    met: each of the graph's own, and each stored one that is live. How many is each
-    job's `waiting_for`."""
-    own = {each.id for each in placed}
+def waits_of(placed: Sequence[Placed]) -> list[Wait]:
+    """The waiting jobs of `placed`, grouped by their dependencies, each group with those
+    still to be met (`Placed.waits_for`)."""
     groups: dict[frozenset[UUID], tuple[tuple[UUID, ...], list[UUID]]] = {}
     for each in placed:
-        live = tuple(
-            dependency
-            for dependency in each.new.depends_on or ()
-            if dependency in own or statuses.get(dependency) in LIVE
-        )
         # By all they depend on, not the live ones only: a workflow's retry makes its
         # jobs wait for an ended one again, and must find only those that depend on it.
-        if live:
-            groups.setdefault(frozenset(each.new.depends_on or ()), (live, []))[1].append(each.id)
+        if each.waits_for:
+            key = frozenset(each.new.depends_on or ())
+            groups.setdefault(key, (each.waits_for, []))[1].append(each.id)
     return [Wait(tuple(jobs), live) for live, jobs in groups.values()]
 
 

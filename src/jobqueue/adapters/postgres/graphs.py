@@ -68,7 +68,7 @@ async def insert_graph(
             joined = [rows[i].workflow_id for i in linked.stored if i in rows]
             workflow_id = next((each for each in joined if each is not None), new_workflow)
         placed = place(linked, statuses)
-        waits = _counted(waits_of(placed, statuses))
+        waits = _counted(waits_of(placed))
         if linked.stored:
             values = {"ids": list(linked.stored), "workflow_id": workflow_id}
             await connection.execute(MARK_DEPENDENCIES.clause, values)
