@@ -223,16 +223,22 @@ class WaitingSend:
         self._answer.set()
 
 
+async def sending(send: WaitingSend, interval: ManualInterval) -> Notifier:
+    """A started notifier whose first send waits for a connection."""
+    notifier = Notifier(send, interval=INTERVAL, sleep=interval)
+    notifier.start()
+    notifier.job_available()
+    await asyncio.wait_for(send.waiting.wait(), 5)
+    return notifier
+
+
 async def test_a_send_waiting_for_a_connection_is_carried_by_the_next_caller_instead(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="jobqueue.notify")
     send, interval = WaitingSend(), ManualInterval()
-    notifier = Notifier(send, interval=INTERVAL, sleep=interval)
-    notifier.start()
+    notifier = await sending(send, interval)
     try:
-        notifier.job_available()
-        await asyncio.wait_for(send.waiting.wait(), 5)
         # Callers' statements hold the connections it waits for: the first to come takes
         # the wake-up over, the others notify as before, through the notifier.
         assert notifier.carry()
@@ -257,11 +263,8 @@ async def test_a_send_waiting_for_a_connection_is_carried_by_the_next_caller_ins
 
 async def test_a_taken_over_send_whose_caller_never_committed_still_goes_out() -> None:
     send, interval = WaitingSend(), ManualInterval()
-    notifier = Notifier(send, interval=INTERVAL, sleep=interval)
-    notifier.start()
+    notifier = await sending(send, interval)
     try:
-        notifier.job_available()
-        await asyncio.wait_for(send.waiting.wait(), 5)
         assert notifier.carry()  # and then its statement fails: `carried` never comes
         send.answer()
 
