@@ -739,7 +739,7 @@ class InMemoryJobStore:
         # The schema's lease_while_processing constraint.
         assert (moved.status is Status.PROCESSING) == (moved.locked_until is not None)
         self._jobs[job.id] = moved
-        self._graphs.ended(job, target, now)
+        self._graphs.ended(job, target, now, operation)
         return _detached(self._jobs[job.id])
 
 

@@ -25,6 +25,7 @@ from jobqueue.domain.dependencies import (
 )
 from jobqueue.domain.job import Job
 from jobqueue.domain.status import LIVE, Status
+from jobqueue.domain.transitions import Operation
 
 DELETED = "deleted"
 
@@ -37,7 +38,6 @@ class FakeGraphs:
         # The edges an ending counted, by dependency: a retry of it counts them back on.
         self._counted: dict[UUID, set[UUID]] = {}
         self._has_dependents: set[UUID] = set()
-        self._retrying_workflow = False
 
     @property
     def _jobs(self) -> MutableMapping[UUID, Job]:
@@ -73,13 +73,21 @@ class FakeGraphs:
                 self._edges.setdefault(dependency, set()).update(wait.jobs)
         return placed, workflow_id
 
-    def ended(self, before: Job, status: Status | str, now: datetime) -> None:
-        """`before` (as it was) moved to `status`, or was deleted (`DELETED`)."""
+    def ended(
+        self, before: Job, status: Status | str, now: datetime, operation: Operation | None = None
+    ) -> None:
+        """`before` (as it was) moved to `status` by `operation`, or was deleted
+        (`DELETED`). A workflow's retry writes its own counts (`retried`): the jobs it
+        revives are not counted back on here."""
         if before.id not in self._has_dependents:
             return
         if before.status in LIVE and status not in LIVE:
             self._release([(before.id, str(status))], now)
-        elif status in LIVE and before.status not in LIVE and not self._retrying_workflow:
+        elif (
+            status in LIVE
+            and before.status not in LIVE
+            and operation is not Operation.RETRY_WORKFLOW
+        ):
             for dependent in sorted(self._counted.pop(before.id, set())):
                 job = self._jobs.get(dependent)
                 if job is not None and job.status is Status.WAITING:
@@ -128,15 +136,8 @@ class FakeGraphs:
 
     def retried(self, workflow: Sequence[Job], retry: Callable[[Job, Status, int], Job]) -> int:
         """A workflow's jobs that ended without completing, retried as RETRY_WORKFLOW
-        retries them: `retry(job, status, waiting_for)` writes each. Its own counts: the
-        retries' revivals are not counted again."""
-        self._retrying_workflow = True
-        try:
-            return self._retried(workflow, retry)
-        finally:
-            self._retrying_workflow = False
-
-    def _retried(self, workflow: Sequence[Job], retry: Callable[[Job, Status, int], Job]) -> int:
+        retries them: `retry(job, status, waiting_for)` writes each (as
+        `Operation.RETRY_WORKFLOW`), with the counts written here."""
         chosen = [
             job
             for job in workflow
