@@ -348,35 +348,14 @@ async def test_claim_and_recovery_refuse_limits_below_one(
         await store.recover_expired(limit)
 
 
-async def test_a_workflow_retry_counts_a_waiting_callback_once_as_in_postgresql(
-    store: InMemoryJobStore,
+@pytest.mark.parametrize("alone", [True, False], ids=["retried alone", "workflow retried"])
+async def test_a_retried_dependency_is_waited_for_again_once_as_in_postgresql(
+    store: InMemoryJobStore, alone: bool
 ) -> None:
-    # As test_dependencies_postgres's test_a_waiting_callback_waits_again_for_the_steps_a_
-    # retry_runs_again: the retry counts the callback back on `first` itself; reviving
-    # `first` must not count it a second time.
-    first, _later, callback = await store.submit_graph(
-        [
-            Step(NewJob.build(type="first", max_attempts=1), name="first"),
-            Step(NewJob.build(type="later", delay=timedelta(hours=1)), name="later"),
-            Step(NewJob.build(type="callback", run_anyway=True), after=("first", "later")),
-        ]
-    )
-    [claimed] = await store.claim(1, timedelta(minutes=1), types=["first"])
-    await record(store, claimed.lease, Decision.fail("first try"))
-    assert first.job.workflow_id is not None
-    assert await store.retry_workflow(first.job.workflow_id) == 1
-    assert (await store.get(callback.job.id)).waiting_for == 2
-    [claimed] = await store.claim(1, timedelta(minutes=1), types=["first"])
-    await record(store, claimed.lease, Decision.complete())
-    waiting = await store.get(callback.job.id)
-    assert (waiting.status, waiting.waiting_for) == (Status.WAITING, 1)
-
-
-async def test_a_dependency_retried_alone_is_waited_for_again_as_in_postgresql(
-    store: InMemoryJobStore,
-) -> None:
-    # As test_dependencies_postgres's test of the same name: the callback counted the
-    # first ending, and waits for the retry's.
+    # As test_dependencies_postgres's tests of a dependency retried alone and of a
+    # waiting callback in a workflow retried: the callback counted the first ending, and
+    # waits for the retry's, counted back on once (a workflow's retry counts it itself;
+    # reviving `first` must not count it again).
     first, _later, callback = await store.submit_graph(
         [
             Step(NewJob.build(type="first", max_attempts=1), name="first"),
@@ -387,7 +366,11 @@ async def test_a_dependency_retried_alone_is_waited_for_again_as_in_postgresql(
     [claimed] = await store.claim(1, timedelta(minutes=1), types=["first"])
     await record(store, claimed.lease, Decision.fail("first try"))
     assert (await store.get(callback.job.id)).waiting_for == 1
-    await store.retry(first.job.id)
+    if alone:
+        await store.retry(first.job.id)
+    else:
+        assert first.job.workflow_id is not None
+        assert await store.retry_workflow(first.job.workflow_id) == 1
     assert (await store.get(callback.job.id)).waiting_for == 2
     [claimed] = await store.claim(1, timedelta(minutes=1), types=["first"])
     await record(store, claimed.lease, Decision.complete())
