@@ -149,8 +149,8 @@ class Notifier(Background):
         self._send_timeout = send_timeout.total_seconds()
         self._sleep = sleep
         self._wanted = asyncio.Event()
-        # A send of this notifier's own is on its way; whether a caller took it over
-        # (`carry`), and whether that caller's statement committed (`carried`).
+        # While a send of this notifier's own is on its way: whether a caller took it
+        # over (`carry`), and whether that caller's statement committed (`carried`).
         self._sending = False
         self._taken_over = False
         self._relieved = asyncio.Event()
@@ -256,7 +256,8 @@ class Notifier(Background):
             self._outage.failed(reason(error))
             return
         finally:
-            self._sending = False
+            # A caller that took it over and commits later has nothing left to relieve.
+            self._sending = self._taken_over = False
             for each in (sending, relieved):
                 each.cancel()
             await asyncio.gather(sending, relieved, return_exceptions=True)
