@@ -22,6 +22,7 @@ from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import metadata
 from tests.integration.test_migrations import (
     FILLED_ROWS,
+    WRITE_LOCK_TIMEOUT,
     _drift,
     _fetch,
     _job_columns,
@@ -29,12 +30,6 @@ from tests.integration.test_migrations import (
 )
 from tests.support.postgres import dsn
 
-# Far shorter than a table rewrite would hold a write back (seconds on FILLED_ROWS): a
-# write that waits that long fails the test. An index built or a constraint validated
-# under a lock is caught by the monitor whatever it lasts (`_reads_the_table`). The
-# brief holds of a trigger's switch took 12-34 ms; 100 ms was met twice in CI with a
-# neighbouring test filling its own table on the same two cores.
-LOCK_TIMEOUT = "250ms"
 # The filled table's pending jobs the ending writer ends (or deletes, one in ten).
 ENDED = 100_000
 
@@ -149,15 +144,17 @@ async def _migrate_while_writing(
 ) -> Writes:
     """Migrate (see `_migrate`) while one connection inserts job after job and another
     ends `ids`' jobs one by one (UPDATE OF status, which 0024's triggers fire on), deleting
-    one in ten, each write under LOCK_TIMEOUT; and a third watches the locks (`others`
-    are the test's own connections, idle meanwhile). The ids written are removed."""
+    one in ten, each write under WRITE_LOCK_TIMEOUT; and a third watches the locks (an
+    index built or a constraint validated under a lock is caught whatever it lasts:
+    `_reads_the_table`). `others` are the test's own connections, idle meanwhile. The ids
+    written are removed."""
     inserting = await asyncpg.connect(dsn(url))
     ending = await asyncpg.connect(dsn(url))
     monitor = await asyncpg.connect(dsn(url))
     writes = Writes()
     try:
         for connection in (inserting, ending):
-            await connection.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+            await connection.execute(f"SET lock_timeout = '{WRITE_LOCK_TIMEOUT}'")
         writers = [inserting.get_server_pid(), ending.get_server_pid()]
         ours = [*writers, monitor.get_server_pid(), *(c.get_server_pid() for c in others)]
         migrating = asyncio.create_task(_migrate(url, direction, revision))

@@ -223,6 +223,12 @@ async def _valid_due_indexes(url: str) -> dict[str, bool]:
 
 
 FILLED_ROWS = 300_000
+# How long a write to the filled table may wait for a lock: shorter than half of what a
+# rewrite of the table holds writes back (2.1-2.3 s for FILLED_ROWS, ALTER COLUMN TYPE or a
+# volatile default, on an idle dev machine), so a rewrite fails the test; longer than what
+# two cores busy with the rest of the suite made of a brief switch (100 and 250 ms were
+# both met, the migrating process waiting for a core while it held the lock).
+WRITE_LOCK_TIMEOUT = "1s"
 
 
 class MigrationFailed(Exception):
@@ -261,7 +267,7 @@ async def _migrate_a_filled_table_while_writing(
         " FROM generate_series(1, $1::int) AS n",
         FILLED_ROWS,
     )
-    await connection.execute("SET lock_timeout = '100ms'")
+    await connection.execute(f"SET lock_timeout = '{WRITE_LOCK_TIMEOUT}'")
     migrating = asyncio.create_task(_migrate(url, "upgrade", revision))
     written = 0
     while not migrating.done():

@@ -188,7 +188,10 @@ def test_the_watch_reads_one_index_probe_per_queue_not_per_job(database_url: str
             await engine.dispose()
 
     plan = asyncio.run(explained())
-    assert "Seq Scan on jobs" not in plan, plan
+    # Run, that is: the count of a queue nobody consumes is not, here, and PostgreSQL 15
+    # plans it as a sequential scan of this one-queue table (18 as a skip scan).
+    scanned = [line for line in plan.splitlines() if "Seq Scan on jobs" in line]
+    assert all("(never executed)" in line for line in scanned), plan
     top = next(line for line in plan.splitlines() if "Buffers:" in line)
     touched = sum(int(n) for n in re.findall(r"shared (?:hit|read|dirtied|written)=(\d+)", top))
     # 50,040 pending jobs: the loose scan reads a few index pages per queue.
