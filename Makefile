@@ -46,26 +46,19 @@ DOCS_SITE := site
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $(DOCS_SITE)
 
-# pytest-xdist workers: one more than the cores. The integration tests spend much of their
-# time waiting on the processes, servers and clocks they drive (with one worker per core
-# the CPU was 55-60 % busy), and the extra worker runs meanwhile. On 2 cores, clean-clone
-# `make test`: pytest 21:09-22:00 with 2 workers, 18:04 with 3; 4 was no faster (18:27) and
-# two tests bound by time under load failed.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
-
 unit: install prerequisites
 	$(VENV)/bin/pytest tests/unit -q
 
 integration: install prerequisites
-	$(VENV)/bin/pytest tests/integration -q -n $(TEST_WORKERS)
+	$(VENV)/bin/pytest tests/integration -q -n auto
 
 # The whole integration suite once more, its services and engines through PgBouncer
 # (README, "Behind PgBouncer"); minutes, so not part of `make test`.
 integration-pgbouncer: install prerequisites
-	JOBQUEUE_TEST_PGBOUNCER=1 $(VENV)/bin/pytest tests/integration -q -n $(TEST_WORKERS)
+	JOBQUEUE_TEST_PGBOUNCER=1 $(VENV)/bin/pytest tests/integration -q -n auto
 
 test: prerequisites lint typecheck docs
-	$(VENV)/bin/pytest -n $(TEST_WORKERS)
+	$(VENV)/bin/pytest -n auto
 
 # The one test that needs a Docker engine (marked `docker`, left out of every other run by
 # pyproject.toml's `-m 'not docker'`): PostgreSQL from testcontainers' postgres:16 image.
