@@ -42,6 +42,12 @@ WIDTH = 100
 FAN = (-1, 0, 1)
 PROCESSES = 3
 KILL_EVERY = (2.0, 3.0)
+# How long each job sleeps, at random: long enough that the graph, undisturbed, runs for
+# longer after its first completion than the first kill takes to come (2-3 s): the kills
+# then land while processes hold jobs, and each such kill holds a layer back for a lease.
+# With 5-40 ms the whole graph ran in 2-3 s, and a run saw 0 or 1 kill; with 50-150 ms,
+# undisturbed, about 4 s (measured): a little more, for a margin.
+JOB_MS = (60, 180)
 DRAIN_DEADLINE = 180.0
 STARTUP_DEADLINE = 60.0
 WORKER_SETTINGS = {
@@ -63,7 +69,7 @@ def _graph(rng: random.Random) -> dict[str, Any]:
             job: dict[str, Any] = {
                 "type": "step",
                 "name": f"{layer}.{place}",
-                "payload": {"ms": rng.randint(5, 40), "n": layer * WIDTH + place},
+                "payload": {"ms": rng.randint(*JOB_MS), "n": layer * WIDTH + place},
             }
             if layer:
                 job["depends_on"] = sorted(
@@ -109,7 +115,10 @@ def test_a_workflow_runs_in_order_once_through_sigkills(
     workers = [launch(slot) for slot in range(PROCESSES)]
     kills = 0
     deadline = time.monotonic() + DRAIN_DEADLINE
-    next_kill = time.monotonic() + rng.uniform(*KILL_EVERY)
+    # The kills' clock starts with the first completion, not with the launch: a kill of a
+    # process still starting up holds no job, and a drain of a few seconds was then over
+    # before the third kill (seen: 1 kill in 5.3 s).
+    next_kill: float | None = None
     while True:
         counts = database.status_counts()
         if sum(counts.get(live, 0) for live in ("waiting", "pending", "processing")) == 0:
@@ -117,7 +126,10 @@ def test_a_workflow_runs_in_order_once_through_sigkills(
         now = time.monotonic()
         if now > deadline:
             break
-        if now >= next_kill:
+        if next_kill is None:
+            if counts.get("completed", 0):
+                next_kill = now + rng.uniform(*KILL_EVERY)
+        elif now >= next_kill:
             slot = rng.randrange(PROCESSES)
             fleet.kill(workers[slot])
             kills += 1
