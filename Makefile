@@ -57,8 +57,9 @@ integration: install prerequisites
 integration-pgbouncer: install prerequisites
 	JOBQUEUE_TEST_PGBOUNCER=1 $(VENV)/bin/pytest tests/integration -q -n auto
 
+# Every test: the parallel suite, and beside it the tests marked `idle` (scripts/test.sh).
 test: prerequisites lint typecheck docs
-	$(VENV)/bin/pytest -n auto
+	scripts/test.sh
 
 # The one test that needs a Docker engine (marked `docker`, left out of every other run by
 # pyproject.toml's `-m 'not docker'`): PostgreSQL from testcontainers' postgres:16 image.

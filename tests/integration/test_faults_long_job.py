@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from tests.support.processes import Service
 
 pytest_plugins = ["tests.support.pg_server"]
-pytestmark = pytest.mark.slow
+# `idle`: its three minutes are waiting; `make test` runs it beside the parallel workers.
+pytestmark = [pytest.mark.slow, pytest.mark.idle]
 
 LONG_SECONDS = 180.0
 KILLED_JOB_SECONDS = 20.0
