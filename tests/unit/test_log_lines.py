@@ -186,3 +186,30 @@ def test_an_outage_is_a_warning_naming_it_anything_else_an_error_with_its_traceb
     assert "traceback" not in refused
     assert (bug["level"], bug["n"]) == ("ERROR", 1)
     assert bug["traceback"].splitlines()[-1] == "KeyError: 'bug'"
+
+
+def test_a_json_line_stamps_its_own_moment_across_seconds_and_renders_any_value() -> None:
+    logger, stream = _logger(JsonFormatter())
+    # 2026-12-06 10:59:59.999999 then 11:00:00.000001 UTC: the second's text is kept
+    # between lines, and must change with it.
+    moments = (1796554799.999999, 1796554800.000001, 1796554799.5)
+    for moment in moments:
+        record = logger.makeRecord(
+            logger.name, logging.INFO, __file__, 0, "tick", (), None, extra={"n": moment}
+        )
+        record.created = moment
+        logger.handle(record)
+    failure = ValueError("not JSON")
+    logger.info("job failed", extra={"error": failure, "job_id": uuid.UUID(int=1), "ok": "é"})
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [line["ts"] for line in lines[:3]] == [
+        "2026-12-06T10:59:59.999999Z",
+        "2026-12-06T11:00:00.000001Z",
+        "2026-12-06T10:59:59.500000Z",
+    ]
+    assert (lines[3]["error"], lines[3]["job_id"], lines[3]["ok"]) == (
+        "not JSON",
+        "00000000-0000-0000-0000-000000000001",
+        "é",
+    )
+    assert '"é"' in stream.getvalue()  # as written, not escaped
