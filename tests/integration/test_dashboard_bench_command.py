@@ -85,6 +85,10 @@ def test_the_bench_times_every_page_and_reuses_its_table(
     assert {"/ui", "/ui/fragments/queues"} <= set(rows)
     for url, row in rows.items():
         assert row["status"] == "200", url
-        # The server's time, from the access log, lies within the client's round trip.
+        # The server's time, from the access log, is of the client's round trip's order:
+        # within it, but for a server stamping its end after the client had read the
+        # answer (descheduled in between, two cores busy with the suite: a p50 of 6.5 ms
+        # against a round trip's p95 of 6.3 in one CI run). A unit mixed up would be a
+        # thousandfold.
         assert 0 < float(row["p95"]) <= float(row["max"]), url
-        assert float(row["p50"]) <= float(row["trip"]), url
+        assert float(row["p50"]) <= 2 * float(row["trip"]), url
