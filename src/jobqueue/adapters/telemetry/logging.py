@@ -300,9 +300,9 @@ def configure_logging(
     `log_format` (by default: text on a terminal, else JSON)."""
     out = stream if stream is not None else sys.stdout
     # What no line shows is not gathered for every record (the logging documentation's
-    # "Optimization"): where the call was made from, and the thread's and process's
-    # names. A worker writes two lines a job; these were a third of each.
-    logging._srcfile = None
+    # "Optimization"): the thread's and process's names. Where the call was made from is
+    # (a third of a line's cost): `stacklevel` makes a helper's line its caller's, for
+    # whoever reads the records themselves.
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
