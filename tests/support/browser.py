@@ -38,7 +38,7 @@ VIEWPORTS = ((1280, 800), (390, 844))
 PATIENCE = 30.0
 
 
-def _chromium() -> webdriver.Chrome:
+def _chromium(profile: str) -> webdriver.Chrome:
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for argument in (
@@ -56,7 +56,7 @@ def _chromium() -> webdriver.Chrome:
         "--no-default-browser-check",
         f"--window-size={VIEWPORTS[0][0]},{VIEWPORTS[0][1]}",
         # A profile per browser, so that xdist workers' browsers never share one.
-        f"--user-data-dir={tempfile.mkdtemp(prefix='jobqueue-chromium-')}",
+        f"--user-data-dir={profile}",
     ):
         options.add_argument(argument)
     # The console's messages and the network's events, read back with `get_log`.
@@ -71,11 +71,15 @@ def browser() -> Iterator[webdriver.Chrome]:
     missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
     if missing:
         pytest.fail(f"the browser tests need {', '.join(missing)}: run scripts/prerequisites.sh")
-    driver = _chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    # Removed with the browser: each run left one in the temporary directory per worker.
+    with tempfile.TemporaryDirectory(
+        prefix="jobqueue-chromium-", ignore_cleanup_errors=True
+    ) as profile:
+        driver = _chromium(profile)
+        try:
+            yield driver
+        finally:
+            driver.quit()
 
 
 @pytest.fixture(scope="module")
