@@ -285,3 +285,25 @@ async def test_cancelling_run_while_a_claim_carries_outcomes_still_writes_them()
     assert carried
     done = [job for job in store.jobs() if job.id in carried]
     assert {(job.status, job.attempts) for job in done} == {(Status.COMPLETED, 1)}
+
+
+async def test_cancelling_run_while_an_empty_claim_is_on_its_way_still_releases() -> None:
+    # A forced shutdown landing while a claim carrying nothing is on its way: the writer
+    # had been told a claim would carry the next endings, and none ever comes. The
+    # release of the cancelled attempt must be written anyway (it once waited for good).
+    store = GatedStore()
+    entered: list[int] = []
+    job = await submit(store, "block")
+    pool = make_pool(store, blocking_registry(asyncio.Event(), entered))
+
+    task = asyncio.create_task(pool.run())
+    await eventually(lambda: entered == [1], "the attempt runs")
+    store.hold_claims = True
+    pool.wake()
+    await asyncio.wait_for(store.claim_entered.wait(), DEADLINE_SECONDS)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, DEADLINE_SECONDS)
+
+    released = next(j for j in store.jobs() if j.id == job.id)
+    assert (released.status, released.attempts) == (Status.PENDING, 0)

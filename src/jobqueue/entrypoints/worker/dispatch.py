@@ -169,7 +169,10 @@ class Dispatcher:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-        self._writer.flush()
+        finally:
+            # No claim comes after this one: endings that would have waited for one (the
+            # releases of a forced shutdown too) are written by the writer's own task.
+            self._writer.flush()
 
     def _may_send(self, wanted: int) -> bool:
         if wanted <= 0 or self._rest is not None or not self._pool.may_claim():
