@@ -4,11 +4,7 @@
 # beside the rest on one parallel worker per core. On a worker they held it for minutes
 # (184 s of a 2-core run's 1,578 s of tests) while it sat idle.
 #
-# `--dist worksteal`: xdist's default (`load`) hands each worker a quarter of its share
-# up front, and no other worker may take it: in one run the second worker's quarter (the
-# API, CLI and dashboard modules, 470 tests) kept it busy for 3 minutes after the first
-# had run out of tests. With worksteal, a worker that runs out takes half of what the
-# other has not started.
+# (Why xdist steals work between its workers: pyproject.toml's addopts.)
 #
 # The idle run's output goes to build/idle-tests.log and is shown once both are done;
 # the exit status is the first failure's, else 0. Arguments go to the parallel run.
@@ -24,7 +20,7 @@ idle=$!
 # Both runs end on a signal to this script (make interrupted, CI cancelled).
 trap 'kill "$idle" 2>/dev/null' EXIT
 
-"$PYTEST" -n auto --dist worksteal -m 'not docker and not idle' "$@"
+"$PYTEST" -n auto -m 'not docker and not idle' "$@"
 parallel=$?
 wait "$idle"
 alone=$?

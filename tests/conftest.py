@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests that run real processes and faults (modules `test_faults_*` and
     `*_processes`: tens of seconds to minutes each) first, in their order, so that they
     start first, and the short ones fill in around them, rather than one worker waiting
-    alone on a long test at the end of the run. `make test` runs xdist's `worksteal`:
+    alone on a long test at the end of the run. Parallel runs use xdist's `worksteal`:
     each worker starts on half of the tests, in this order, and one that runs out takes
     half of what the other has not started, from its end (the short ones)."""
     items.sort(key=lambda item: not _runs_processes(item.path.stem))
