@@ -26,7 +26,7 @@ from tests.integration.test_migrations import (
     _drift,
     _fetch,
     _job_columns,
-    _migrate,
+    migrating,
 )
 from tests.support.postgres import dsn
 
@@ -106,10 +106,10 @@ async def _watch(
     monitor: asyncpg.Connection,
     ours: list[int],
     writers: list[int],
-    migrating: asyncio.Future[None],
+    migration: asyncio.Future[None],
     writes: Writes,
 ) -> None:
-    """Look at the locks on `jobs` again and again until `migrating` is done: a lock that
+    """Look at the locks on `jobs` again and again until `migration` is done: a lock that
     holds writes back is put down to the statement its holder ran before and after it
     was seen (the same one, started at the same time)."""
     jobs = await monitor.fetchval("SELECT 'jobs'::regclass::oid")
@@ -117,7 +117,7 @@ async def _watch(
         "SELECT pid, query, query_start, wait_event_type FROM pg_stat_activity"
         " WHERE datname = current_database()"
     )
-    while not migrating.done():
+    while not migration.done():
         before = {row["pid"]: row for row in await monitor.fetch(activity)}
         held = await monitor.fetch(
             "SELECT pid, mode FROM pg_locks WHERE relation = $1 AND granted"
@@ -157,34 +157,35 @@ async def _migrate_while_writing(
             await connection.execute(f"SET lock_timeout = '{WRITE_LOCK_TIMEOUT}'")
         writers = [inserting.get_server_pid(), ending.get_server_pid()]
         ours = [*writers, monitor.get_server_pid(), *(c.get_server_pid() for c in others)]
-        migrating = asyncio.create_task(_migrate(url, direction, revision))
+        async with migrating(url, direction, revision) as migration:
 
-        async def write(connection: asyncpg.Connection, query: str, *args: Any) -> None:
-            started = time.perf_counter()
-            await connection.execute(query, *args)
-            writes.slowest = max(writes.slowest, time.perf_counter() - started)
+            async def write(connection: asyncpg.Connection, query: str, *args: Any) -> None:
+                started = time.perf_counter()
+                await connection.execute(query, *args)
+                writes.slowest = max(writes.slowest, time.perf_counter() - started)
 
-        async def insert() -> None:
-            while not migrating.done():
-                await write(inserting, "INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
-                writes.inserted += 1
+            async def insert() -> None:
+                while not migration.done():
+                    await write(inserting, "INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
+                    writes.inserted += 1
 
-        async def end() -> None:
-            while ids and not migrating.done():
-                job_id = ids.pop()
-                if (writes.ended + writes.deleted) % 10 == 0:
-                    await write(ending, "DELETE FROM jobs WHERE id = $1", job_id)
-                    writes.deleted += 1
-                else:
-                    await write(
-                        ending,
-                        "UPDATE jobs SET status = 'completed', updated_at = now() WHERE id = $1",
-                        job_id,
-                    )
-                    writes.ended += 1
+            async def end() -> None:
+                while ids and not migration.done():
+                    job_id = ids.pop()
+                    if (writes.ended + writes.deleted) % 10 == 0:
+                        await write(ending, "DELETE FROM jobs WHERE id = $1", job_id)
+                        writes.deleted += 1
+                    else:
+                        await write(
+                            ending,
+                            "UPDATE jobs SET status = 'completed', updated_at = now()"
+                            " WHERE id = $1",
+                            job_id,
+                        )
+                        writes.ended += 1
 
-        await asyncio.gather(insert(), end(), _watch(monitor, ours, writers, migrating, writes))
-        await migrating
+            await asyncio.gather(insert(), end(), _watch(monitor, ours, writers, migration, writes))
+            await migration
     finally:
         await monitor.close()
         await ending.close()

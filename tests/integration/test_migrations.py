@@ -4,9 +4,11 @@ in agreement with `schema.py`, the metadata the store queries."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -248,9 +250,30 @@ async def _migrate(url: str, direction: str, revision: str) -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", program, direction, url, revision, stderr=asyncio.subprocess.PIPE
     )
-    _, errors = await process.communicate()
+    try:
+        _, errors = await process.communicate()
+    except BaseException:
+        # Cancelled (a writer failed the test): the process goes now. Left running, its
+        # transport was found unclosed at a later test's end, and failed that test.
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+        raise
     if process.returncode != 0:
         raise MigrationFailed(errors.decode())
+
+
+@contextlib.asynccontextmanager
+async def migrating(url: str, direction: str, revision: str) -> AsyncIterator[asyncio.Task[None]]:
+    """`_migrate` as a task for the block, which writes meanwhile; cancelled (its process
+    killed) if the block leaves before it is done."""
+    task = asyncio.create_task(_migrate(url, direction, revision))
+    try:
+        yield task
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 async def _migrate_a_filled_table_while_writing(
@@ -268,12 +291,12 @@ async def _migrate_a_filled_table_while_writing(
         FILLED_ROWS,
     )
     await connection.execute(f"SET lock_timeout = '{WRITE_LOCK_TIMEOUT}'")
-    migrating = asyncio.create_task(_migrate(url, "upgrade", revision))
     written = 0
-    while not migrating.done():
-        await connection.execute("INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
-        written += 1
-    await migrating
+    async with migrating(url, "upgrade", revision) as migration:
+        while not migration.done():
+            await connection.execute("INSERT INTO jobs (type, max_attempts) VALUES ('t', 3)")
+            written += 1
+        await migration
     return written
 
 
