@@ -24,8 +24,9 @@ statement added later) and nothing scans for it:
   would exceed the stack), and its own statements do not fire it again.
 
 Safe on a live table: nullable columns and constant defaults are catalog changes, and so
-are the table, the functions and the triggers, each under a 5 s lock_timeout; the status
-CHECK is replaced NOT VALID and validated under a lock that lets writes go on; the
+are the table, the functions and the triggers (those on `jobs` swapped in one
+transaction); each change to `jobs` tries its lock for 50 ms at a time (`_briefly`); the
+status CHECK is replaced NOT VALID and validated under a lock that lets writes go on; the
 indexes are built CONCURRENTLY (an INVALID one left by an interrupted build dropped
 first) and hold no row until jobs wait or belong to a workflow. Downgrading refuses while
 jobs wait (0023 has no status for them), then drops it all.
@@ -212,29 +213,62 @@ def _announce_ending(live: str) -> str:
     """
 
 
+def _briefly(*statements: str) -> str:
+    """`statements` (taking locks on `jobs`) as one transaction, tried for 50 ms at a time
+    with a pause between. While a lock request waits, every write to `jobs` queues behind
+    it; one waiting behind autovacuum waits for `deadlock_timeout` (1 s by default) before
+    autovacuum is cancelled, and held the writes of a migration test that long."""
+    body = ";\n".join(statements)
+    return f"""
+DO $$
+BEGIN
+    FOR attempt IN 1..200 LOOP
+        BEGIN
+            SET LOCAL lock_timeout = '50ms';
+            {body};
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.02 + 0.08 * random());
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'jobs stayed locked by others for 200 tries: migrate again later';
+END
+$$
+"""
+
+
 def _status_check(statuses: str) -> None:
-    op.execute("SET lock_timeout = '5s'")
     op.execute(
-        "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS ck_jobs_status,"
-        f" ADD CONSTRAINT ck_jobs_status CHECK (status IN ({statuses})) NOT VALID"
+        _briefly(
+            "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS ck_jobs_status,"
+            f" ADD CONSTRAINT ck_jobs_status CHECK (status IN ({statuses})) NOT VALID"
+        )
     )
-    op.execute("RESET lock_timeout")
     op.execute("ALTER TABLE jobs VALIDATE CONSTRAINT ck_jobs_status")
 
 
 def upgrade() -> None:
     with op.get_context().autocommit_block():
-        op.execute("SET lock_timeout = '5s'")
-        op.execute(_COLUMNS)
+        op.execute(_briefly(_COLUMNS))
         op.execute(_EDGES)
         op.execute(_NOTE_ENDING)
         op.execute(_RELEASE)
-        for name, definition in _TRIGGERS.items():
-            op.execute(f"DROP TRIGGER IF EXISTS {name} ON jobs")
-            op.execute(f"CREATE TRIGGER {name} {definition}")
-        op.execute("DROP TRIGGER IF EXISTS jobs_announce_ending ON jobs")
-        op.execute(_announce_ending(_LIVE))
-        op.execute("RESET lock_timeout")
+        # The triggers swapped in one transaction: no ending goes unannounced between.
+        triggers = [
+            each
+            for name, definition in _TRIGGERS.items()
+            for each in (
+                f"DROP TRIGGER IF EXISTS {name} ON jobs",
+                f"CREATE TRIGGER {name} {definition}",
+            )
+        ]
+        op.execute(
+            _briefly(
+                *triggers,
+                "DROP TRIGGER IF EXISTS jobs_announce_ending ON jobs",
+                _announce_ending(_LIVE),
+            )
+        )
         _status_check(_AFTER)
         for name, definition in _INDEXES.items():
             op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
@@ -258,17 +292,20 @@ def downgrade() -> None:
         _status_check(_BEFORE)
         for name in _INDEXES:
             op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-        op.execute("SET lock_timeout = '5s'")
-        op.execute("DROP TRIGGER IF EXISTS jobs_announce_ending ON jobs")
-        op.execute(_announce_ending("('pending', 'processing')"))
-        for name in _TRIGGERS:
-            op.execute(f"DROP TRIGGER IF EXISTS {name} ON jobs")
+        op.execute(
+            _briefly(
+                "DROP TRIGGER IF EXISTS jobs_announce_ending ON jobs",
+                _announce_ending("('pending', 'processing')"),
+                *(f"DROP TRIGGER IF EXISTS {name} ON jobs" for name in _TRIGGERS),
+            )
+        )
         op.execute("DROP FUNCTION IF EXISTS jobqueue_release_dependents()")
         op.execute("DROP FUNCTION IF EXISTS jobqueue_note_ending()")
         op.execute("DROP TABLE IF EXISTS job_dependencies")
         op.execute(
-            "ALTER TABLE jobs DROP COLUMN IF EXISTS has_dependents,"
-            " DROP COLUMN IF EXISTS waiting_for, DROP COLUMN IF EXISTS workflow_id,"
-            " DROP COLUMN IF EXISTS run_anyway, DROP COLUMN IF EXISTS depends_on"
+            _briefly(
+                "ALTER TABLE jobs DROP COLUMN IF EXISTS has_dependents,"
+                " DROP COLUMN IF EXISTS waiting_for, DROP COLUMN IF EXISTS workflow_id,"
+                " DROP COLUMN IF EXISTS run_anyway, DROP COLUMN IF EXISTS depends_on"
+            )
         )
-        op.execute("RESET lock_timeout")
