@@ -7,6 +7,11 @@ UV := .tools/bin/uv
 VENV := .venv
 export UV_PYTHON := $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
+# Installed packages compiled to bytecode once, at install: where PYTHONDONTWRITEBYTECODE
+# is set (as on our CI machines) every process would otherwise compile SQLAlchemy,
+# Litestar and the rest from source each time it starts (`jobqueue serve` ready in 3.3 s
+# instead of 1.5; the tests start hundreds of processes).
+export UV_COMPILE_BYTECODE := 1
 
 .PHONY: install prerequisites run test test-docker lint typecheck docs unit integration integration-pgbouncer bench bench-dashboard clean
 

@@ -14,6 +14,10 @@ PYTEST=${PYTEST:-.venv/bin/pytest}
 mkdir -p build
 log=build/idle-tests.log
 
+# The project's own modules compiled once (the installed packages are, by `make install`):
+# under PYTHONDONTWRITEBYTECODE each process the tests start would compile them again.
+"$(dirname "$PYTEST")/python" -m compileall -q src >/dev/null
+
 # -p no:cacheprovider: the two runs would otherwise both write .pytest_cache.
 "$PYTEST" -m idle -p no:cacheprovider >"$log" 2>&1 &
 idle=$!
