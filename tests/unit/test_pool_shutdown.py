@@ -49,6 +49,16 @@ class GatedStore(InMemoryJobStore):
         return await super().record_many(endings)
 
 
+async def _cancelled_and_released(task: asyncio.Task[None], store: GatedStore, job: Job) -> None:
+    """Cancel the pool's `run()` (`task`): it re-raises, and `job`'s attempt was given back."""
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, DEADLINE_SECONDS)
+
+    released = next(j for j in store.jobs() if j.id == job.id)
+    assert (released.status, released.attempts) == (Status.PENDING, 0)
+
+
 def blocking_registry(gate: asyncio.Event, entered: list[int]) -> Registry:
     registry = Registry()
 
@@ -155,12 +165,7 @@ async def test_cancelling_run_releases_running_attempts_before_it_ends() -> None
 
     task = asyncio.create_task(pool.run())
     await eventually(lambda: entered == [1], "the attempt runs")
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, DEADLINE_SECONDS)
-
-    released = next(j for j in store.jobs() if j.id == job.id)
-    assert (released.status, released.attempts) == (Status.PENDING, 0)
+    await _cancelled_and_released(task, store, job)
 
 
 async def test_job_claimed_while_stopping_is_given_back_unstarted() -> None:
@@ -225,12 +230,7 @@ async def test_cancelling_run_during_the_grace_period_releases_at_once(
         lambda: any(r.getMessage().startswith("stopping:") for r in caplog.records),
         "the pool waits for its running attempt",
     )
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, DEADLINE_SECONDS)
-
-    released = next(j for j in store.jobs() if j.id == job.id)
-    assert (released.status, released.attempts) == (Status.PENDING, 0)
+    await _cancelled_and_released(task, store, job)
 
 
 class CarryHoldingStore(InMemoryJobStore):
@@ -301,9 +301,4 @@ async def test_cancelling_run_while_an_empty_claim_is_on_its_way_still_releases(
     store.hold_claims = True
     pool.wake()
     await asyncio.wait_for(store.claim_entered.wait(), DEADLINE_SECONDS)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, DEADLINE_SECONDS)
-
-    released = next(j for j in store.jobs() if j.id == job.id)
-    assert (released.status, released.attempts) == (Status.PENDING, 0)
+    await _cancelled_and_released(task, store, job)
