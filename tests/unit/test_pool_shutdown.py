@@ -16,6 +16,7 @@ from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
+from jobqueue.entrypoints.worker.pool import WorkerPool
 from tests.fakes import InMemoryJobStore, RecordingObserver, wall_clock
 from tests.unit.pool_harness import DEADLINE_SECONDS, config, eventually, make_pool, submit
 
@@ -47,6 +48,17 @@ class GatedStore(InMemoryJobStore):
             self.complete_entered.set()
             await self.complete_gate.wait()
         return await super().record_many(endings)
+
+
+async def _one_attempt_running() -> tuple[GatedStore, Job, WorkerPool, asyncio.Task[None]]:
+    """A pool running one job's attempt that blocks for good, in its `run()` task."""
+    store = GatedStore()
+    entered: list[int] = []
+    job = await submit(store, "block")
+    pool = make_pool(store, blocking_registry(asyncio.Event(), entered))
+    task = asyncio.create_task(pool.run())
+    await eventually(lambda: entered == [1], "the attempt runs")
+    return store, job, pool, task
 
 
 async def _cancelled_and_released(task: asyncio.Task[None], store: GatedStore, job: Job) -> None:
@@ -158,13 +170,7 @@ async def test_outcome_write_completes_even_if_shutdown_cancels_during_it() -> N
 
 
 async def test_cancelling_run_releases_running_attempts_before_it_ends() -> None:
-    store = GatedStore()
-    entered: list[int] = []
-    job = await submit(store, "block")
-    pool = make_pool(store, blocking_registry(asyncio.Event(), entered))
-
-    task = asyncio.create_task(pool.run())
-    await eventually(lambda: entered == [1], "the attempt runs")
+    store, job, _, task = await _one_attempt_running()
     await _cancelled_and_released(task, store, job)
 
 
@@ -218,13 +224,7 @@ async def test_cancelling_run_during_the_grace_period_releases_at_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="jobqueue.worker")
-    store = GatedStore()
-    entered: list[int] = []
-    job = await submit(store, "block")
-    pool = make_pool(store, blocking_registry(asyncio.Event(), entered))  # 30 s grace
-
-    task = asyncio.create_task(pool.run())
-    await eventually(lambda: entered == [1], "the attempt runs")
+    store, job, pool, task = await _one_attempt_running()  # 30 s grace
     pool.stop()
     await eventually(
         lambda: any(r.getMessage().startswith("stopping:") for r in caplog.records),
@@ -291,13 +291,7 @@ async def test_cancelling_run_while_an_empty_claim_is_on_its_way_still_releases(
     # A forced shutdown landing while a claim carrying nothing is on its way: the writer
     # had been told a claim would carry the next endings, and none ever comes. The
     # release of the cancelled attempt must be written anyway (it once waited for good).
-    store = GatedStore()
-    entered: list[int] = []
-    job = await submit(store, "block")
-    pool = make_pool(store, blocking_registry(asyncio.Event(), entered))
-
-    task = asyncio.create_task(pool.run())
-    await eventually(lambda: entered == [1], "the attempt runs")
+    store, job, pool, task = await _one_attempt_running()
     store.hold_claims = True
     pool.wake()
     await asyncio.wait_for(store.claim_entered.wait(), DEADLINE_SECONDS)
