@@ -4,9 +4,9 @@ urgent); the claim reads one queue's due jobs by priority, then due time.
 Safe on a live table:
 - The columns have constant defaults, so adding them rewrites nothing (PostgreSQL 11+):
   the ALTER holds its exclusive lock only for the catalog change, in a transaction of
-  its own. It waits for that lock at most `lock_timeout` (5 s), failing rather than
-  queueing every statement on `jobs` behind a long transaction: run the migration again
-  once that transaction is gone (every step is skipped when already done).
+  its own. It tries for that lock 50 ms at a time (`_briefly`), so that no statement on
+  `jobs` queues behind it for longer; after 200 tries it fails: run the migration again
+  once the transaction holding `jobs` is gone (every step is skipped when already done).
 - The priority's CHECK is added NOT VALID (no scan under the lock), then validated,
   which scans the table under a lock that lets reads and writes go on.
 - The claim's index is built CONCURRENTLY, outside the migration's transaction
@@ -39,25 +39,49 @@ depends_on: str | Sequence[str] | None = None
 _PRIORITY_CHECK = "priority BETWEEN 0 AND 9"
 
 
+def _briefly(*statements: str) -> str:
+    """`statements` (taking locks on tables every worker reads or writes) as one
+    transaction, each lock tried for 50 ms at a time with a pause between: while a lock
+    request waits, every statement on its table queues behind it (behind autovacuum for
+    `deadlock_timeout`, 1 s, before autovacuum gives way; behind a long transaction for
+    as long as it lasts). The session's lock_timeout is put back after."""
+    body = ";\n".join(statements)
+    return f"""
+DO $briefly$
+DECLARE
+    previous text := current_setting('lock_timeout');
+BEGIN
+    FOR attempt IN 1..200 LOOP
+        BEGIN
+            SET LOCAL lock_timeout = '50ms';
+            {body};
+            PERFORM set_config('lock_timeout', previous, true);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.02 + 0.08 * random());
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'a table stayed locked by others for 200 tries: migrate again later';
+END
+$briefly$
+"""
+
+
 def upgrade() -> None:
     # Each statement its own transaction: the ALTER's exclusive lock must be released
     # before the validation scans, and a concurrent index build cannot run in one. Each
     # step is skipped when already done, so an interrupted run can simply be run again.
     with op.get_context().autocommit_block():
-        op.execute("SET lock_timeout = '5s'")
         op.execute(
-            "ALTER TABLE jobs"
-            " ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT 'default',"
-            " ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 0"
+            _briefly(
+                "ALTER TABLE jobs"
+                " ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT 'default',"
+                " ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 0",
+                "IF NOT EXISTS (SELECT FROM pg_constraint WHERE conname = 'ck_jobs_priority')"
+                " THEN ALTER TABLE jobs ADD CONSTRAINT ck_jobs_priority"
+                f" CHECK ({_PRIORITY_CHECK}) NOT VALID; END IF",
+            )
         )
-        op.execute(
-            "DO $$ BEGIN"
-            " IF NOT EXISTS (SELECT FROM pg_constraint WHERE conname = 'ck_jobs_priority') THEN"
-            " ALTER TABLE jobs ADD CONSTRAINT ck_jobs_priority"
-            f" CHECK ({_PRIORITY_CHECK}) NOT VALID;"
-            " END IF; END $$"
-        )
-        op.execute("RESET lock_timeout")
         op.execute("ALTER TABLE jobs VALIDATE CONSTRAINT ck_jobs_priority")
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_due_by_queue")
         op.execute(
@@ -76,7 +100,7 @@ def downgrade() -> None:
             " ON jobs (run_at, id) WHERE status = 'pending'"
         )
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_due_by_queue")
-        op.execute("SET lock_timeout = '5s'")
         # Dropping a column is a catalog change too; its constraints go with it.
-        op.execute("ALTER TABLE jobs DROP COLUMN IF EXISTS queue, DROP COLUMN IF EXISTS priority")
-        op.execute("RESET lock_timeout")
+        op.execute(
+            _briefly("ALTER TABLE jobs DROP COLUMN IF EXISTS queue, DROP COLUMN IF EXISTS priority")
+        )

@@ -5,9 +5,9 @@ Safe on a live table:
 - `snoozes` has a constant default, so adding it rewrites nothing (PostgreSQL 11+).
 - The status CHECK is replaced in one ALTER (the new one NOT VALID, so no scan under the
   exclusive lock), then validated under a lock that lets reads and writes go on. The
-  ALTER waits for its lock at most `lock_timeout` (5 s), failing rather than queueing
-  every statement on `jobs` behind a long transaction: run the migration again once that
-  transaction is gone (every step can be run again).
+  ALTER tries for its lock 50 ms at a time (`_briefly`), so that no statement on `jobs`
+  queues behind it for longer; after 200 tries it fails: run the migration again once
+  the transaction holding `jobs` is gone (every step can be run again).
 - The index is built CONCURRENTLY, outside the migration's transaction (Alembic's
   autocommit block); an INVALID one left by an interrupted build is dropped first. It is
   a new, small index rather than `cancelled` added to `ix_jobs_finished_by_type`, which
@@ -35,25 +35,53 @@ _BEFORE = "'pending', 'processing', 'completed', 'failed', 'dead_letter'"
 _AFTER = _BEFORE + ", 'cancelled'"
 
 
+def _briefly(*statements: str) -> str:
+    """`statements` (taking locks on tables every worker reads or writes) as one
+    transaction, each lock tried for 50 ms at a time with a pause between: while a lock
+    request waits, every statement on its table queues behind it (behind autovacuum for
+    `deadlock_timeout`, 1 s, before autovacuum gives way; behind a long transaction for
+    as long as it lasts). The session's lock_timeout is put back after."""
+    body = ";\n".join(statements)
+    return f"""
+DO $briefly$
+DECLARE
+    previous text := current_setting('lock_timeout');
+BEGIN
+    FOR attempt IN 1..200 LOOP
+        BEGIN
+            SET LOCAL lock_timeout = '50ms';
+            {body};
+            PERFORM set_config('lock_timeout', previous, true);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.02 + 0.08 * random());
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'a table stayed locked by others for 200 tries: migrate again later';
+END
+$briefly$
+"""
+
+
 def _status_check(statuses: str) -> None:
-    op.execute("SET lock_timeout = '5s'")
     op.execute(
-        "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS ck_jobs_status,"
-        f" ADD CONSTRAINT ck_jobs_status CHECK (status IN ({statuses})) NOT VALID"
+        _briefly(
+            "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS ck_jobs_status,"
+            f" ADD CONSTRAINT ck_jobs_status CHECK (status IN ({statuses})) NOT VALID"
+        )
     )
-    op.execute("RESET lock_timeout")
     op.execute("ALTER TABLE jobs VALIDATE CONSTRAINT ck_jobs_status")
 
 
 def upgrade() -> None:
     with op.get_context().autocommit_block():
-        op.execute("SET lock_timeout = '5s'")
         op.execute(
-            "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS snoozes integer NOT NULL DEFAULT 0,"
-            " DROP CONSTRAINT IF EXISTS ck_jobs_snoozes,"
-            " ADD CONSTRAINT ck_jobs_snoozes CHECK (snoozes >= 0) NOT VALID"
+            _briefly(
+                "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS snoozes integer NOT NULL DEFAULT 0,"
+                " DROP CONSTRAINT IF EXISTS ck_jobs_snoozes,"
+                " ADD CONSTRAINT ck_jobs_snoozes CHECK (snoozes >= 0) NOT VALID"
+            )
         )
-        op.execute("RESET lock_timeout")
         op.execute("ALTER TABLE jobs VALIDATE CONSTRAINT ck_jobs_snoozes")
         _status_check(_AFTER)
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_cancelled")
@@ -69,6 +97,4 @@ def downgrade() -> None:
         op.execute("UPDATE jobs SET status = 'failed' WHERE status = 'cancelled'")
         _status_check(_BEFORE)
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_cancelled")
-        op.execute("SET lock_timeout = '5s'")
-        op.execute("ALTER TABLE jobs DROP COLUMN IF EXISTS snoozes")
-        op.execute("RESET lock_timeout")
+        op.execute(_briefly("ALTER TABLE jobs DROP COLUMN IF EXISTS snoozes"))

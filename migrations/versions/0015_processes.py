@@ -4,7 +4,9 @@ be told from one that is merely busy; and `queues.unconsumed_warned_at`, so that
 queue is warned of once, by one process.
 
 A new table and a nullable column on `queues` (a small table of queue names): neither
-touches `jobs`, so this is safe on a live database.
+touches `jobs`, so this is safe on a live database. Every claim reads `queues`: the
+ALTER tries for its lock 50 ms at a time (`_briefly`), so claims never queue behind it
+for longer.
 
 Revision ID: 0015
 Revises: 0014
@@ -21,8 +23,35 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+def _briefly(*statements: str) -> str:
+    """`statements` (taking locks on tables every worker reads or writes) as one
+    transaction, each lock tried for 50 ms at a time with a pause between: while a lock
+    request waits, every statement on its table queues behind it (behind autovacuum for
+    `deadlock_timeout`, 1 s, before autovacuum gives way; behind a long transaction for
+    as long as it lasts). The session's lock_timeout is put back after."""
+    body = ";\n".join(statements)
+    return f"""
+DO $briefly$
+DECLARE
+    previous text := current_setting('lock_timeout');
+BEGIN
+    FOR attempt IN 1..200 LOOP
+        BEGIN
+            SET LOCAL lock_timeout = '50ms';
+            {body};
+            PERFORM set_config('lock_timeout', previous, true);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.02 + 0.08 * random());
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'a table stayed locked by others for 200 tries: migrate again later';
+END
+$briefly$
+"""
+
+
 def upgrade() -> None:
-    op.execute("SET lock_timeout = '5s'")
     op.execute(
         "CREATE TABLE IF NOT EXISTS processes ("
         " id uuid NOT NULL,"
@@ -38,12 +67,11 @@ def upgrade() -> None:
         " expires_at timestamptz NOT NULL,"
         " CONSTRAINT pk_processes PRIMARY KEY (id))"
     )
-    op.execute("ALTER TABLE queues ADD COLUMN IF NOT EXISTS unconsumed_warned_at timestamptz")
-    op.execute("RESET lock_timeout")
+    op.execute(
+        _briefly("ALTER TABLE queues ADD COLUMN IF NOT EXISTS unconsumed_warned_at timestamptz")
+    )
 
 
 def downgrade() -> None:
-    op.execute("SET lock_timeout = '5s'")
-    op.execute("ALTER TABLE queues DROP COLUMN IF EXISTS unconsumed_warned_at")
+    op.execute(_briefly("ALTER TABLE queues DROP COLUMN IF EXISTS unconsumed_warned_at"))
     op.execute("DROP TABLE IF EXISTS processes")
-    op.execute("RESET lock_timeout")

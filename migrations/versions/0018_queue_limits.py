@@ -8,7 +8,8 @@ with a snapshot of its own, taken after the claim locked the queue's row
 (`adapters/postgres/queries/flow.py` says why).
 
 Safe on a live table: `queues` is a row per paused or limited queue, and columns with a
-constant default or none are a catalog change; the index is built CONCURRENTLY (an
+constant default or none are a catalog change (its lock, which every claim would queue
+behind, tried 50 ms at a time: `_briefly`); the index is built CONCURRENTLY (an
 INVALID one left by an interrupted build is dropped first). Downgrading drops all three.
 
 Revision ID: 0018
@@ -64,16 +65,44 @@ $$
 """
 
 
+def _briefly(*statements: str) -> str:
+    """`statements` (taking locks on tables every worker reads or writes) as one
+    transaction, each lock tried for 50 ms at a time with a pause between: while a lock
+    request waits, every statement on its table queues behind it (behind autovacuum for
+    `deadlock_timeout`, 1 s, before autovacuum gives way; behind a long transaction for
+    as long as it lasts). The session's lock_timeout is put back after."""
+    body = ";\n".join(statements)
+    return f"""
+DO $briefly$
+DECLARE
+    previous text := current_setting('lock_timeout');
+BEGIN
+    FOR attempt IN 1..200 LOOP
+        BEGIN
+            SET LOCAL lock_timeout = '50ms';
+            {body};
+            PERFORM set_config('lock_timeout', previous, true);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.02 + 0.08 * random());
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'a table stayed locked by others for 200 tries: migrate again later';
+END
+$briefly$
+"""
+
+
 def upgrade() -> None:
-    op.execute("SET lock_timeout = '5s'")
     op.execute(
-        "ALTER TABLE queues "
-        + ", ".join(f"ADD COLUMN IF NOT EXISTS {column}" for column in _COLUMNS)
-        + ", ADD CONSTRAINT ck_queues_rate"
-        " CHECK ((rate_limit IS NULL) = (rate_period IS NULL))"
+        _briefly(
+            "ALTER TABLE queues "
+            + ", ".join(f"ADD COLUMN IF NOT EXISTS {column}" for column in _COLUMNS)
+            + ", ADD CONSTRAINT ck_queues_rate"
+            " CHECK ((rate_limit IS NULL) = (rate_period IS NULL))"
+        )
     )
     op.execute(_RUNNING_JOBS)
-    op.execute("RESET lock_timeout")
     with op.get_context().autocommit_block():
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_running_by_queue")
         op.execute(
@@ -85,10 +114,10 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.get_context().autocommit_block():
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_jobs_running_by_queue")
-    op.execute("SET lock_timeout = '5s'")
     op.execute("DROP FUNCTION IF EXISTS jobqueue_running_jobs(text, uuid[], integer)")
     op.execute(
-        "ALTER TABLE queues DROP CONSTRAINT IF EXISTS ck_queues_rate, "
-        + ", ".join(f"DROP COLUMN IF EXISTS {name}" for name in _NAMES)
+        _briefly(
+            "ALTER TABLE queues DROP CONSTRAINT IF EXISTS ck_queues_rate, "
+            + ", ".join(f"DROP COLUMN IF EXISTS {name}" for name in _NAMES)
+        )
     )
-    op.execute("RESET lock_timeout")

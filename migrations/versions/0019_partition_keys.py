@@ -7,10 +7,10 @@ ones (each key's slots). `queues` gains `key_concurrency`. `jobqueue_free_slots`
 key's turn (an advisory lock) and counts its running jobs with a snapshot taken after it,
 as `jobqueue_running_jobs` (0018) counts a queue's after its row is locked.
 
-Safe on a live table: a nullable column without a default is a catalog change (under a
-lock_timeout, as every ALTER here); the indexes are built CONCURRENTLY (an INVALID one
-left by an interrupted build is dropped first) and hold no row until jobs have keys.
-Downgrading drops them all.
+Safe on a live table: a nullable column without a default is a catalog change (its lock
+tried 50 ms at a time, as every ALTER here: `_briefly`); the indexes are built
+CONCURRENTLY (an INVALID one left by an interrupted build is dropped first) and hold no
+row until jobs have keys. Downgrading drops them all.
 
 Revision ID: 0019
 Revises: 0018
@@ -67,15 +67,43 @@ $$
 """
 
 
+def _briefly(*statements: str) -> str:
+    """`statements` (taking locks on tables every worker reads or writes) as one
+    transaction, each lock tried for 50 ms at a time with a pause between: while a lock
+    request waits, every statement on its table queues behind it (behind autovacuum for
+    `deadlock_timeout`, 1 s, before autovacuum gives way; behind a long transaction for
+    as long as it lasts). The session's lock_timeout is put back after."""
+    body = ";\n".join(statements)
+    return f"""
+DO $briefly$
+DECLARE
+    previous text := current_setting('lock_timeout');
+BEGIN
+    FOR attempt IN 1..200 LOOP
+        BEGIN
+            SET LOCAL lock_timeout = '50ms';
+            {body};
+            PERFORM set_config('lock_timeout', previous, true);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.02 + 0.08 * random());
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'a table stayed locked by others for 200 tries: migrate again later';
+END
+$briefly$
+"""
+
+
 def upgrade() -> None:
-    op.execute("SET lock_timeout = '5s'")
-    op.execute("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS partition_key text")
     op.execute(
-        "ALTER TABLE queues ADD COLUMN IF NOT EXISTS key_concurrency integer"
-        " CONSTRAINT ck_queues_key_concurrency CHECK (key_concurrency BETWEEN 1 AND 10000)"
+        _briefly(
+            "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS partition_key text",
+            "ALTER TABLE queues ADD COLUMN IF NOT EXISTS key_concurrency integer"
+            " CONSTRAINT ck_queues_key_concurrency CHECK (key_concurrency BETWEEN 1 AND 10000)",
+        )
     )
     op.execute(_FREE_SLOTS)
-    op.execute("RESET lock_timeout")
     with op.get_context().autocommit_block():
         for name, definition in _INDEXES.items():
             op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
@@ -86,8 +114,10 @@ def downgrade() -> None:
     with op.get_context().autocommit_block():
         for name in _INDEXES:
             op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-    op.execute("SET lock_timeout = '5s'")
     op.execute("DROP FUNCTION IF EXISTS jobqueue_free_slots(text, text, uuid[], integer)")
-    op.execute("ALTER TABLE queues DROP COLUMN IF EXISTS key_concurrency")
-    op.execute("ALTER TABLE jobs DROP COLUMN IF EXISTS partition_key")
-    op.execute("RESET lock_timeout")
+    op.execute(
+        _briefly(
+            "ALTER TABLE queues DROP COLUMN IF EXISTS key_concurrency",
+            "ALTER TABLE jobs DROP COLUMN IF EXISTS partition_key",
+        )
+    )

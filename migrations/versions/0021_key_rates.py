@@ -11,9 +11,9 @@ jobs it may take; `jobqueue_record_key_starts` writes what it took, still under 
 lock. Key rows whose window emptied are deleted by the next turn of their key, or by the
 retention pass (`FORGET_KEY_STARTS`).
 
-Safe on a live table: nullable columns without defaults are catalog changes (under a
-lock_timeout), their checks read `queues` (a row per queue), the new table starts empty;
-`jobs` is not touched. Workers of the code before this revision read only
+Safe on a live table: nullable columns without defaults are catalog changes (their lock
+tried 50 ms at a time: `_briefly`), their checks read `queues` (a row per queue), the new
+table starts empty; `jobs` is not touched. Workers of the code before this revision read only
 `key_concurrency`: set a key rate once every worker runs this one. Downgrading drops
 the table, the functions and the columns.
 
@@ -151,22 +151,49 @@ _SIGNATURES = (
 )
 
 
+def _briefly(*statements: str) -> str:
+    """`statements` (taking locks on tables every worker reads or writes) as one
+    transaction, each lock tried for 50 ms at a time with a pause between: while a lock
+    request waits, every statement on its table queues behind it (behind autovacuum for
+    `deadlock_timeout`, 1 s, before autovacuum gives way; behind a long transaction for
+    as long as it lasts). The session's lock_timeout is put back after."""
+    body = ";\n".join(statements)
+    return f"""
+DO $briefly$
+DECLARE
+    previous text := current_setting('lock_timeout');
+BEGIN
+    FOR attempt IN 1..200 LOOP
+        BEGIN
+            SET LOCAL lock_timeout = '50ms';
+            {body};
+            PERFORM set_config('lock_timeout', previous, true);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.02 + 0.08 * random());
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'a table stayed locked by others for 200 tries: migrate again later';
+END
+$briefly$
+"""
+
+
 def upgrade() -> None:
-    op.execute("SET lock_timeout = '5s'")
-    for column in _COLUMNS:
-        op.execute(f"ALTER TABLE queues {column}")
+    op.execute(_briefly(*(f"ALTER TABLE queues {column}" for column in _COLUMNS)))
     op.execute(_TABLE)
     op.execute(_KEY_TURN)
     op.execute(_RECORD_KEY_STARTS)
-    op.execute("RESET lock_timeout")
 
 
 def downgrade() -> None:
-    op.execute("SET lock_timeout = '5s'")
     for signature in _SIGNATURES:
         op.execute(f"DROP FUNCTION IF EXISTS {signature}")
-    op.execute("DROP TABLE IF EXISTS key_starts")
-    op.execute("ALTER TABLE queues DROP CONSTRAINT IF EXISTS ck_queues_key_rate")
-    op.execute("ALTER TABLE queues DROP COLUMN IF EXISTS key_rate_period")
-    op.execute("ALTER TABLE queues DROP COLUMN IF EXISTS key_rate_limit")
-    op.execute("RESET lock_timeout")
+    op.execute(
+        _briefly(
+            "DROP TABLE IF EXISTS key_starts",
+            "ALTER TABLE queues DROP CONSTRAINT IF EXISTS ck_queues_key_rate",
+            "ALTER TABLE queues DROP COLUMN IF EXISTS key_rate_period",
+            "ALTER TABLE queues DROP COLUMN IF EXISTS key_rate_limit",
+        )
+    )

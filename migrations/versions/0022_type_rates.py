@@ -10,7 +10,8 @@ it held leaves that type's jobs to the claim holding it), then the window read a
 lock; `jobqueue_record_type_starts` writes what the claim took, still under that lock.
 
 Safe on a live table: a column with a constant default and a new, empty
-table are catalog changes (under a lock_timeout); `jobs` is not touched. Workers of the
+table are catalog changes (their locks tried 50 ms at a time: `_briefly`); `jobs` is
+not touched. Workers of the
 code before this revision do not read `type_rated`: they claim a queue whose only limits
 are type rates unpaced, so set type rates once every worker runs this one. Downgrading
 drops the functions, the table and the column.
@@ -135,19 +136,47 @@ _SIGNATURES = (
 )
 
 
+def _briefly(*statements: str) -> str:
+    """`statements` (taking locks on tables every worker reads or writes) as one
+    transaction, each lock tried for 50 ms at a time with a pause between: while a lock
+    request waits, every statement on its table queues behind it (behind autovacuum for
+    `deadlock_timeout`, 1 s, before autovacuum gives way; behind a long transaction for
+    as long as it lasts). The session's lock_timeout is put back after."""
+    body = ";\n".join(statements)
+    return f"""
+DO $briefly$
+DECLARE
+    previous text := current_setting('lock_timeout');
+BEGIN
+    FOR attempt IN 1..200 LOOP
+        BEGIN
+            SET LOCAL lock_timeout = '50ms';
+            {body};
+            PERFORM set_config('lock_timeout', previous, true);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.02 + 0.08 * random());
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'a table stayed locked by others for 200 tries: migrate again later';
+END
+$briefly$
+"""
+
+
 def upgrade() -> None:
-    op.execute("SET lock_timeout = '5s'")
-    op.execute(f"ALTER TABLE queues {_COLUMN}")
+    op.execute(_briefly(f"ALTER TABLE queues {_COLUMN}"))
     op.execute(_TABLE)
     op.execute(_TYPE_TURN)
     op.execute(_RECORD_TYPE_STARTS)
-    op.execute("RESET lock_timeout")
 
 
 def downgrade() -> None:
-    op.execute("SET lock_timeout = '5s'")
     for signature in _SIGNATURES:
         op.execute(f"DROP FUNCTION IF EXISTS {signature}")
-    op.execute("DROP TABLE IF EXISTS type_rates")
-    op.execute("ALTER TABLE queues DROP COLUMN IF EXISTS type_rated")
-    op.execute("RESET lock_timeout")
+    op.execute(
+        _briefly(
+            "DROP TABLE IF EXISTS type_rates",
+            "ALTER TABLE queues DROP COLUMN IF EXISTS type_rated",
+        )
+    )

@@ -14,7 +14,8 @@ covers each, and every statement added later.
 
 Safe on a live table: nullable columns and a column with a constant default are catalog
 changes, and so are the function and the triggers (CREATE TRIGGER's SHARE ROW EXCLUSIVE
-lock lasts only for that), each under a 5 s lock_timeout. Downgrading drops them.
+lock lasts only for that), each lock on `jobs` tried 50 ms at a time (`_briefly`).
+Downgrading drops them.
 
 Revision ID: 0023
 Revises: 0022
@@ -72,26 +73,60 @@ CREATE TRIGGER jobs_announce_deleted
 """
 
 
+def _briefly(*statements: str) -> str:
+    """`statements` (taking locks on tables every worker reads or writes) as one
+    transaction, each lock tried for 50 ms at a time with a pause between: while a lock
+    request waits, every statement on its table queues behind it (behind autovacuum for
+    `deadlock_timeout`, 1 s, before autovacuum gives way; behind a long transaction for
+    as long as it lasts). The session's lock_timeout is put back after."""
+    body = ";\n".join(statements)
+    return f"""
+DO $briefly$
+DECLARE
+    previous text := current_setting('lock_timeout');
+BEGIN
+    FOR attempt IN 1..200 LOOP
+        BEGIN
+            SET LOCAL lock_timeout = '50ms';
+            {body};
+            PERFORM set_config('lock_timeout', previous, true);
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.02 + 0.08 * random());
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'a table stayed locked by others for 200 tries: migrate again later';
+END
+$briefly$
+"""
+
+
 def upgrade() -> None:
     with op.get_context().autocommit_block():
-        op.execute("SET lock_timeout = '5s'")
-        op.execute(_COLUMNS)
+        op.execute(_briefly(_COLUMNS))
         op.execute(_ANNOUNCE)
-        op.execute("DROP TRIGGER IF EXISTS jobs_announce_ending ON jobs")
-        op.execute(_ON_ENDING)
-        op.execute("DROP TRIGGER IF EXISTS jobs_announce_deleted ON jobs")
-        op.execute(_ON_DELETE)
-        op.execute("RESET lock_timeout")
+        op.execute(
+            _briefly(
+                "DROP TRIGGER IF EXISTS jobs_announce_ending ON jobs",
+                _ON_ENDING,
+                "DROP TRIGGER IF EXISTS jobs_announce_deleted ON jobs",
+                _ON_DELETE,
+            )
+        )
 
 
 def downgrade() -> None:
     with op.get_context().autocommit_block():
-        op.execute("SET lock_timeout = '5s'")
-        op.execute("DROP TRIGGER IF EXISTS jobs_announce_deleted ON jobs")
-        op.execute("DROP TRIGGER IF EXISTS jobs_announce_ending ON jobs")
+        op.execute(
+            _briefly(
+                "DROP TRIGGER IF EXISTS jobs_announce_deleted ON jobs",
+                "DROP TRIGGER IF EXISTS jobs_announce_ending ON jobs",
+            )
+        )
         op.execute("DROP FUNCTION IF EXISTS jobqueue_announce_ending()")
         op.execute(
-            "ALTER TABLE jobs DROP COLUMN IF EXISTS watched,"
-            " DROP COLUMN IF EXISTS progress, DROP COLUMN IF EXISTS result"
+            _briefly(
+                "ALTER TABLE jobs DROP COLUMN IF EXISTS watched,"
+                " DROP COLUMN IF EXISTS progress, DROP COLUMN IF EXISTS result"
+            )
         )
-        op.execute("RESET lock_timeout")

@@ -214,26 +214,30 @@ def _announce_ending(live: str) -> str:
 
 
 def _briefly(*statements: str) -> str:
-    """`statements` (taking locks on `jobs`) as one transaction, tried for 50 ms at a time
-    with a pause between. While a lock request waits, every write to `jobs` queues behind
-    it; one waiting behind autovacuum waits for `deadlock_timeout` (1 s by default) before
-    autovacuum is cancelled, and held the writes of a migration test that long."""
+    """`statements` (taking locks on tables every worker reads or writes) as one
+    transaction, each lock tried for 50 ms at a time with a pause between: while a lock
+    request waits, every statement on its table queues behind it (behind autovacuum for
+    `deadlock_timeout`, 1 s, before autovacuum gives way; behind a long transaction for
+    as long as it lasts). The session's lock_timeout is put back after."""
     body = ";\n".join(statements)
     return f"""
-DO $$
+DO $briefly$
+DECLARE
+    previous text := current_setting('lock_timeout');
 BEGIN
     FOR attempt IN 1..200 LOOP
         BEGIN
             SET LOCAL lock_timeout = '50ms';
             {body};
+            PERFORM set_config('lock_timeout', previous, true);
             RETURN;
         EXCEPTION WHEN lock_not_available THEN
             PERFORM pg_sleep(0.02 + 0.08 * random());
         END;
     END LOOP;
-    RAISE EXCEPTION 'jobs stayed locked by others for 200 tries: migrate again later';
+    RAISE EXCEPTION 'a table stayed locked by others for 200 tries: migrate again later';
 END
-$$
+$briefly$
 """
 
 
