@@ -1,4 +1,4 @@
-"""Queue limits for the in-memory store (`tests/fakes.py`), kept as PostgreSQL's claim
+"""Queue limits for the in-memory store (`tests/fakes/`), kept as PostgreSQL's claim
 keeps them (`adapters/postgres/queries/flow.py`): the running jobs are the slots, and the
 starts within the rate's window are remembered per queue."""
 
