@@ -10,6 +10,7 @@ from jobqueue.entrypoints.config.rules import ConfigError
 from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.service.provisioning import run_migrate
 from jobqueue.entrypoints.service.runtime import StartupError
+from tests.support.settings_problems import problems_of
 
 BEHIND_PGBOUNCER = {
     "DATABASE_URL": "postgresql://jobqueue@pgbouncer:6432/jobs",
@@ -17,12 +18,6 @@ BEHIND_PGBOUNCER = {
     "NOTIFY": "false",
     "AUTO_MIGRATE": "false",
 }
-
-
-def problems_of(environ: dict[str, str]) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        Settings.from_env(environ)
-    return caught.value.problems
 
 
 def test_the_default_is_no_pooler_and_every_session_feature_stays_on() -> None:
