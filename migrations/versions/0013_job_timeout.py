@@ -13,7 +13,9 @@ Revises: 0012
 Create Date: 2026-12-04
 """
 
+import runpy
 from collections.abc import Sequence
+from pathlib import Path
 
 from alembic import op
 
@@ -23,32 +25,8 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _briefly(*statements: str) -> str:
-    """`statements` (taking locks on tables every worker reads or writes) as one
-    transaction, each lock tried for 50 ms at a time with a pause between: while a lock
-    request waits, every statement on its table queues behind it (behind autovacuum for
-    `deadlock_timeout`, 1 s, before autovacuum gives way; behind a long transaction for
-    as long as it lasts). The session's lock_timeout is put back after."""
-    body = ";\n".join(statements)
-    return f"""
-DO $briefly$
-DECLARE
-    previous text := current_setting('lock_timeout');
-BEGIN
-    FOR attempt IN 1..200 LOOP
-        BEGIN
-            SET LOCAL lock_timeout = '50ms';
-            {body};
-            PERFORM set_config('lock_timeout', previous, true);
-            RETURN;
-        EXCEPTION WHEN lock_not_available THEN
-            PERFORM pg_sleep(0.02 + 0.08 * random());
-        END;
-    END LOOP;
-    RAISE EXCEPTION 'a table stayed locked by others for 200 tries: migrate again later';
-END
-$briefly$
-"""
+# How the locks are taken, written once for every revision (`migrations/locks.py`).
+_briefly = runpy.run_path(str(Path(__file__).parents[1] / "locks.py"))["briefly"]
 
 
 def upgrade() -> None:
