@@ -15,9 +15,9 @@ from jobqueue.domain.listing import position_of
 from jobqueue.domain.retention import check_prune_request
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import DELETABLE, DELETE, Operation, sources
+from tests.fakes.graphs import DELETED
 from tests.fakes.rows import _detached, _logged
 from tests.fakes.store_state import StoreState
-from tests.support.fake_graphs import DELETED
 
 
 class OperatorOperations(StoreState):

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from jobqueue.domain.job import Job
 from jobqueue.domain.listing import JobPage, JobQuery, KeyKind, KeyLookup, page_of
-from tests.fake_listing import FakeListing
+from tests.fakes.listing import FakeListing
 from tests.fakes.rows import _detached, _listed
 from tests.fakes.store_state import StoreState
 

@@ -17,9 +17,9 @@ from jobqueue.domain.periodic import LastSlot
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import Operation, sources, targets
 from tests.fakes.clocks import Clock, ManualClock
+from tests.fakes.graphs import FakeGraphs
+from tests.fakes.limits import FakeLimits
 from tests.fakes.rows import _detached
-from tests.support.fake_flow import FakeLimits
-from tests.support.fake_graphs import FakeGraphs
 
 
 class StoreState:
