@@ -113,8 +113,8 @@ class FakeGraphs:
                 )
                 left = max(job.waiting_for - len(met[job_id]), 0)
                 if failed is not None and not job.run_anyway:
-                    dependency, status = failed.split(" ")
-                    error = f"job {dependency} it depends on ended {status}"
+                    failed_id, failed_status = failed.split(" ")
+                    error = f"job {failed_id} it depends on ended {failed_status}"
                     moved = replace(
                         job, status=Status.CANCELLED, waiting_for=left, last_error=error
                     )

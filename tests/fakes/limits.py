@@ -4,6 +4,7 @@ starts within the rate's window are remembered per queue."""
 
 from __future__ import annotations
 
+import builtins
 from collections import Counter, defaultdict
 from collections.abc import Collection
 from dataclasses import replace
@@ -41,8 +42,9 @@ class FakeLimits:
         self._limits.pop(queue, None)
         return False
 
+    # `builtins.set`: within this class, `set` names the method above.
     @property
-    def queues(self) -> set[str]:
+    def queues(self) -> builtins.set[str]:
         return set(self._limits)
 
     def headroom(self, queue: str, running: int, now: datetime) -> Headroom:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from jobqueue.domain.flow import Limit
 from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import Decision
 
@@ -20,6 +21,7 @@ class RecordingObserver:
     retried_writes: list[tuple[Job, int]] = field(default_factory=list)
     unrecorded: list[Job] = field(default_factory=list)
     recoveries: list[list[Job]] = field(default_factory=list)
+    held_back: list[tuple[str, frozenset[Limit]]] = field(default_factory=list)
 
     def attempt_started(self, job: Job) -> None:
         self.started.append(job)
@@ -41,3 +43,6 @@ class RecordingObserver:
 
     def recovered(self, jobs: Sequence[Job]) -> None:
         self.recoveries.append(list(jobs))
+
+    def claim_held_back(self, queue: str, limits: frozenset[Limit]) -> None:
+        self.held_back.append((queue, limits))

@@ -54,9 +54,9 @@ class ClaimsAndEndings(StoreState):
         self._freeing = {
             lease.job_id
             for lease, _ in endings
-            if (held := self._jobs.get(lease.job_id)) is not None
-            and held.status is Status.PROCESSING
-            and held.lease_token == lease.token
+            if (current := self._jobs.get(lease.job_id)) is not None
+            and current.status is Status.PROCESSING
+            and current.lease_token == lease.token
         }
         try:
             claimed = await self.claim(limit, lease, queue, types=types)

@@ -194,18 +194,25 @@ class Page:
     def read_logs(self) -> None:
         """Takes what Chrome logged since the last read into `console_errors` and
         `outside_requests`."""
-        for entry in self.driver.get_log("browser"):
+        for entry in chrome_log(self.driver, "browser"):
             message = str(entry.get("message", ""))
             if entry.get("level") == "SEVERE" and not any(
                 pattern.search(message) for pattern in self.expected_errors
             ):
                 self.console_errors.append(message)
-        for entry in self.driver.get_log("performance"):
+        for entry in chrome_log(self.driver, "performance"):
             event = json.loads(entry["message"])["message"]
             if event.get("method") == "Network.requestWillBeSent":
                 url = str(event["params"]["request"]["url"])
                 if not url.startswith(f"{self.origin}/"):
                     self.outside_requests.append(url)
+
+
+def chrome_log(driver: webdriver.Chrome, kind: str) -> list[dict[str, Any]]:
+    """What Chrome logged of `kind` since it was last read (the read empties it)."""
+    # Selenium leaves `get_log` unannotated; it answers WebDriver's JSON log entries.
+    entries: list[dict[str, Any]] = driver.get_log(kind)  # type: ignore[no-untyped-call]
+    return entries
 
 
 @pytest.fixture
@@ -215,8 +222,8 @@ def page(
     """The browser on the module's service, blank; the test fails if the page logged a
     console error or asked anything of another origin."""
     browser.get("about:blank")
-    browser.get_log("browser")
-    browser.get_log("performance")
+    chrome_log(browser, "browser")
+    chrome_log(browser, "performance")
     opened = Page(browser, dashboard_service.base_url, request.node.name)
     yield opened
     opened.read_logs()

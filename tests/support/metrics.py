@@ -34,7 +34,8 @@ def every_series() -> Metrics:
             idempotency_key=None,
             created_at=now,
             updated_at=now,
-            **EXAMPLE_PAIR,
+            queue=EXAMPLE_PAIR["queue"],
+            type=EXAMPLE_PAIR["type"],
         )
     )
     metrics.set_queue_depth({})

@@ -22,7 +22,8 @@ import asyncpg
 
 from jobqueue.adapters.postgres.database import normalize_url
 from jobqueue.adapters.postgres.embedded import start_embedded
-from jobqueue.adapters.postgres.migrations import migrations_dir, upgrade
+from jobqueue.adapters.postgres.migrations import upgrade
+from jobqueue.adapters.postgres.schema_version import migrations_dir
 
 # Every process that creates databases takes this lock, so the template is built once
 # and nobody copies it while it is being migrated.

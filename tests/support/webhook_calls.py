@@ -10,7 +10,8 @@ from uuid import uuid4
 
 import httpx
 
-from jobqueue.adapters.handlers.webhook import WebhookHandler, WebhookPayload, webhook_handler
+from jobqueue.adapters.handlers.webhook import WebhookPayload, webhook_handler
+from jobqueue.adapters.handlers.webhook_payload import WebhookHandler
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.registry import JobContext
