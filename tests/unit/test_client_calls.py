@@ -31,6 +31,7 @@ from jobqueue.client import (
     sending,
 )
 from jobqueue.client import calls as calls_module
+from jobqueue.domain.status import Status
 from jobqueue.wire.queue_requests import QueueLimitsRequest
 from jobqueue.wire.requests import BatchJob, SubmitOptions, UniqueRequest
 
@@ -287,7 +288,9 @@ def test_the_client_s_keywords_are_the_request_s_options() -> None:
 
 
 @pytest.mark.parametrize("client_class", [Client, AsyncClient])
-def test_set_limits_takes_every_limit_the_request_has(client_class: type) -> None:
+def test_set_limits_takes_every_limit_the_request_has(
+    client_class: type[Client] | type[AsyncClient],
+) -> None:
     # A limit added to the request is a keyword of `set_limits` too (or this fails).
     keywords = set(inspect.signature(client_class.set_limits).parameters) - {"self", "queue"}
     assert keywords == set(QueueLimitsRequest.__struct_fields__)
@@ -363,5 +366,6 @@ def test_a_job_request_sends_durations_as_text_and_uniqueness_as_its_request() -
         priority=2,
     )
     assert (job.delay, job.timeout, job.priority) == ("1m30s", "45s", 2)
-    assert job.unique == UniqueRequest(by=["n"], states=["pending", "processing"], period="1h")
+    states = [Status.PENDING, Status.PROCESSING]
+    assert job.unique == UniqueRequest(by=["n"], states=states, period="1h")
     assert job.options()["unique"] == Unique(by=("n",), period=timedelta(hours=1))

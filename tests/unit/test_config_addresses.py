@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from jobqueue.entrypoints.config.listeners import api_listener, metrics_listener
-from jobqueue.entrypoints.config.settings import ConfigError, HttpAddress, Settings
+from jobqueue.entrypoints.config.rules import ConfigError
+from jobqueue.entrypoints.config.settings import Settings
+from jobqueue.entrypoints.config.variables import HttpAddress
 from tests.support.settings_problems import problems_of
 
 
@@ -51,6 +53,7 @@ def test_data_dir_expands_the_home_directory() -> None:
 def test_http_addr_forms(raw: str, host: str, port: int) -> None:
     address = Settings.from_env({"HTTP_ADDR": raw}).http_addr
 
+    assert address is not None
     assert (address.host, address.port, str(address)) == (host, port, raw)
 
 

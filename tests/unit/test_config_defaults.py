@@ -9,7 +9,8 @@ from pathlib import Path
 from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.telemetry.logging import LogFormat
 from jobqueue.domain.flow import QueueLimits
-from jobqueue.entrypoints.config.settings import SETTINGS, HttpAddress, Settings
+from jobqueue.entrypoints.config.settings import SETTINGS, Settings
+from jobqueue.entrypoints.config.variables import HttpAddress
 from jobqueue.entrypoints.service.compose import http_config
 from jobqueue.entrypoints.worker.pool_config import concurrency, pool_config
 

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.domain.status import Status
-from jobqueue.entrypoints.config.settings import ConfigError, Settings
+from jobqueue.entrypoints.config.rules import ConfigError
+from jobqueue.entrypoints.config.settings import Settings
 from tests.support.settings_problems import problems_of
 
 

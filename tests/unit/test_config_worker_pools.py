@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.domain.backoff import Backoff
-from jobqueue.entrypoints.config.settings import ConfigError, Settings
+from jobqueue.entrypoints.config.rules import ConfigError
+from jobqueue.entrypoints.config.settings import Settings
 from jobqueue.entrypoints.worker.pool_config import pool_config, pool_configs
 
 

@@ -54,7 +54,9 @@ def test_throughput_lines_span_the_width_and_scale_to_the_busiest_slot() -> None
     completed, failed, retried = (_points(line.path) for line in chart.lines)
     assert len(completed) == 60
     assert completed[0] == (LEFT, TOP), "the busiest slot touches the axis' top (10)"
-    assert completed[-1] == (RIGHT, pytest.approx(BOTTOM - (BOTTOM - TOP) * 0.4, abs=0.1))
+    end_x, end_y = completed[-1]
+    assert end_x == RIGHT
+    assert end_y == pytest.approx(BOTTOM - (BOTTOM - TOP) * 0.4, abs=0.1)
     assert {y for _, y in retried} == {BOTTOM}
     assert failed[-1][1] == pytest.approx(BOTTOM - (BOTTOM - TOP) * 0.2, abs=0.1)
     assert [tick.label for tick in chart.y_ticks] == ["0", "5", "10"]

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobqueue.domain.attempts import Outcome
 from jobqueue.domain.backoff import Backoff
 from jobqueue.domain.fields import MAX_ATTEMPTS
 from jobqueue.domain.job import Job
@@ -18,7 +19,6 @@ from jobqueue.domain.outcome import (
     Ending,
     Errored,
     Interrupted,
-    Outcome,
     Snooze,
     Snoozed,
     Succeeded,

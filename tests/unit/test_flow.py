@@ -233,9 +233,9 @@ def test_a_claim_says_which_limit_held_it_back_and_when_the_rate_opens() -> None
     opens = timedelta(seconds=3)
     assert Claimed.within([], 5, Headroom()).held_back == frozenset()
     by_slots = Claimed.within([], 5, Headroom(concurrency=0))
-    assert (by_slots.held_back, by_slots.retry_in) == ({Limit.CONCURRENCY}, None)
+    assert (by_slots.held_back, by_slots.retry_in) == (frozenset({Limit.CONCURRENCY}), None)
     by_rate = Claimed.within([], 5, Headroom(concurrency=4, rate=0, rate_opens_in=opens))
-    assert (by_rate.held_back, by_rate.retry_in) == ({Limit.RATE}, opens)
+    assert (by_rate.held_back, by_rate.retry_in) == (frozenset({Limit.RATE}), opens)
     # A claim that took all it asked for was held back by nothing, though it spent the
     # rate: the next one waits for the window.
     spent = Claimed.within([], 0, Headroom(rate=0, rate_opens_in=opens))
@@ -256,7 +256,10 @@ def test_a_claim_held_back_by_keys_says_which_of_their_limits_and_when_a_key_ope
     assert both.held_back == {Limit.KEY_CONCURRENCY, Limit.KEY_RATE}
     assert both.windows_open_in == opens
     by_slots = Claimed.within([], 5, Headroom(keys_full=2, keys_rate_spent=0))
-    assert (by_slots.held_back, by_slots.windows_open_in) == ({Limit.KEY_CONCURRENCY}, None)
+    assert (by_slots.held_back, by_slots.windows_open_in) == (
+        frozenset({Limit.KEY_CONCURRENCY}),
+        None,
+    )
     # A type's rate held it back: when the first of the keys' and types' windows opens.
     by_type = Claimed.within(
         [],

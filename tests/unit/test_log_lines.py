@@ -6,11 +6,11 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 import uuid
 
 import pytest
 
-from jobqueue.adapters.telemetry import logging as log_module
 from jobqueue.adapters.telemetry.logging import (
     JsonFormatter,
     LogFormat,
@@ -35,7 +35,8 @@ class _Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     fake = _Clock()
-    monkeypatch.setattr(log_module.time, "monotonic", fake)
+    # The logging module calls `time.monotonic` through `time`: patched there, it sees it.
+    monkeypatch.setattr(time, "monotonic", fake)
     return fake
 
 

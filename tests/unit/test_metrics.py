@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import TypedDict
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -35,6 +36,13 @@ def test_the_endings_listed_here_cover_every_outcome_an_ending_may_be_decided_as
 
 # The labels of the jobs `job()` builds by default.
 SLEEP = {"queue": "default", "type": "sleep"}
+
+
+class Pair(TypedDict):
+    """A queue and a type: `job()`'s keywords, and the labels of its series."""
+
+    queue: str
+    type: str
 
 
 def job(status: Status = Status.PROCESSING, *, queue: str = "default", type: str = "sleep") -> Job:
@@ -235,7 +243,7 @@ def sample_names(metrics: Metrics, labels: dict[str, str]) -> set[str]:
 
 def test_each_queue_and_type_is_counted_apart() -> None:
     metrics = Metrics()
-    mail = {"queue": "mail", "type": "email"}
+    mail: Pair = {"queue": "mail", "type": "email"}
 
     metrics.attempt_finished(job(), Decision.complete(), 0.1)
     metrics.attempt_finished(job(**mail), Decision.complete(), 0.1)

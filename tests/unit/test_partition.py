@@ -8,7 +8,7 @@ import pytest
 from jobqueue.domain.errors import InvalidJob
 from jobqueue.domain.job import NewJob, resolve
 from jobqueue.domain.partition import partition_key_of
-from jobqueue.domain.registry import Registry
+from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.type_options import TypeOptions
 
 
@@ -16,13 +16,13 @@ def _registry() -> Registry:
     registry = Registry()
 
     @registry.handler("report", partition_by=("tenant",))
-    def report(payload: object) -> None: ...
+    def report(ctx: JobContext, payload: object) -> None: ...
 
     @registry.handler("sync", partition_by=("tenant", "region"))
-    def sync(payload: object) -> None: ...
+    def sync(ctx: JobContext, payload: object) -> None: ...
 
     @registry.handler("plain")
-    def plain(payload: object) -> None: ...
+    def plain(ctx: JobContext, payload: object) -> None: ...
 
     return registry
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from jobqueue.domain.job import Job
+from jobqueue.domain.flow import Claimed
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker import dispatch
@@ -32,7 +32,7 @@ class ClaimRecordingStore(InMemoryJobStore):
 
     async def claim(
         self, limit: int, lease: timedelta, queue: str = "default", *, types: Collection[str]
-    ) -> Sequence[Job]:
+    ) -> Claimed:
         assert self.pool is not None
         self.claims.append((limit, self.pool.in_flight, self.pool.claimed_ahead))
         if self.failures_left:
@@ -108,7 +108,7 @@ class SlowClaimStore(ClaimRecordingStore):
 
     async def claim(
         self, limit: int, lease: timedelta, queue: str = "default", *, types: Collection[str]
-    ) -> Sequence[Job]:
+    ) -> Claimed:
         await asyncio.sleep(self.claim_seconds)
         return await super().claim(limit, lease, queue, types=types)
 
@@ -124,7 +124,7 @@ class OverlapRecordingStore(SlowClaimStore):
 
     async def claim(
         self, limit: int, lease: timedelta, queue: str = "default", *, types: Collection[str]
-    ) -> Sequence[Job]:
+    ) -> Claimed:
         assert self.pool is not None
         self.out.append(limit)
         self.peak = max(self.peak, len(self.out))

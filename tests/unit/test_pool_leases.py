@@ -6,10 +6,12 @@ import asyncio
 import logging
 import threading
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 
+from jobqueue.domain.job import Job
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry, StopReason
 from jobqueue.domain.status import Status
@@ -162,6 +164,10 @@ async def test_stuck_sync_handlers_keep_their_slots_and_burn_no_attempts() -> No
         config(workers=2, job_timeout=timedelta(milliseconds=50), lease_duration=LEASE),
     )
 
+    def left_processing(job: Job) -> bool:
+        latest = current(store, job.id)
+        return latest.attempts >= 1 and latest.status is not Status.PROCESSING
+
     async with running(pool):
         await eventually(
             lambda: all(current(store, job.id).status is Status.PROCESSING for job in stuck),
@@ -176,13 +182,7 @@ async def test_stuck_sync_handlers_keep_their_slots_and_burn_no_attempts() -> No
         # Once the threads return, their timed-out attempts are recorded and the slot
         # they held takes the waiting job.
         for job in [*stuck, waiting]:
-            await eventually(
-                lambda job=job: (
-                    current(store, job.id).attempts >= 1
-                    and current(store, job.id).status is not Status.PROCESSING
-                ),
-                f"job {job.id} leaves processing",
-            )
+            await eventually(partial(left_processing, job), f"job {job.id} leaves processing")
 
     # The two stuck ones were asked to stop by their timeout; the waiting one, which
     # ran after them (released at once, in any order), never was.

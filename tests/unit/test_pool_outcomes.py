@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from jobqueue.domain.errors import Permanent, Transient
-from jobqueue.domain.job import Lease
+from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.domain.transitions import Operation
-from jobqueue.entrypoints.worker.observer import PoolObserver
+from jobqueue.entrypoints.worker.observer import NullObserver, PoolObserver
 from tests.fakes import InMemoryJobStore, ManualClock, RecordingObserver, wall_clock
 from tests.unit.pool_harness import (
     FAST,
@@ -555,17 +555,18 @@ async def test_lost_lease_is_logged_and_reported_not_raised(
     assert outcomes == ["lease_lost", "completed"]
 
 
-class ExplodingObserver:
-    def attempt_started(self, job: Any) -> None:
+# The methods a simple attempt calls raise; the rest are `NullObserver`'s.
+class ExplodingObserver(NullObserver):
+    def attempt_started(self, job: Job) -> None:
         raise RuntimeError("metrics down")
 
-    def attempt_finished(self, job: Any, decision: Any, duration_seconds: float) -> None:
+    def attempt_finished(self, job: Job, decision: Decision, duration_seconds: float) -> None:
         raise RuntimeError("metrics down")
 
-    def lease_lost(self, job: Any) -> None:
+    def lease_lost(self, job: Job) -> None:
         raise RuntimeError("metrics down")
 
-    def recovered(self, jobs: Any) -> None:
+    def recovered(self, jobs: Sequence[Job]) -> None:
         raise RuntimeError("metrics down")
 
 

@@ -5,12 +5,12 @@ store says."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
 from jobqueue.adapters.telemetry.metrics import Metrics
-from jobqueue.domain.job import Job
+from jobqueue.domain.flow import Claimed
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.pauses import QueuePauses
@@ -92,10 +92,10 @@ async def test_pausing_gives_back_the_jobs_claimed_ahead_unstarted() -> None:
         # Given back with its attempt: it never started, so it waited for no pickup (the
         # six short jobs and the blocker did) and no attempt of it ended.
         assert given_back.attempts == 0
-        short = {"queue": "default", "type": "short"}
-        pickups = metrics.registry.get_sample_value("job_pickup_latency_seconds_count", short)
+        labels = {"queue": "default", "type": "short"}
+        pickups = metrics.registry.get_sample_value("job_pickup_latency_seconds_count", labels)
         assert pickups == 7
-        released = {**short, "outcome": "released"}
+        released = {**labels, "outcome": "released"}
         durations = metrics.registry.get_sample_value(
             "job_processing_duration_seconds_count", released
         )
@@ -119,7 +119,7 @@ class GatedClaimStore(InMemoryJobStore):
 
     async def claim(
         self, limit: int, lease: timedelta, queue: str = "default", *, types: Collection[str]
-    ) -> Sequence[Job]:
+    ) -> Claimed:
         self.entered += 1
         await self.gate.wait()
         return await super().claim(limit, lease, queue, types=types)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from jobqueue.domain.attempts import Outcome
+from jobqueue.domain.flow import Claimed
 from jobqueue.domain.job import Job, Lease
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.registry import JobContext, Registry
@@ -36,7 +37,7 @@ class GatedStore(InMemoryJobStore):
 
     async def claim(
         self, limit: int, lease: timedelta, queue: str = "default", *, types: Collection[str]
-    ) -> Sequence[Job]:
+    ) -> Claimed:
         self.claims += 1
         if self.hold_claims:
             self.claim_entered.set()
@@ -243,7 +244,7 @@ class CarryHoldingStore(InMemoryJobStore):
 
     async def claim(
         self, limit: int, lease: timedelta, queue: str = "default", *, types: Collection[str]
-    ) -> Sequence[Job]:
+    ) -> Claimed:
         await asyncio.sleep(0.005)
         return await super().claim(limit, lease, queue, types=types)
 
@@ -255,7 +256,7 @@ class CarryHoldingStore(InMemoryJobStore):
         queue: str = "default",
         *,
         types: Collection[str],
-    ) -> tuple[set[Lease], Sequence[Job]]:
+    ) -> tuple[set[Lease], Claimed]:
         if not self.carry_entered.is_set():
             self.carried = [lease for lease, _ in endings]
             self.carry_entered.set()

@@ -27,7 +27,7 @@ def test_names_loaded_on_demand_are_the_producer_entry_point_s_own() -> None:
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'enqueue_all'"):
-        _ = jobqueue.enqueue_all  # type: ignore[attr-defined]
+        _ = jobqueue.enqueue_all
 
 
 def python_blocks(document: Path) -> list[str]:

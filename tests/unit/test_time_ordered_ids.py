@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
 import pytest
 
-from jobqueue.adapters.postgres import ids
 from jobqueue.adapters.postgres.ids import time_ordered_ids
 
 
@@ -34,8 +34,9 @@ def test_later_calls_sort_after_earlier_ones_and_two_calls_never_share_an_id() -
 def test_counting_up_from_the_highest_start_never_reaches_the_variant_bits(
     monkeypatch: pytest.MonkeyPatch, count: int
 ) -> None:
-    # The largest random draw: every id must still be a well-formed version 7 UUID.
-    monkeypatch.setattr(ids.os, "urandom", lambda n: b"\xff" * n)
+    # The largest random draw: every id must still be a well-formed version 7 UUID. (ids
+    # calls `os.urandom` through the module, so patching it there reaches ids.)
+    monkeypatch.setattr(os, "urandom", lambda n: b"\xff" * n)
     made = time_ordered_ids(count)
     assert {each.version for each in made} == {7}
     assert {each.variant for each in made} == {uuid.RFC_4122}

@@ -10,8 +10,8 @@ import pytest
 from jobqueue.adapters.handlers import builtin_registry
 from jobqueue.adapters.handlers.sleep import SleepPayload
 from jobqueue.adapters.handlers.ssrf import DestinationRefused
-from jobqueue.adapters.handlers.webhook import WebhookHandler, WebhookPayload
-from jobqueue.adapters.handlers.webhook_payload import PublicWebhookPayload
+from jobqueue.adapters.handlers.webhook import WebhookPayload
+from jobqueue.adapters.handlers.webhook_payload import PublicWebhookPayload, WebhookHandler
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
 from jobqueue.domain.errors import InvalidPayload
 from jobqueue.domain.registry import Registry
