@@ -4,6 +4,7 @@ nothing else touched; and counting them first."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -19,7 +20,14 @@ from tests.fakes import TEST_TYPES
 from tests.support.endings import record
 
 
-async def _ended(store: JobStore, decision: Decision, **changes: object) -> Job:
+class _Where(TypedDict, total=False):
+    """Where `_ended`'s job goes, instead of `new_job()`'s queue and type."""
+
+    queue: str
+    type: str
+
+
+async def _ended(store: JobStore, decision: Decision, **changes: Unpack[_Where]) -> Job:
     job = (await store.submit(replace(new_job(), **changes))).job
     (claimed,) = await store.claim(1, LEASE, job.queue, types=TEST_TYPES)
     assert claimed.id == job.id

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from jobqueue.domain.job import Job
 from jobqueue.domain.ports import JobStore
 from jobqueue.domain.status import Status
 from tests.contract.steps import LEASE, new_job
@@ -29,7 +30,7 @@ async def test_under_a_backlog_claims_go_by_priority_then_due_time(store: JobSto
         job = (await store.submit(replace(new_job({"n": n}), priority=priority))).job
         submitted.append(job)
 
-    order = []
+    order: list[Job] = []
     while batch := await store.claim(3, LEASE, types=TEST_TYPES):
         order.extend(batch)
 

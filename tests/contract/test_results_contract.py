@@ -60,6 +60,7 @@ async def test_progress_is_written_while_the_lease_holds(store: JobStore) -> Non
     assert kept is not None
     assert (kept.fraction, kept.done, kept.total, kept.message) == (0.75, 3, 4, "page 3 of 4")
     assert kept.at is not None
+    assert claimed.started_at is not None
     assert abs(kept.at - claimed.started_at) < timedelta(minutes=1)
 
 

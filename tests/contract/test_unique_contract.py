@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobqueue.domain.errors import InvalidJob, UniqueKeyHeld
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
 from jobqueue.domain.ports import JobStore
@@ -17,7 +18,7 @@ from tests.contract.steps import LEASE, claim_only
 from tests.support.endings import record
 
 
-def unique_job(payload: dict[str, object], unique: Unique, job_type: str = "sync") -> NewJob:
+def unique_job(payload: dict[str, JsonValue], unique: Unique, job_type: str = "sync") -> NewJob:
     return NewJob.build(type=job_type, payload=payload, max_attempts=3, unique=unique)
 
 
