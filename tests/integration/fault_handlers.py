@@ -110,7 +110,7 @@ async def step(ctx: JobContext, payload: Layer) -> dict[str, int]:
     await asyncio.sleep(payload.ms / 1000)
     seen = [each.result for each in await ctx.dependencies() if each.completed]
     _record(ctx, "end")
-    numbers = [each["n"] for each in seen if isinstance(each, dict)]
+    numbers = [n for each in seen if isinstance(each, dict) and isinstance(n := each["n"], int)]
     return {"n": payload.n, "seen": len(numbers), "sum": sum(numbers)}
 
 

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
@@ -49,7 +50,12 @@ def client(service: Service) -> Iterator[Client]:
         yield client
 
 
-def _later(queue: str) -> dict[str, object]:
+class _Later(TypedDict):
+    queue: str
+    delay: timedelta
+
+
+def _later(queue: str) -> _Later:
     """Options of a job that stays pending for the test's length: due in an hour, in a
     queue no worker of this service consumes."""
     return {"queue": queue, "delay": timedelta(hours=1)}
@@ -210,14 +216,13 @@ def test_the_service_options_are_taken_before_between_and_after_the_command(
 ) -> None:
     given = ["--url", service.base_url, "--token", TOKEN, "--json"]
     # The environment points elsewhere: each answer came by the options.
-    elsewhere = {"JOBQUEUE_URL": "http://127.0.0.1:9", "JOBQUEUE_TOKEN": "wrong"}
     for words in (
         [*given, "queues", "list"],
         ["queues", *given, "list"],
         ["queues", "list", *given],
         ["--url", service.base_url, "queues", "list", "--token", TOKEN, "--json"],
     ):
-        done = run(words, **elsewhere)
+        done = run(words, JOBQUEUE_URL="http://127.0.0.1:9", JOBQUEUE_TOKEN="wrong")
         assert done.returncode == 0, (words, done.stderr)
         assert isinstance(json.loads(done.stdout), list)
     # Given twice, the one nearest the action wins.

@@ -56,7 +56,9 @@ def test_the_charts_show_the_workers_attempts_without_a_reload(
     assert _summary(page, "latency-hour").startswith("3 jobs picked up in the last hour")
     assert _summary(page, "throughput-day").startswith("3 completed")
     drawn = page.find('[data-chart="throughput-hour"] path[data-series="completed"]')
-    assert drawn.get_attribute("d").startswith("M")
+    line = drawn.get_attribute("d")
+    assert line is not None
+    assert line.startswith("M")
     assert page.find('[data-chart="latency-hour"] path[data-series="p95"]').get_attribute("d")
     # The charts, below the queues' table, in sight.
     page.driver.execute_script("document.getElementById('throughput').scrollIntoView()")

@@ -58,7 +58,7 @@ def _paused(service: Service, queue: str) -> bool:
 
 
 def _jobs(service: Service, status: str, queue: str) -> int:
-    query = {"status": status, "queue": queue, "limit": 100}
+    query: dict[str, str | int] = {"status": status, "queue": queue, "limit": 100}
     answer = httpx.get(f"{service.base_url}/jobs", params=query, timeout=10)
     return len(answer.json()["jobs"])
 

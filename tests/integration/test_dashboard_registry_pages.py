@@ -142,6 +142,7 @@ def test_the_periodic_page_shows_the_schedules_and_links_the_last_slots_job(
     tick = '#periodic tr[data-periodic="every-second"]'
     assert page.text(f'{tick} [data-column="queue"]') == "ticks"
     href = page.find(f'{tick} [data-column="last"] a').get_attribute("href")
+    assert href is not None
     job_id = href.rsplit("/", 1)[1]
     assert href == f"{dashboard_service.base_url}/ui/jobs/{job_id}"
     job = httpx.get(f"{dashboard_service.base_url}/jobs/{job_id}", timeout=10).json()

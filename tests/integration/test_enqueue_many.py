@@ -20,6 +20,7 @@ from jobqueue.adapters.postgres import enqueue as enqueue_module
 from jobqueue.adapters.postgres.notify import CHANNEL
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.errors import IdempotencyConflict, InvalidJob
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.job import NewJob
 from jobqueue.domain.status import Status
 from tests.support.job_rows import count_jobs
@@ -90,7 +91,7 @@ async def test_every_field_a_submission_sets_is_copied_as_a_single_insert_stores
 @pytest.mark.parametrize("payload", [{}, {"n": 1}, [], 0], ids=["empty", "object", "list", "zero"])
 @pytest.mark.parametrize("traceparent", [None, "00-" + "a" * 32 + "-" + "b" * 16 + "-01"])
 async def test_columns_left_to_the_server_s_defaults_come_back_as_returned(
-    engine: AsyncEngine, payload: object, traceparent: str | None
+    engine: AsyncEngine, payload: JsonValue, traceparent: str | None
 ) -> None:
     """In a transaction, COPY leaves out the columns the server's defaults fill, and those
     whose every value is the default: what is stored must still be what was returned, and

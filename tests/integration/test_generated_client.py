@@ -11,9 +11,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
@@ -157,17 +159,14 @@ def test_a_generated_client_has_every_operation_and_submits_and_reads_jobs_back(
         assert [(job.type_, job.payload) for job in submitted] == expected
         assert single.parsed.priority == 4
 
+        def completed(job_id: UUID) -> Any:
+            """The generated client's record of the job once it completed; None before."""
+            found = read.sync(job_id=job_id, client=client)
+            return found if found.status.value == "completed" else None
+
         for job, (job_type, payload) in zip(submitted, expected, strict=True):
             # Read back with the generated client until the worker has run it.
-            record = until(
-                lambda job=job: (
-                    found
-                    if (found := read.sync(job_id=job.id, client=client)).status.value
-                    == "completed"
-                    else None
-                ),
-                f"the {job_type} job completes",
-            )
+            record = until(partial(completed, job.id), f"the {job_type} job completes")
             assert (record.id, record.type_, record.payload) == (job.id, job_type, payload)
             assert record.queue == "generated"
         assert "Traceback" not in api.errors()

@@ -31,7 +31,7 @@ async def _periodic_rows(database_url: str) -> list[tuple[datetime, str, int]]:
                 .where(jobs.c.type == "tick")
                 .order_by(jobs.c.run_at)
             )
-            return [tuple(row) for row in rows]  # type: ignore[misc]
+            return [tuple(row) for row in rows]
     finally:
         await engine.dispose()
 

@@ -73,7 +73,7 @@ async def test_a_pools_attempts_are_in_the_current_minutes_rows_after_a_flush(
 
     async def all_ended() -> bool:
         async with engine.connect() as connection:
-            live = await connection.scalar(
+            live: int = await connection.scalar(
                 text("SELECT count(*) FROM jobs WHERE status IN ('pending', 'processing')")
             )
         return live == 0

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from jobqueue.adapters.postgres.driver import driver_of, fetch_pooled
 from jobqueue.adapters.postgres.statement import Statement
 from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.job import NewJob
 from jobqueue.domain.outcome import Decision
 from tests.fakes import TEST_TYPES
@@ -26,7 +27,7 @@ async def test_claimed_jobs_equal_the_same_rows_read_through_sqlalchemy(
     engine: AsyncEngine,
 ) -> None:
     store = PostgresJobStore(engine)
-    payload = {"to": "a@example.com", "n": [1, 2.5, None, True], "nested": {"é": "ü"}}
+    payload: JsonValue = {"to": "a@example.com", "n": [1, 2.5, None, True], "nested": {"é": "ü"}}
     await store.submit(
         NewJob(
             type="email",

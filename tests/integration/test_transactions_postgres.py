@@ -5,7 +5,6 @@ after the block, and a failure roll them back, so that a retried job writes them
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
@@ -27,7 +26,7 @@ _WRITE = text("INSERT INTO ledger (job_id, attempt) VALUES (:job_id, :attempt)")
 
 
 @pytest.fixture
-async def ledger(engine: AsyncEngine) -> AsyncIterator[AsyncEngine]:
+async def ledger(engine: AsyncEngine) -> AsyncEngine:
     async with engine.begin() as connection:
         await connection.execute(text(_LEDGER))
         await connection.execute(text("TRUNCATE ledger"))

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobqueue.client import Client
+from jobqueue.client import Client, SubmitOptions
 from tests.integration.wait_handlers import MODULE
 from tests.support.processes import JOBQUEUE, REPO_ROOT, Service, environment, serving
 from tests.support.processes import run as run_jobqueue
@@ -25,7 +25,7 @@ from tests.support.processes import run as run_jobqueue
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
 TOKEN = "operator-token"
-LATER = {"queue": "nobody", "delay": "1h"}  # pending for the test's length
+LATER: SubmitOptions = {"queue": "nobody", "delay": "1h"}  # pending for the test's length
 
 
 @pytest.fixture(scope="module")

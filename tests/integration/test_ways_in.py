@@ -11,6 +11,7 @@ import asyncio
 import itertools
 from collections.abc import Iterator
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import httpx
@@ -68,6 +69,11 @@ async def _rows(engine: AsyncEngine, job_type: str) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in result]
 
 
+def _accepted(http: httpx.Client, path: str, body: object) -> bool:
+    """Whether the service took `body` at `path` (201)."""
+    return http.post(path, json=body).status_code == 201
+
+
 def _over_http(services: list[Service], job_type: str) -> int:
     """The job sent every way over HTTP; how many it made."""
     sent = 0
@@ -76,7 +82,7 @@ def _over_http(services: list[Service], job_type: str) -> int:
             single = {"type": job_type, "payload": {"customer": next(_CUSTOMERS)}}
             # The api learns the types from the serve's publication on its first miss.
             until(
-                lambda http=http, single=single: http.post("/jobs", json=single).status_code == 201,
+                partial(_accepted, http, "/jobs", single),
                 f"{service.base_url} accepts {job_type}",
                 within=10,
             )
@@ -140,7 +146,7 @@ def _graph_over_http(services: list[Service]) -> None:
     for service in services:
         with httpx.Client(base_url=service.base_url, timeout=10) as http:
             until(
-                lambda http=http: http.post("/jobs/batch", json=graph).status_code == 201,
+                partial(_accepted, http, "/jobs/batch", graph),
                 f"{service.base_url} accepts a graph of plain jobs",
                 within=10,
             )

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.store import PostgresJobStore
+from jobqueue.domain.fields import JsonValue
 from jobqueue.domain.job import NewJob
 from jobqueue.domain.status import Status
 from tests.support.processes import Service, free_port, run, start
@@ -85,7 +86,7 @@ def listening_ports(pid: int) -> set[int]:
     return ports
 
 
-async def submit(engine: AsyncEngine, job_type: str, payload: dict[str, str]) -> UUID:
+async def submit(engine: AsyncEngine, job_type: str, payload: JsonValue) -> UUID:
     store = PostgresJobStore(engine)
     new = NewJob.build(type=job_type, payload=payload, default_max_attempts=1)
     return (await store.submit(new)).job.id
