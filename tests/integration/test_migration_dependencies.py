@@ -20,7 +20,7 @@ from sqlalchemy.exc import DBAPIError
 
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import metadata
-from tests.integration.test_migrations import (
+from tests.support.migrating import (
     FILLED_ROWS,
     WRITE_LOCK_TIMEOUT,
     _drift,
@@ -87,7 +87,7 @@ def _reads_the_table(statement: str) -> bool:
 
 
 async def _fill(connection: asyncpg.Connection) -> list[UUID]:
-    """FILLED_ROWS jobs (half pending, half completed), as `test_migrations` fills them;
+    """FILLED_ROWS jobs (half pending, half completed), as `tests.support.migrating` fills them;
     returns ENDED of the pending ones, for the ending writer."""
     await connection.execute(
         "INSERT INTO jobs (type, status, attempts, max_attempts, run_at, updated_at)"

@@ -23,7 +23,7 @@ from tests.integration.test_migration_dependencies import (
     _migrate_while_writing,
     _triggers,
 )
-from tests.integration.test_migrations import FILLED_ROWS, HEAD, _drift, _fetch
+from tests.support.migrating import FILLED_ROWS, HEAD, _drift, _fetch
 from tests.support.postgres import dsn
 
 # Graphs made under 0024; in every other one a dependency has already ended by then.

@@ -11,7 +11,7 @@ import pytest
 
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import metadata
-from tests.integration.test_migrations import (
+from tests.support.migrating import (
     FILLED_ROWS,
     _drift,
     _fetch,

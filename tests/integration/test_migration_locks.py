@@ -10,7 +10,7 @@ import time
 import asyncpg
 
 from jobqueue.adapters.postgres.migrations import upgrade
-from tests.integration.test_migrations import WRITE_LOCK_TIMEOUT, _job_columns, migrating
+from tests.support.migrating import WRITE_LOCK_TIMEOUT, _job_columns, migrating
 from tests.support.postgres import dsn
 
 # Long enough for many of the ALTER's tries (each 50 ms, then a pause of 20-100 ms), far

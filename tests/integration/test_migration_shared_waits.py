@@ -35,7 +35,7 @@ from tests.integration.test_migration_dependency_counts import (
     _statuses,
     _version,
 )
-from tests.integration.test_migrations import (
+from tests.support.migrating import (
     FILLED_ROWS,
     HEAD,
     _drift,
