@@ -1,17 +1,20 @@
 """Helpers for the API tests: an app over a real store, optionally with a worker pool,
-JSON log capture, and polling for a condition with a deadline."""
+and as fixtures (`api`, `client`) on the module's database; JSON log capture, polling
+for a condition with a deadline, and reading the OpenAPI document."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import pytest
 from litestar import Litestar
+from litestar.testing import AsyncTestClient
 from opentelemetry.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -42,6 +45,8 @@ from jobqueue.entrypoints.worker.pool_config import pool_config
 from tests.support.pgbouncer import routed_url
 
 T = TypeVar("T")
+
+SLEEP = {"type": "sleep", "payload": {"duration": "1s"}}
 
 FAST_POOL = replace(
     pool_config(Settings()),
@@ -164,6 +169,17 @@ def _running(component: Runnable) -> Callable[[Litestar], Any]:
     return run
 
 
+@pytest.fixture
+def api(engine: AsyncEngine, database_url: str) -> Api:
+    return build_api(database_url)
+
+
+@pytest.fixture
+async def client(api: Api) -> AsyncIterator[AsyncTestClient[Any]]:
+    async with AsyncTestClient(app=api.app) as client:
+        yield client
+
+
 async def eventually(
     probe: Callable[[], Awaitable[T]],
     accept: Callable[[T], bool],
@@ -200,3 +216,10 @@ def resolved(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]
         return schema
     found: dict[str, Any] = document["components"]["schemas"][reference.rsplit("/", 1)[1]]
     return found
+
+
+def _operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if method in {"get", "post", "put", "delete", "patch"}:
+                yield method, path, operation
