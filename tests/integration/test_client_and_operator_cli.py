@@ -6,10 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
-from typing import TypedDict
 
 import pytest
 
@@ -23,42 +20,13 @@ from jobqueue.client import (
     Unauthorized,
     job_request,
 )
-from tests.support.processes import Service, run, serving, until
+from tests.support.operator_service import TOKEN, _cli, _later, client, service
+from tests.support.processes import Service, run, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
-TOKEN = "operator-token"
-
-
-@pytest.fixture(scope="module")
-def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    with serving(
-        ["serve"],
-        tmp_path_factory.mktemp("client"),
-        DATABASE_URL=database_url,
-        API_TOKENS=TOKEN,
-        WORKERS="2",
-        POLL_INTERVAL="200ms",
-        QUEUES="default",
-    ) as running:
-        yield running
-
-
-@pytest.fixture
-def client(service: Service) -> Iterator[Client]:
-    with Client(service.base_url, token=TOKEN) as client:
-        yield client
-
-
-class _Later(TypedDict):
-    queue: str
-    delay: timedelta
-
-
-def _later(queue: str) -> _Later:
-    """Options of a job that stays pending for the test's length: due in an hour, in a
-    queue no worker of this service consumes."""
-    return {"queue": queue, "delay": timedelta(hours=1)}
+# Fixtures of tests.support.operator_service, used by name.
+__all__ = ["client", "service"]
 
 
 def test_a_submitted_job_is_run_and_read_back(client: Client) -> None:
@@ -171,11 +139,6 @@ async def test_the_async_client_against_the_service(service: Service) -> None:
 
 
 # --- the operator's commands -----------------------------------------------------------
-
-
-def _cli(service: Service, *args: str, token: str = TOKEN) -> tuple[int, str, str]:
-    done = run(list(args), JOBQUEUE_URL=service.base_url, JOBQUEUE_TOKEN=token)
-    return done.returncode, done.stdout, done.stderr
 
 
 def test_jobs_list_show_cancel_and_retry_from_the_command_line(
