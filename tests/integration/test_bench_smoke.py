@@ -4,25 +4,18 @@ set against an earlier report given with --baseline."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import subprocess
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
-from sqlalchemy.engine import make_url
 
 import jobqueue
-from tests.support.postgres import Server, dsn
-from tests.support.processes import JOBQUEUE, REPO_ROOT, environment
-
-TIMEOUT_SECONDS = 100
+from tests.support.bench_runs import fetch, run_bench, tables
+from tests.support.postgres import Server
 
 # Scenarios whose jobs are `--jobs`, and those run by `jobqueue worker` processes, whose
 # jobs are `--drain-jobs` and whose CPU time is measured.
@@ -105,35 +98,6 @@ class QuickRun:
     report: dict[str, Any]
     tables_before: set[str]
     tables_after: set[str]
-
-
-def run_bench(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(JOBQUEUE), "bench", "--quick", *args],
-        cwd=REPO_ROOT,
-        env=environment(DATABASE_URL=database_url),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_SECONDS,
-        check=False,
-    )
-
-
-async def _fetch(url: str, query: str, *args: object) -> list[asyncpg.Record]:
-    connection = await asyncpg.connect(dsn(url))
-    try:
-        return list(await connection.fetch(query, *args))
-    finally:
-        await connection.close()
-
-
-def fetch(url: str, query: str, *args: object) -> list[asyncpg.Record]:
-    return asyncio.run(_fetch(url, query, *args))
-
-
-def tables(url: str) -> set[str]:
-    rows = fetch(url, "SELECT schemaname || '.' || tablename FROM pg_tables")
-    return {row[0] for row in rows}
 
 
 @pytest.fixture(scope="module")
@@ -272,20 +236,6 @@ def test_quick_run_reports_the_chains_hops_and_the_fan_beside_independent_jobs(
 
 
 @pytest.mark.slow
-def test_only_runs_the_scenarios_it_names(postgres_server: Server, tmp_path: Path) -> None:
-    output = tmp_path / "chain.json"
-
-    result = run_bench(postgres_server.url, "--only", "chain", "--json", str(output))
-
-    assert result.returncode == 0, result.stderr
-    report = json.loads(output.read_text())
-    assert set(report["metrics"]) == {"graph.chain", "graph.chain.hop"}
-    assert report["settings"]["scenarios"] == ["chain"]
-    assert "Start-up" not in result.stdout
-    assert "Dependencies, a job's end → its dependent's start" in result.stdout
-
-
-@pytest.mark.slow
 def test_quick_run_reports_worker_startup_as_ordered_positive_times_of_this_checkout(
     quick_run: QuickRun,
 ) -> None:
@@ -342,38 +292,6 @@ def test_quick_run_drops_its_scratch_database_and_leaves_the_given_one_alone(
     assert scratch.startswith("jobqueue_bench_")
     assert not fetch(postgres_server.url, "SELECT 1 FROM pg_database WHERE datname = $1", scratch)
     assert quick_run.tables_after == quick_run.tables_before
-
-
-@pytest.fixture
-def role_without_createdb(postgres_server: Server) -> Iterator[str]:
-    """A URL for a login role that may connect but not create databases."""
-    name = f"jq_bench_{uuid.uuid4().hex[:8]}"
-    password = uuid.uuid4().hex
-    try:
-        fetch(postgres_server.url, f"CREATE ROLE {name} LOGIN NOCREATEDB PASSWORD '{password}'")
-    except asyncpg.InsufficientPrivilegeError:
-        # Only a TEST_DATABASE_URL can lack it; a skip would pass this test untested.
-        pytest.fail(
-            "the test server's role may not create roles: TEST_DATABASE_URL needs CREATEROLE",
-            pytrace=False,
-        )
-    url = make_url(postgres_server.url).set(username=name, password=password)
-    yield url.render_as_string(hide_password=False)
-    fetch(postgres_server.url, f"DROP ROLE {name}")
-
-
-@pytest.mark.slow
-def test_refuses_clearly_when_it_cannot_create_a_scratch_database(
-    postgres_server: Server, role_without_createdb: str
-) -> None:
-    before = tables(postgres_server.url)
-
-    result = run_bench(role_without_createdb)
-
-    assert result.returncode == 1
-    assert "cannot create a scratch database" in result.stderr
-    assert "permission denied" in result.stderr
-    assert tables(postgres_server.url) == before
 
 
 @pytest.mark.slow
