@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobqueue.adapters.postgres.database import create_engine
-from tests.integration.fault_handlers import Fleet
+from tests.support.fault_fleet import Fleet
 
 
 @pytest.fixture

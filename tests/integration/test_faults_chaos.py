@@ -14,15 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.integration.fault_handlers import (
-    Fleet,
-    completed_per_job,
-    enqueue_all,
-    read_executions,
-    starts_per_job,
-    wait_for_log,
-    work_jobs,
-)
+from tests.support.fault_fleet import Fleet, enqueue_all, wait_for_log, work_jobs
+from tests.support.fault_records import completed_per_job, read_executions, starts_per_job
 
 if TYPE_CHECKING:
     from tests.support.pg_server import Database

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from tests.integration.fault_handlers import (
+from tests.support.fault_fleet import Fleet
+from tests.support.fault_records import (
     Execution,
-    Fleet,
     completed_per_job,
     read_executions,
     starts_per_job,

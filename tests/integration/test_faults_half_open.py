@@ -20,14 +20,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobqueue import NewJob
-from tests.integration.fault_handlers import (
-    Fleet,
-    log_records,
-    log_time,
-    read_executions,
-    starts_per_job,
-    wait_for_log,
-)
+from tests.support.fault_fleet import Fleet, wait_for_log
+from tests.support.fault_records import log_records, log_time, read_executions, starts_per_job
 from tests.support.tcp_proxy import TcpProxy
 
 if TYPE_CHECKING:

@@ -16,13 +16,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from jobqueue import NewJob
-from tests.integration.fault_handlers import (
-    Execution,
-    Fleet,
-    enqueue_all,
-    read_executions,
-    wait_for_log,
-)
+from tests.support.fault_fleet import Fleet, enqueue_all, wait_for_log
+from tests.support.fault_records import Execution, read_executions
 
 if TYPE_CHECKING:
     from tests.support.pg_server import Database

@@ -20,13 +20,9 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from tests.integration.fault_handlers import (
-    Fleet,
-    Load,
-    Probe,
-    read_executions,
-    starts_per_job,
-)
+from tests.support.fault_fleet import Fleet
+from tests.support.fault_records import read_executions, starts_per_job
+from tests.support.http_load import Load, Probe
 
 if TYPE_CHECKING:
     from tests.support.pg_server import Database, PgServer

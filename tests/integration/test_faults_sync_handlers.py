@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from jobqueue import NewJob
-from tests.integration.fault_handlers import Fleet, enqueue_all, read_executions
+from tests.support.fault_fleet import Fleet, enqueue_all
+from tests.support.fault_records import read_executions
 
 if TYPE_CHECKING:
     from tests.support.pg_server import Database
