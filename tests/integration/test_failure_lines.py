@@ -26,7 +26,7 @@ from jobqueue.domain.outcome import LEASE_EXPIRED_ERROR
 from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from tests.fakes import RecordingObserver
-from tests.integration.test_worker import (
+from tests.support.worker_pools import (
     CONFIG,
     SHORT_LEASE,
     FrozenStore,

@@ -23,7 +23,7 @@ from jobqueue.domain.throughput import LAST_DAY, LAST_HOUR, RollupCounts, Tallie
 from jobqueue.entrypoints.worker.pool import WorkerPool
 from jobqueue.entrypoints.worker.retention import RetentionLoop
 from jobqueue.entrypoints.worker.throughput import Counting, RollupFlusher
-from tests.integration.test_worker import CONFIG, until
+from tests.support.worker_pools import CONFIG, until
 
 
 async def _rows(engine: AsyncEngine) -> dict[str, dict[str, Any]]:
