@@ -16,14 +16,13 @@ import pytest
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.job import NewJob
-from tests.support.processes import Service, free_port, start
+from tests.support.processes import STARTUP_DEADLINE, Service, free_port, start, wait_for_log
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
 POLL_INTERVAL = "30s"
 # Far below POLL_INTERVAL, far above a wake-up's real latency on a busy machine.
 WAKE_UP_DEADLINE = 12.0
-STARTUP_DEADLINE = 90.0
 
 
 def submit(api: Service) -> str:
@@ -45,14 +44,6 @@ def wait_for_completion(api: Service, job_id: str, within: float) -> str:
     while (status := status_of(api, job_id)) != "completed" and time.monotonic() < deadline:
         time.sleep(0.05)
     return status
-
-
-def wait_for_log(service: Service, message: str, within: float) -> None:
-    deadline = time.monotonic() + within
-    while not any(line["message"] == message for line in service.log()):
-        if service.process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"never logged {message!r}:\n{service.errors()}")
-        time.sleep(0.05)
 
 
 def insert_probe(database_url: str) -> str:

@@ -21,8 +21,7 @@ from sqlalchemy import select
 from jobqueue import NewJob, enqueue
 from jobqueue.adapters.postgres.database import create_engine
 from jobqueue.adapters.postgres.schema import jobs
-from tests.integration.test_notify_processes import STARTUP_DEADLINE, wait_for_log
-from tests.support.processes import free_port, start
+from tests.support.processes import STARTUP_DEADLINE, free_port, start, wait_for_log
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 

@@ -14,8 +14,7 @@ from sqlalchemy import text
 
 from jobqueue import NewJob, enqueue_many
 from jobqueue.adapters.postgres.database import create_engine
-from tests.integration.test_notify_processes import STARTUP_DEADLINE, wait_for_log
-from tests.support.processes import free_port, start, until
+from tests.support.processes import STARTUP_DEADLINE, free_port, start, until, wait_for_log
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 

@@ -21,6 +21,7 @@ from jobqueue.entrypoints.config.settings import SETTINGS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBQUEUE = Path(sys.executable).with_name("jobqueue")
+STARTUP_DEADLINE = 90.0
 
 T = TypeVar("T")
 
@@ -155,3 +156,11 @@ def until(condition: Callable[[], T | None], what: str, within: float = 60) -> T
             return found
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting until {what}")
+
+
+def wait_for_log(service: Service, message: str, within: float) -> None:
+    deadline = time.monotonic() + within
+    while not any(line["message"] == message for line in service.log()):
+        if service.process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"never logged {message!r}:\n{service.errors()}")
+        time.sleep(0.05)
