@@ -16,14 +16,16 @@ import asyncpg
 
 from jobqueue.adapters.postgres.migrations import downgrade, upgrade
 from jobqueue.adapters.postgres.schema import metadata
-from tests.integration.test_migration_dependencies import (
-    TRIGGERS_0024,
+from tests.support.dependency_migrations import TRIGGERS_0024, _insert
+from tests.support.migrating import (
+    FILLED_ROWS,
+    HEAD,
+    _drift,
+    _fetch,
     _fill,
-    _insert,
     _migrate_while_writing,
     _triggers,
 )
-from tests.support.migrating import FILLED_ROWS, HEAD, _drift, _fetch
 from tests.support.postgres import dsn
 
 # Graphs made under 0024; in every other one a dependency has already ended by then.

@@ -21,7 +21,6 @@ from jobqueue.adapters.postgres.schema import metadata
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.dependencies import Step
 from jobqueue.domain.job import NewJob
-from tests.integration.test_migration_dependencies import _fill, _insert, _migrate_while_writing
 from tests.integration.test_migration_dependency_counts import (
     _LIVE_EDGES,
     GRAPHS,
@@ -35,13 +34,16 @@ from tests.integration.test_migration_dependency_counts import (
     _statuses,
     _version,
 )
+from tests.support.dependency_migrations import _insert
 from tests.support.migrating import (
     FILLED_ROWS,
     HEAD,
     _drift,
     _fetch,
+    _fill,
     _job_columns,
     _job_indexes,
+    _migrate_while_writing,
 )
 from tests.support.postgres import dsn
 
