@@ -20,7 +20,7 @@ from jobqueue.client import (
     ServiceUnreachable,
     job_request,
 )
-from tests.unit.test_client_calls import FAST, RECORD, Script, client, error, ok
+from tests.support.scripted_client import FAST, RECORD, Script, client, error, ok
 
 ITEM = {**RECORD, "duplicate": False, "replayed": False}
 WORKFLOW = str(uuid.uuid4())
