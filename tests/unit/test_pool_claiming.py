@@ -16,29 +16,9 @@ from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker import dispatch
 from jobqueue.entrypoints.worker import pool as pool_module
 from jobqueue.entrypoints.worker.claim_sizing import AHEAD_PER_WORKER, MAX_CLAIMS_IN_FLIGHT
-from jobqueue.entrypoints.worker.pool import WorkerPool
 from tests.fakes import InMemoryJobStore, wall_clock
+from tests.support.recorded_claims import ClaimRecordingStore, SlowClaimStore
 from tests.unit.pool_harness import config, eventually, make_pool, running, settled, submit
-
-
-class ClaimRecordingStore(InMemoryJobStore):
-    """Records every claim together with what the pool was doing when it was made."""
-
-    def __init__(self) -> None:
-        super().__init__(wall_clock)
-        self.pool: WorkerPool | None = None
-        self.claims: list[tuple[int, int, int]] = []  # (limit, in_flight, claimed ahead)
-        self.failures_left = 0
-
-    async def claim(
-        self, limit: int, lease: timedelta, queue: str = "default", *, types: Collection[str]
-    ) -> Claimed:
-        assert self.pool is not None
-        self.claims.append((limit, self.pool.in_flight, self.pool.claimed_ahead))
-        if self.failures_left:
-            self.failures_left -= 1
-            raise ConnectionResetError("connection reset by peer")
-        return await super().claim(limit, lease, queue, types=types)
 
 
 async def test_pool_never_runs_more_than_workers_attempts_at_once() -> None:
@@ -97,20 +77,6 @@ async def test_pool_claims_at_most_the_prefetch_ahead_and_starts_jobs_as_workers
         # A claimed job waits only while every worker is busy.
         assert ahead == 0 or in_flight == 3
     assert all(started_while_free)
-
-
-class SlowClaimStore(ClaimRecordingStore):
-    """Claims that take a measurable round trip, as a real database's do."""
-
-    def __init__(self, claim_seconds: float) -> None:
-        super().__init__()
-        self.claim_seconds = claim_seconds
-
-    async def claim(
-        self, limit: int, lease: timedelta, queue: str = "default", *, types: Collection[str]
-    ) -> Claimed:
-        await asyncio.sleep(self.claim_seconds)
-        return await super().claim(limit, lease, queue, types=types)
 
 
 class OverlapRecordingStore(SlowClaimStore):

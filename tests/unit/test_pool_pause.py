@@ -15,8 +15,8 @@ from jobqueue.domain.registry import JobContext, Registry
 from jobqueue.domain.status import Status
 from jobqueue.entrypoints.worker.pauses import QueuePauses
 from tests.fakes import InMemoryJobStore, wall_clock
+from tests.support.recorded_claims import SlowClaimStore
 from tests.unit.pool_harness import config, eventually, make_pool, running, settled, submit
-from tests.unit.test_pool_claiming import SlowClaimStore
 
 
 async def test_a_paused_pool_claims_nothing_and_its_running_attempt_finishes() -> None:
