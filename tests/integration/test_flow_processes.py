@@ -14,8 +14,6 @@ import asyncio
 import random
 import socket
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import asyncpg
@@ -23,26 +21,14 @@ import httpx
 import pytest
 
 from tests.integration.flow_handlers import HELD_SECONDS, MODULE
+from tests.support.flow_fleet import SETTINGS, _assert_paced, _drained, _fleet, _worker
 from tests.support.postgres import dsn
-from tests.support.processes import Service, free_port, start
+from tests.support.processes import free_port, start
 
 pytestmark = [pytest.mark.slow]
 
 LIMIT = 5
 PROCESSES = 3
-SETTINGS = {
-    "WORKERS": "20",
-    "QUEUES": "limited,paced,tenants,paced_keys",
-    "POLL_INTERVAL": "200ms",
-    "RECOVERY_INTERVAL": "500ms",
-    # A killed process's slots come back about a lease after the kill.
-    "LEASE_DURATION": "3s",
-    "JOB_TIMEOUT": "2s",
-    "STATEMENT_TIMEOUT": "1s",
-    "DB_CLIENT_TIMEOUT": "1500ms",
-    "LOG_LEVEL": "INFO",
-    "AUTO_MIGRATE": "false",
-}
 CALM_SECONDS = 10.0
 KILLING_SECONDS = 30.0
 KILL_EVERY = (2.5, 4.0)
@@ -53,29 +39,6 @@ SAMPLE_EVERY = 0.02
 # more than 5.5 s, its recovery pass late; 3.5 s too little in a clean clone's CI run
 # on 2026-12-05: 7.02 s). What it must catch is a slot never freed, not a late pass.
 SLOTS_BACK_WITHIN = 3.0 + 0.5 + 5.5
-
-
-def _worker(database_url: str, logs: Path, **settings: str) -> Service:
-    port = free_port()
-    service = start(
-        ["worker", "--handlers", MODULE],
-        port,
-        logs,
-        DATABASE_URL=database_url,
-        METRICS_ADDR=f"127.0.0.1:{port}",
-        **{**SETTINGS, **settings},
-    )
-    return service
-
-
-@contextmanager
-def _fleet() -> Iterator[list[Service]]:
-    services: list[Service] = []
-    try:
-        yield services
-    finally:
-        for service in services:
-            service.stop()
 
 
 async def _enqueue(connection: asyncpg.Connection, job_type: str, queue: str, count: int) -> None:
@@ -177,35 +140,6 @@ async def test_a_rate_holds_in_every_second_across_processes(
         _assert_paced(starts, RATE)
     finally:
         await connection.close()
-
-
-# What a paced drain may take beyond twice its pacing: two worker processes starting
-# (imports, migrations checked, limits declared) on a busy machine. Three times the
-# pacing alone was too little for 5 s of pacing with the suite beside it (15.2 s).
-START_UP_SECONDS = 15.0
-
-
-async def _drained(connection: asyncpg.Connection, queue: str, *, pacing: float) -> None:
-    """Until every job of `queue` completed: at most twice `pacing` (how long its limits
-    make the drain last) and the processes' start-up."""
-    deadline = time.monotonic() + 2 * pacing + START_UP_SECONDS
-    while await connection.fetchval(
-        "SELECT count(*) FROM jobs WHERE queue = $1 AND status <> 'completed'", queue
-    ):
-        assert time.monotonic() < deadline, f"the jobs of {queue} did not drain"
-        await asyncio.sleep(0.2)
-
-
-def _assert_paced(starts: list[float], rate: int) -> None:
-    """No window of one second holds more than `rate` of the sorted `starts` (the most
-    any holds is in one that begins at a start), and they came at 90 % of it at least."""
-    busiest = max(
-        sum(1 for other in starts[index:] if other < start + 1.0)
-        for index, start in enumerate(starts)
-    )
-    assert busiest <= rate
-    came = (len(starts) - 1) / (starts[-1] - starts[0])
-    assert came >= 0.9 * rate, f"{came:.1f} starts a second"
 
 
 KEY_RATE = 10

@@ -10,7 +10,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.integration.test_flow_processes import _assert_paced, _drained, _fleet, _worker
+from tests.support.flow_fleet import _assert_paced, _drained, _fleet, _worker
 from tests.support.postgres import dsn
 
 pytestmark = [pytest.mark.slow]
