@@ -21,7 +21,7 @@ from jobqueue.adapters.postgres.schema import metadata
 from jobqueue.adapters.postgres.store import PostgresJobStore
 from jobqueue.domain.dependencies import Step
 from jobqueue.domain.job import NewJob
-from tests.integration.test_migration_dependency_counts import (
+from tests.support.dependency_migrations import (
     _LIVE_EDGES,
     GRAPHS,
     _complete,
@@ -29,12 +29,12 @@ from tests.integration.test_migration_dependency_counts import (
     _definitions,
     _edges,
     _graph,
+    _insert,
     _job_waits,
     _pairs,
     _statuses,
     _version,
 )
-from tests.support.dependency_migrations import _insert
 from tests.support.migrating import (
     FILLED_ROWS,
     HEAD,
