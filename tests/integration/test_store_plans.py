@@ -27,6 +27,7 @@ from jobqueue.domain.transitions import Operation
 from jobqueue.domain.unique import Unique
 from tests.support.plans import (
     FINISHED_ROWS,
+    analyze,
     capture_statements,
     custom_and_generic_plans,
     fill_table,
@@ -120,7 +121,7 @@ async def test_hot_path_uses_its_index_among_many_finished_rows(plan_engine: Asy
             ),
             {"rows": RUNNING},
         )
-    await _analyze(plan_engine)
+    await analyze(plan_engine)
     try:
         for operation, (call, indexes) in HOT_PATH.items():
             with capture_statements(plan_engine) as sent:
@@ -133,13 +134,7 @@ async def test_hot_path_uses_its_index_among_many_finished_rows(plan_engine: Asy
     finally:
         async with plan_engine.begin() as connection:
             await connection.execute(text("DELETE FROM jobs WHERE type = 'running'"))
-        await _analyze(plan_engine)
-
-
-async def _analyze(engine: AsyncEngine) -> None:
-    async with engine.connect() as connection:
-        await connection.execute(text("ANALYZE jobs"))
-        await connection.commit()
+        await analyze(plan_engine)
 
 
 # An operator's bulk calls: each reads its status's index in the order jobs ended, never

@@ -245,3 +245,10 @@ def fill_table(
             await engine.dispose()
 
     asyncio.run(seed())
+
+
+async def analyze(engine: AsyncEngine) -> None:
+    """`ANALYZE jobs`, so that the planner sees the rows a test just wrote or removed."""
+    async with engine.connect() as connection:
+        await connection.execute(text("ANALYZE jobs"))
+        await connection.commit()
