@@ -15,33 +15,24 @@ import pytest
 
 from jobqueue.client import Client, job_request
 from tests.integration.operator_handlers import MODULE
-from tests.support.processes import JOBQUEUE, REPO_ROOT, Service, environment, serving
+from tests.support.operator_service import TOKEN, client, serving_with_token
+from tests.support.processes import JOBQUEUE, REPO_ROOT, Service, environment
 from tests.support.processes import run as run_jobqueue
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("engine")]
 
-TOKEN = "operator-token"
 LATER = ("--delay", "1h")  # pending for the test's length
 
 
 @pytest.fixture(scope="module")
 def service(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    with serving(
-        ["serve", "--handlers", MODULE],
-        tmp_path_factory.mktemp("operator"),
-        DATABASE_URL=database_url,
-        API_TOKENS=TOKEN,
-        WORKERS="1",
-        POLL_INTERVAL="200ms",
-        QUEUES="default",
-    ) as running:
+    folder = tmp_path_factory.mktemp("operator")
+    with serving_with_token(database_url, folder, handlers=MODULE, workers=1) as running:
         yield running
 
 
-@pytest.fixture
-def client(service: Service) -> Iterator[Client]:
-    with Client(service.base_url, token=TOKEN) as client:
-        yield client
+# A fixture of tests.support.operator_service, used by name.
+__all__ = ["client"]
 
 
 def run(service: Service, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
