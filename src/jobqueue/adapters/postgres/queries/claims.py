@@ -119,11 +119,18 @@ _NO_LEFT = (
     " CAST(NULL AS interval) AS rate_opens_in"
 )
 _NONE_LEFT = f"{_NO_LEFT}, {_NO_KEYS}, {type_rates.NONE_LEFT}"
-# The leases a batch of endings held, as two arrays on every row.
+# The leases a batch of endings held, as two arrays, returned on the first row only
+# (`_HELD_ONCE`): on every row, a claim of n jobs carrying m endings sent n × m ids and
+# tokens, all decoded by the process, for a third of the time of a round of 100 endings
+# and 100 claims (bench/RESULTS.md, "Endings' leases returned once").
 _HELD = """
     SELECT array_agg(ended.id) AS ended_ids, array_agg(ended.lease_token) AS ended_tokens
     FROM ended
 """
+_HELD_ONCE = (
+    "CASE WHEN row_number() OVER () = 1 THEN held.ended_ids END AS ended_ids,"
+    " CASE WHEN row_number() OVER () = 1 THEN held.ended_tokens END AS ended_tokens"
+)
 
 CLAIM = Statement(
     "claim",
@@ -188,7 +195,7 @@ RECORD_AND_CLAIM = Statement(
     {_QUEUE},
     due AS MATERIALIZED ({_DUE_UNLIMITED}),
     claimed AS ({_take("due", "now()")})
-    SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_NONE_LEFT}, claimed.*
+    SELECT {_HELD_ONCE}, {_LIMITED_NOW}, {_NONE_LEFT}, claimed.*
     FROM ({_HELD}) AS held
     LEFT JOIN claimed ON true
     """,
@@ -204,7 +211,7 @@ def _record_and_limited_claim(name: str, *, typed: bool) -> Statement:
         f"""
         WITH ended AS ({ENDINGS}),
         {_limited("ARRAY(SELECT id FROM ended)", typed=typed)}
-        SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS},
+        SELECT {_HELD_ONCE}, {_LIMITED_NOW}, {_LEFT}, {_NO_KEYS},
             {types_left}, claimed.*
         FROM ({_HELD}) AS held
         CROSS JOIN allowance
@@ -267,7 +274,7 @@ def _record_and_keyed_claim(name: str, limited: bool) -> Statement:
         f"""
         WITH RECURSIVE ended AS ({ENDINGS}),
         {_QUEUE}, {_keyed("ARRAY(SELECT id FROM ended)", limited)}
-        SELECT held.ended_ids, held.ended_tokens, {_LIMITED_NOW}, {left}, {keys.NEXT_KEY},
+        SELECT {_HELD_ONCE}, {_LIMITED_NOW}, {left}, {keys.NEXT_KEY},
             {keys.HEAD_ENDS}, {type_rates.NONE_LEFT}, claimed.*
         FROM ({_HELD}) AS held
         {limits}
