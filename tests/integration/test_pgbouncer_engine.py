@@ -12,12 +12,16 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from jobqueue import NewJob, enqueue, enqueue_many
 from jobqueue.adapters.handlers import builtin_registry
 from jobqueue.adapters.payloads import MsgspecPayloadDecoder
-from jobqueue.adapters.postgres.database import create_engine, statement_timeout_of
+from jobqueue.adapters.postgres.database import (
+    create_engine,
+    normalize_url,
+    statement_timeout_of,
+)
 from jobqueue.adapters.postgres.limits import Limits
 from jobqueue.adapters.postgres.pooler import Pooler
 from jobqueue.adapters.postgres.store import PostgresJobStore
@@ -110,8 +114,9 @@ async def test_ten_connections_on_two_servers_run_producers_and_a_pool_without_a
 async def test_with_the_statement_caches_on_the_same_clients_clash(
     database_url: str, tight_pgbouncer: PgBouncer
 ) -> None:
-    # No limits: a statement_timeout sent at connection start would be refused first.
-    engine = create_engine(tight_pgbouncer.url(database_url), pool_size=10)
+    # SQLAlchemy's own engine, caches on: `create_engine` without `Pooler.PGBOUNCER` would
+    # be refused at connection start first (the test below).
+    engine = create_async_engine(normalize_url(tight_pgbouncer.url(database_url)), pool_size=10)
     try:
         with pytest.raises(Exception, match="prepared statement"):
             await asyncio.gather(*(produce(engine, n) for n in range(PRODUCERS)))
@@ -119,13 +124,15 @@ async def test_with_the_statement_caches_on_the_same_clients_clash(
         await engine.dispose()
 
 
-async def test_pgbouncer_refuses_a_statement_timeout_sent_at_connection_start(
+async def test_pgbouncer_refuses_the_settings_a_session_of_its_own_gets_at_start(
     database_url: str, pgbouncer_server: PgBouncer
 ) -> None:
+    # `database.SESSION_SETTINGS`, and the statement timeout: all refused, the first named.
     limits = Limits(statement=timedelta(seconds=5), client=timedelta(seconds=6))
-    direct_engine = create_engine(pgbouncer_server.url(database_url), pool_size=1, limits=limits)
-    try:
-        with pytest.raises(Exception, match="unsupported startup parameter: statement_timeout"):
-            await statement_timeout_of(direct_engine)
-    finally:
-        await direct_engine.dispose()
+    for given in (None, limits):
+        engine = create_engine(pgbouncer_server.url(database_url), pool_size=1, limits=given)
+        try:
+            with pytest.raises(Exception, match="unsupported startup parameter: plan_cache_mode"):
+                await statement_timeout_of(engine)
+        finally:
+            await engine.dispose()

@@ -67,6 +67,24 @@ def normalize_url(url: str) -> str:
 # a statement is planned for the table's current size, at the cost of one more parse and
 # five planned runs per statement and connection each time (no drain slower, measured).
 PLAN_LIFETIME_SECONDS = 2
+# Settings of a session of its own (not behind a transaction pooler, which refuses them
+# at connection start: set them on the role there, docs/deployment.md).
+SESSION_SETTINGS = {
+    # A prepared statement is planned once, for any values (a generic plan), not for each
+    # run's. Left to choose, PostgreSQL planned every claim and ending write for its
+    # values (pg_prepared_statements: no generic plan in 60 runs), as a generic plan
+    # cannot see how many elements an array holds and costs more on paper: about half a
+    # millisecond of planning on every pickup's path. Generic plans are what every
+    # hot-path and dashboard statement is plan-tested under (tests/support/plans.py), and
+    # with `PLAN_LIFETIME_SECONDS` each is made again for the table's current size
+    # (bench/RESULTS.md, "Generic plans, no JIT").
+    "plan_cache_mode": "force_generic_plan",
+    # No JIT compilation: every statement here reads a bounded number of rows, but a
+    # listing's bounded search is estimated at a million (its CTEs), past
+    # `jit_above_cost`, and a server built with LLVM (Debian's, most hosted ones; not the
+    # embedded one the tests run on) spent ~500 ms compiling it for 60 ms of execution.
+    "jit": "off",
+}
 
 
 def redact(url: str) -> str:
@@ -113,6 +131,7 @@ def create_engine(
         connect_args |= {"statement_cache_size": 0, "prepared_statement_cache_size": 0}
     else:
         connect_args["max_cached_statement_lifetime"] = PLAN_LIFETIME_SECONDS
+        server_settings |= SESSION_SETTINGS
     pool_timeout = 30.0  # SQLAlchemy's own default
     if limits is not None:
         if pooler.keeps_sessions:
