@@ -65,7 +65,9 @@ def test_the_index_a_status_names_holds_its_rows_in_its_order(status: Status) ->
     assert f"'{status.value}'" in predicate, predicate
     # The sort column is the index's last column, or last but the id that breaks its ties
     # (as listing does); before it come the order's groups, in order, or the status (and
-    # the type, for an index that says it holds them by type).
+    # the type, for an index that says it holds them by type). An index of one status
+    # does not lead with it: PostgreSQL drops the status from a scan's conditions (the
+    # predicate implies it), and the type behind it would have nothing to descend by.
     columns = [column.name for column in index.columns]
     if columns[-1] == "id":
         columns.pop()
@@ -74,6 +76,7 @@ def test_the_index_a_status_names_holds_its_rows_in_its_order(status: Status) ->
     if groups:
         assert columns[:-1] == groups
     elif traits.typed_index:
-        assert columns[:-1] == ["status", "type"]
+        held = [each for each in Status if f"'{each.value}'" in predicate]
+        assert columns[:-1] == (["type"] if held == [status] else ["status", "type"])
     else:
         assert set(columns[:-1]) <= {"status"}

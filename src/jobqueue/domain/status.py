@@ -72,8 +72,9 @@ class StatusTraits:
     # Whether `queue` may narrow a listing. Only where the status's rows are few (or its
     # index leads with the queue) can the index range be read and filtered.
     by_queue: bool = True
-    # Whether `index` holds the status's rows by type after the status (finished jobs):
-    # then one type is one range of it, and every type a merge of the types' ranges.
+    # Whether `index` holds the status's rows by type (after the status, where it holds
+    # several): then one type is one range of it, and every type a merge of the types'
+    # ranges.
     typed_index: bool = False
     # Where a job ends when its attempts failed (its handler's failure, its payload,
     # timeouts, a lease that ran out), not by anyone's choice: someone should hear of
@@ -125,10 +126,10 @@ TRAITS: Mapping[Status, StatusTraits] = {
     Status.DEAD_LETTER: StatusTraits(
         Phase.HELD, _NEWEST_FINISHED, "ix_jobs_dead_letter", failure=True
     ),
-    # An index of its own, in the finished layout: adding the status to the one above
+    # An index of its own, by type like the one above: adding the status to that one
     # would rebuild an index of every finished row on a live table.
     Status.CANCELLED: StatusTraits(
-        Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_cancelled", typed_index=True
+        Phase.FINISHED, _NEWEST_FINISHED, "ix_jobs_cancelled_by_type", typed_index=True
     ),
 }
 

@@ -213,13 +213,15 @@ jobs = Table(
         "updated_at",
         postgresql_where=text(f"status IN ({_indexed_in('ix_jobs_finished_by_type')})"),
     ),
-    # Cancelled rows in the same layout, in an index of their own (`status.TRAITS`).
+    # Cancelled rows by type, in an index of their own (`status.TRAITS`), without the
+    # status in front: the index holds one, so PostgreSQL drops it from a scan's
+    # conditions, and a first column without one left nothing to descend by
+    # (migration 0027).
     Index(
-        "ix_jobs_cancelled",
-        "status",
+        "ix_jobs_cancelled_by_type",
         "type",
         "updated_at",
-        postgresql_where=text(f"status IN ({_indexed_in('ix_jobs_cancelled')})"),
+        postgresql_where=text(f"status IN ({_indexed_in('ix_jobs_cancelled_by_type')})"),
     ),
     # One job per unique key among those in the statuses it counts in: the index, not a
     # read before the insert, decides, so concurrent duplicates cannot both get in. Jobs
