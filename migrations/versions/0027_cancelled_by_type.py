@@ -4,9 +4,10 @@
 The index holds one status only, so PostgreSQL drops `status = 'cancelled'` from a scan's
 conditions (its predicate implies it), and with the status the index's first column no
 condition was left to descend by: the listing's loose scan over types and each type's
-range of `updated_at` read the index from one end. On 100,000 cancelled jobs of 30 types,
-listing those that ended in the last hour read ~20,000 index pages (~200 ms);
-descending by type, each visit reads a few.
+range of `updated_at` read the index from one end (before PostgreSQL 18, whose btree skip
+scan steps over the status). On 100,000 cancelled jobs of 30 types, listing those that
+ended in the last hour read ~20,000 index pages (~200 ms); descending by type, each visit
+reads a few.
 
 Safe on a live table: the new index is built CONCURRENTLY, outside the migration's
 transaction (Alembic's autocommit block), then the old one is dropped CONCURRENTLY, so

@@ -1,13 +1,19 @@
 """Migration 0027 (cancelled jobs indexed by type, without the status in front) on a
 filled `jobs` table while writes go on: inserts, endings and deletes never wait for it
 longer than a short lock timeout, either way; each way leaves one valid index, as that
-revision declares it, and the listing of cancelled jobs reads the new one."""
+revision declares it, and the listing of cancelled jobs reads a few pages a type.
+
+On PostgreSQL 15, the fault tests' server: the old index's cost shows on a server without
+btree skip scans (before 18, most of those in use); the embedded server the other tests
+run on is 18, which skips over the status and read 537 pages where 15 read 14,203.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import asyncpg
 
@@ -28,6 +34,11 @@ from tests.support.migrating import (
 )
 from tests.support.plans import capture_statements
 from tests.support.postgres import dsn
+
+if TYPE_CHECKING:
+    from tests.support.pg_server import PgServer
+
+pytest_plugins = ["tests.support.pg_server"]
 
 REVISION = "0027"
 _INDEXES = (
@@ -64,9 +75,9 @@ HOUR = timedelta(hours=1)
 
 
 async def test_the_cancelled_index_moves_on_a_filled_table_without_blocking_writes(
-    empty_database_url: str,
+    pg15: PgServer,
 ) -> None:
-    url = empty_database_url
+    url = pg15.database_url(await asyncio.to_thread(pg15.create_database))
     await asyncio.to_thread(upgrade, url, "0026")
     indexes = await asyncio.to_thread(_job_indexes, url)
     assert "ix_jobs_cancelled" in indexes
