@@ -101,14 +101,8 @@ class QueueClaims:
         # On one row (the first), or on none when no ending held its lease; looked for,
         # not assumed at rows[0]: read from the wrong row, every ending would seem lost.
         ended = next((row for row in rows if row["ended_ids"] is not None), None)
-        held = (
-            set()
-            if ended is None
-            else {
-                Lease(job_id, token)
-                for job_id, token in zip(ended["ended_ids"], ended["ended_tokens"], strict=True)
-            }
-        )
+        ids, tokens = ((), ()) if ended is None else (ended["ended_ids"], ended["ended_tokens"])
+        held = {Lease(job_id, token) for job_id, token in zip(ids, tokens, strict=True)}
         return held, await self._claimed(queue, rows, limit, lease, ranges, sent, values)
 
     def _values(
